@@ -1,0 +1,136 @@
+#include "common/conv_args.h"
+
+#include <string>
+
+#include "common/checks.h"
+
+namespace gpukern {
+namespace {
+
+// One entry per spatial dim: a single value applies to every dim, as in torch.
+void expand_list(const char* op, const char* name, at::IntArrayRef values, int nsp,
+                 int64_t* dst) {
+  GK_CHECK(values.size() == 1 || static_cast<int>(values.size()) == nsp, op, name,
+           " must have 1 or ", nsp, " values, got ", values.size());
+  for (int i = 0; i < nsp; ++i) dst[i] = values.size() == 1 ? values[0] : values[i];
+}
+
+ConvArgs check_tensors(const char* op, int nsp, const at::Tensor& input,
+                       const at::Tensor& weight, const std::optional<at::Tensor>& bias,
+                       at::IntArrayRef stride, at::IntArrayRef dilation, int64_t groups) {
+  ConvArgs a;
+  a.nsp = nsp;
+  check_defined(op, input, "input");
+  check_defined(op, weight, "weight");
+  check_dim_in(op, input, "input", nsp + 1, nsp + 2);
+  GK_CHECK(weight.dim() == nsp + 2, op, "expected weight with ", nsp + 2,
+           " dimensions [out_channels, in_channels/groups, kernel...], got shape ",
+           weight.sizes());
+  check_same_device(op, input, "input", weight, "weight");
+  check_same_dtype(op, input, "input", weight, "weight");
+  check_floating(op, input, "input");
+  GK_CHECK(groups > 0, op, "groups must be positive, got ", groups);
+
+  a.batched = input.dim() == nsp + 2;
+  const int off = a.batched ? 1 : 0;
+  a.N = a.batched ? input.size(0) : 1;
+  a.C = input.size(off);
+  a.O = weight.size(0);
+  a.groups = groups;
+  for (int i = 0; i < nsp; ++i) {
+    a.in[i] = input.size(off + 1 + i);
+    a.k[i] = weight.size(2 + i);
+    GK_CHECK(a.k[i] > 0, op, "kernel size must be positive, got weight of shape ",
+             weight.sizes());
+  }
+  GK_CHECK(a.C % groups == 0, op, "groups=", groups, " must divide the input channels (",
+           a.C, ")");
+  GK_CHECK(a.O % groups == 0, op, "groups=", groups, " must divide the output channels (",
+           a.O, ")");
+  GK_CHECK(weight.size(1) * groups == a.C, op, "expected weight.size(1) * groups == ",
+           "input channels, got weight of shape ", weight.sizes(), ", groups=", groups,
+           " and ", a.C, " input channels");
+  if (bias.has_value() && bias->defined()) {
+    check_same_device(op, input, "input", *bias, "bias");
+    check_same_dtype(op, input, "input", *bias, "bias");
+    GK_CHECK(bias->dim() == 1 && bias->size(0) == a.O, op, "expected bias of shape [", a.O,
+             "], got ", bias->sizes());
+  }
+  expand_list(op, "stride", stride, nsp, a.stride);
+  expand_list(op, "dilation", dilation, nsp, a.dilation);
+  for (int i = 0; i < nsp; ++i) {
+    GK_CHECK(a.stride[i] > 0, op, "stride must be positive, got ", stride);
+    GK_CHECK(a.dilation[i] > 0, op, "dilation must be positive, got ", dilation);
+  }
+  return a;
+}
+
+void finish_output_sizes(const char* op, ConvArgs& a) {
+  for (int i = 0; i < a.nsp; ++i) {
+    const int64_t padded = a.in[i] + a.pad_lo[i] + a.pad_hi[i];
+    const int64_t span = a.dilation[i] * (a.k[i] - 1) + 1;
+    GK_CHECK(span <= padded, op, "the (dilated) kernel size ", span,
+             " is larger than the padded input size ", padded, " in spatial dim ", i);
+    a.out[i] = (padded - span) / a.stride[i] + 1;
+  }
+}
+
+}  // namespace
+
+ConvArgs conv_args(const char* op, int nsp, const at::Tensor& input, const at::Tensor& weight,
+                   const std::optional<at::Tensor>& bias, at::IntArrayRef stride,
+                   at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups) {
+  ConvArgs a = check_tensors(op, nsp, input, weight, bias, stride, dilation, groups);
+  expand_list(op, "padding", padding, nsp, a.pad_lo);
+  for (int i = 0; i < nsp; ++i) {
+    GK_CHECK(a.pad_lo[i] >= 0, op, "padding must be non-negative, got ", padding);
+    a.pad_hi[i] = a.pad_lo[i];
+  }
+  finish_output_sizes(op, a);
+  return a;
+}
+
+ConvArgs conv_args(const char* op, int nsp, const at::Tensor& input, const at::Tensor& weight,
+                   const std::optional<at::Tensor>& bias, at::IntArrayRef stride,
+                   std::string_view padding, at::IntArrayRef dilation, int64_t groups) {
+  ConvArgs a = check_tensors(op, nsp, input, weight, bias, stride, dilation, groups);
+  if (padding == "valid") {
+    // no padding: pad_lo/pad_hi stay 0
+  } else if (padding == "same") {
+    for (int i = 0; i < nsp; ++i) {
+      GK_CHECK(a.stride[i] == 1, op, "padding='same' is not supported for strided ",
+               "convolutions (stride ", stride, ")");
+      const int64_t total = a.dilation[i] * (a.k[i] - 1);
+      a.pad_lo[i] = total / 2;
+      a.pad_hi[i] = total - a.pad_lo[i];
+    }
+  } else {
+    GK_CHECK(false, op, "padding must be 'same' or 'valid', got '", std::string(padding), "'");
+  }
+  finish_output_sizes(op, a);
+  return a;
+}
+
+at::Tensor conv_output(const ConvArgs& a, const at::Tensor& input, const at::Tensor& weight) {
+  std::vector<int64_t> shape;
+  if (a.batched) shape.push_back(a.N);
+  shape.push_back(a.O);
+  for (int i = 0; i < a.nsp; ++i) shape.push_back(a.out[i]);
+  auto opts = input.options();
+  if (a.nsp == 2 && a.batched &&
+      (input.suggest_memory_format() == at::MemoryFormat::ChannelsLast ||
+       weight.suggest_memory_format() == at::MemoryFormat::ChannelsLast)) {
+    return at::empty(shape, opts.memory_format(at::MemoryFormat::ChannelsLast));
+  }
+  return at::empty(shape, opts);
+}
+
+at::Tensor conv_batched_input(const ConvArgs& a, const at::Tensor& input) {
+  return a.batched ? input : input.unsqueeze(0);
+}
+
+at::Tensor conv_batched_output(const ConvArgs& a, const at::Tensor& output) {
+  return a.batched ? output : output.unsqueeze(0);
+}
+
+}  // namespace gpukern

@@ -1,0 +1,49 @@
+#pragma once
+// Argument checks and normalisation shared by conv1d and conv2d (CPU and CUDA). The result is a
+// plain struct of int64 sizes that the algorithm choice and the kernels' params are built from.
+#include <ATen/ATen.h>
+
+#include <optional>
+#include <string_view>
+
+namespace gpukern {
+
+struct ConvArgs {
+  static constexpr int kMaxSpatial = 2;
+  int nsp = 1;           // spatial dims: 1 (conv1d) or 2 (conv2d)
+  bool batched = true;   // false: the input had no batch dim, the output drops it again
+  int64_t N = 1, C = 1, O = 1, groups = 1;
+  int64_t in[kMaxSpatial] = {1, 1};      // input spatial sizes (H, W) / (L)
+  int64_t k[kMaxSpatial] = {1, 1};       // filter sizes
+  int64_t out[kMaxSpatial] = {1, 1};     // output spatial sizes
+  int64_t stride[kMaxSpatial] = {1, 1};
+  int64_t dilation[kMaxSpatial] = {1, 1};
+  int64_t pad_lo[kMaxSpatial] = {0, 0};  // zeros before the input (left / top)
+  int64_t pad_hi[kMaxSpatial] = {0, 0};  // zeros after it ('same' puts the odd one here)
+
+  int64_t c_per_group() const { return C / groups; }
+  int64_t o_per_group() const { return O / groups; }
+  bool depthwise() const { return groups == C && C > 1; }
+};
+
+// Explicit integer padding (symmetric), as F.convNd(..., padding=int or tuple).
+ConvArgs conv_args(const char* op, int nsp, const at::Tensor& input, const at::Tensor& weight,
+                   const std::optional<at::Tensor>& bias, at::IntArrayRef stride,
+                   at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups);
+
+// String padding "same" / "valid", as F.convNd(..., padding="same").
+ConvArgs conv_args(const char* op, int nsp, const at::Tensor& input, const at::Tensor& weight,
+                   const std::optional<at::Tensor>& bias, at::IntArrayRef stride,
+                   std::string_view padding, at::IntArrayRef dilation, int64_t groups);
+
+// The output tensor for args on input's device and dtype: [N, O, out...] (without N when the input
+// was unbatched). For 2-D, channels_last when the input or the weight is channels_last (torch's
+// rule for convolution outputs).
+at::Tensor conv_output(const ConvArgs& args, const at::Tensor& input, const at::Tensor& weight);
+
+// A 4-D (conv2d) / 3-D (conv1d) view of input with the batch dim, whatever the caller passed.
+at::Tensor conv_batched_input(const ConvArgs& args, const at::Tensor& input);
+// The batched view of an output made by conv_output.
+at::Tensor conv_batched_output(const ConvArgs& args, const at::Tensor& output);
+
+}  // namespace gpukern

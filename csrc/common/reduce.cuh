@@ -1,0 +1,62 @@
+#pragma once
+// Layered reductions, each layer knowing only the one below:
+//   thread (registers) -> warp_reduce (shuffles) -> block_reduce (one shared-memory step).
+// Ops are functors with `float operator()(float, float)` and `static float identity()`.
+#include <cfloat>
+#include <cmath>
+
+namespace gpukern {
+
+constexpr int kWarpSize = 32;
+
+struct SumOp {
+  __device__ __forceinline__ float operator()(float a, float b) const { return a + b; }
+  __device__ __forceinline__ static float identity() { return 0.f; }
+};
+// max/min propagate NaN like torch.amax/amin: a NaN anywhere makes the result NaN.
+struct MaxOp {
+  __device__ __forceinline__ float operator()(float a, float b) const {
+    return (a != a || a > b) ? a : b;
+  }
+  __device__ __forceinline__ static float identity() { return -INFINITY; }
+};
+struct MinOp {
+  __device__ __forceinline__ float operator()(float a, float b) const {
+    return (a != a || a < b) ? a : b;
+  }
+  __device__ __forceinline__ static float identity() { return INFINITY; }
+};
+
+// Warp step. Contract: all 32 lanes participate; the result is valid in every lane
+// (butterfly), combined in a fixed order, so it is bitwise reproducible.
+template <typename Op, typename T>
+__device__ __forceinline__ T warp_reduce(T v, Op op) {
+#pragma unroll
+  for (int offset = kWarpSize / 2; offset > 0; offset >>= 1) {
+    v = op(v, __shfl_xor_sync(0xffffffffu, v, offset));
+  }
+  return v;
+}
+
+// Block step. Contract: all kNThreads threads of the block call it with their partial; smem holds
+// at least kNThreads / 32 values of T; the result is valid in thread 0 only. Ends with a barrier
+// so the caller may reuse smem right after.
+template <int kNThreads, typename Op, typename T>
+__device__ __forceinline__ T block_reduce(T v, Op op, T* smem) {
+  static_assert(kNThreads % kWarpSize == 0 && kNThreads <= 1024, "block of whole warps");
+  constexpr int kWarps = kNThreads / kWarpSize;
+  const int lane = threadIdx.x % kWarpSize;
+  const int warp = threadIdx.x / kWarpSize;
+  v = warp_reduce(v, op);
+  if (kWarps == 1) return v;
+  if (lane == 0) smem[warp] = v;
+  __syncthreads();  // every warp's partial is in smem
+  if (warp == 0) {
+    v = lane < kWarps ? smem[lane] : T(Op::identity());
+    v = warp_reduce(v, op);
+  }
+  __syncthreads();  // smem free for reuse
+  return v;
+}
+
+}  // namespace gpukern

@@ -1,0 +1,40 @@
+// The one schema block of gpukern. Every op is declared here, once, with aten's argument names
+// and defaults; each family registers its CPU and CUDA kernels with TORCH_LIBRARY_IMPL in its
+// own files (csrc/<family>/<family>.cpp and <family>_cuda.cu).
+#include <Python.h>
+#include <torch/library.h>
+
+extern "C" {
+// Importing torch_ops._C runs the static registrations above and below; the module itself is
+// empty (the ops are reached through torch.ops.gpukern).
+PyObject* PyInit__C(void) {
+  static struct PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "_C", nullptr, -1, nullptr};
+  return PyModule_Create(&module_def);
+}
+}
+
+TORCH_LIBRARY(gpukern, m) {
+  m.def(
+      "conv1d(Tensor input, Tensor weight, Tensor? bias=None, SymInt[1] stride=1, "
+      "SymInt[1] padding=0, SymInt[1] dilation=1, SymInt groups=1) -> Tensor");
+  m.def(
+      "conv1d.padding(Tensor input, Tensor weight, Tensor? bias=None, SymInt[1] stride=1, "
+      "str padding=\"valid\", SymInt[1] dilation=1, SymInt groups=1) -> Tensor");
+  m.def(
+      "conv2d(Tensor input, Tensor weight, Tensor? bias=None, SymInt[2] stride=1, "
+      "SymInt[2] padding=0, SymInt[2] dilation=1, SymInt groups=1) -> Tensor");
+  m.def(
+      "conv2d.padding(Tensor input, Tensor weight, Tensor? bias=None, SymInt[2] stride=1, "
+      "str padding=\"valid\", SymInt[2] dilation=1, SymInt groups=1) -> Tensor");
+  m.def("mv(Tensor self, Tensor vec) -> Tensor");
+  m.def("sum(Tensor self, *, ScalarType? dtype=None) -> Tensor");
+  m.def(
+      "sum.dim_IntList(Tensor self, int[1]? dim, bool keepdim=False, *, "
+      "ScalarType? dtype=None) -> Tensor");
+  m.def("mean(Tensor self, *, ScalarType? dtype=None) -> Tensor");
+  m.def(
+      "mean.dim(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None) "
+      "-> Tensor");
+  m.def("amax(Tensor self, int[1] dim=[], bool keepdim=False) -> Tensor");
+  m.def("amin(Tensor self, int[1] dim=[], bool keepdim=False) -> Tensor");
+}

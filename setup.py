@@ -1,0 +1,62 @@
+"""Build gpukern's extension torch_ops._C.
+
+CUDAExtension when torch is a CUDA build and nvcc is found, else a CPU-only CppExtension.
+GPUKERN_CPU_ONLY=1 forces the CPU-only build (quick iteration on the host code).
+With no GPU visible and TORCH_CUDA_ARCH_LIST unset, the architecture list defaults to 9.0
+(H100/H200); MAX_JOBS is honoured by torch's ninja build.
+"""
+import glob
+import os
+import shutil
+
+from setuptools import find_packages, setup
+import torch
+from torch.utils.cpp_extension import CUDA_HOME, BuildExtension, CppExtension, CUDAExtension
+
+ROOT = os.path.dirname(os.path.abspath(__file__))
+DEFAULT_ARCH_LIST = "9.0"
+
+
+def _nvcc_found():
+    if CUDA_HOME and os.path.exists(os.path.join(CUDA_HOME, "bin", "nvcc")):
+        return True
+    return shutil.which("nvcc") is not None
+
+
+def _build_cuda():
+    if os.environ.get("GPUKERN_CPU_ONLY", "0") == "1":
+        return False
+    return torch.version.cuda is not None and _nvcc_found()
+
+
+def _sources(pattern):
+    return sorted(glob.glob(os.path.join("csrc", "**", pattern), recursive=True))
+
+
+def _extension():
+    cxx = ["-O3", "-std=c++17"]
+    include_dirs = [os.path.join(ROOT, "csrc")]
+    sources = _sources("*.cpp")
+    if not _build_cuda():
+        print("gpukern: building the CPU-only extension")
+        return CppExtension("torch_ops._C", sources, include_dirs=include_dirs,
+                            extra_compile_args={"cxx": cxx})
+    if not torch.cuda.is_available() and not os.environ.get("TORCH_CUDA_ARCH_LIST"):
+        os.environ["TORCH_CUDA_ARCH_LIST"] = DEFAULT_ARCH_LIST
+    print(f"gpukern: building the CUDA extension for TORCH_CUDA_ARCH_LIST="
+          f"{os.environ.get('TORCH_CUDA_ARCH_LIST', '(the visible GPUs)')}")
+    nvcc = ["-O3", "-std=c++17", "-lineinfo", "--expt-relaxed-constexpr",
+            "-DGPUKERN_WITH_CUDA"]
+    return CUDAExtension("torch_ops._C", sources + _sources("*.cu"), include_dirs=include_dirs,
+                         extra_compile_args={"cxx": cxx + ["-DGPUKERN_WITH_CUDA"], "nvcc": nvcc})
+
+
+setup(
+    name="gpukern",
+    version="0.1.0",
+    description="Tiled convolution, matrix-vector and reduction kernels as PyTorch custom ops",
+    packages=find_packages(include=["torch_ops", "torch_ops.*"]),
+    ext_modules=[_extension()],
+    cmdclass={"build_ext": BuildExtension},
+    python_requires=">=3.10",
+)

@@ -1,0 +1,75 @@
+"""Shared test fixtures: devices (cpu always, cuda when present), the per-dtype tolerance table
+and the float64-reference comparison every parity test uses."""
+import pytest
+import torch
+
+import torch_ops  # noqa: F401  registers torch.ops.gpukern
+
+HAS_CUDA = torch.cuda.is_available() and torch_ops.has_cuda_kernels()
+
+DEVICES = ["cpu"] + (["cuda"] if HAS_CUDA else [])
+# Device parameters for test grids: the cuda entry is reported as skipped, not dropped, when no
+# GPU is present, so the same command runs every test on a GPU machine.
+DEVICE_PARAMS = [
+    "cpu",
+    pytest.param("cuda", marks=[pytest.mark.cuda, pytest.mark.skipif(
+        not HAS_CUDA, reason="needs a CUDA device and the CUDA build of gpukern")]),
+]
+
+FLOAT_DTYPES = [torch.float32, torch.float16, torch.bfloat16]
+CPU_ONLY_DTYPES = [torch.float64]
+
+# Relative tolerance per dtype, applied as |out - ref| <= tol * (|ref| + rms(ref)). The reference
+# is float64 on the same (already rounded) inputs, so the error is float32 accumulation plus one
+# final rounding to the output dtype: float16 2^-11, bfloat16 2^-8 relative.
+TOL = {
+    torch.float64: 1e-12,
+    torch.float32: 2e-5,
+    torch.float16: 2e-3,
+    torch.bfloat16: 1.6e-2,
+}
+
+
+def dtype_supported(device: str, dtype: torch.dtype) -> bool:
+    return dtype != torch.float64 or device == "cpu"
+
+
+def skip_unsupported(device: str, dtype: torch.dtype) -> None:
+    if not dtype_supported(device, dtype):
+        pytest.skip(f"{dtype} is CPU-only in gpukern")
+
+
+def rand(*shape, dtype=torch.float32, device="cpu", generator=None) -> torch.Tensor:
+    """Fresh standard-normal data (never zeros), drawn in float32 and rounded to dtype."""
+    return torch.randn(*shape, generator=generator, dtype=torch.float32).to(dtype).to(device)
+
+
+def assert_close_ref(out: torch.Tensor, ref: torch.Tensor, dtype: torch.dtype = None,
+                     tol: float = None) -> None:
+    """Compare a gpukern result with a float64 reference (any device). Checks shape, that no
+    element is NaN where the reference is finite, and the per-dtype tolerance."""
+    dtype = dtype or out.dtype
+    tol = TOL[dtype] if tol is None else tol
+    assert out.shape == ref.shape, f"shape {tuple(out.shape)} != reference {tuple(ref.shape)}"
+    o = out.detach().to("cpu", torch.float64)
+    r = ref.detach().to("cpu", torch.float64)
+    if r.numel() == 0:
+        return
+    same_nan = torch.isnan(o) == torch.isnan(r)
+    assert bool(same_nan.all()), "NaN pattern differs from the reference"
+    finite = ~torch.isnan(r)
+    o, r = o[finite], r[finite]
+    if r.numel() == 0:
+        return
+    rms = r.pow(2).mean().sqrt()
+    err = (o - r).abs()
+    bound = tol * (r.abs() + rms)
+    worst = int(torch.argmax(err - bound))
+    assert bool((err <= bound).all()), (
+        f"max error {float(err.max()):.3e} (at flat index {worst}: got {float(o[worst])}, "
+        f"expected {float(r[worst])}); tolerance {tol} x (|ref| + rms {float(rms):.3e})")
+
+
+@pytest.fixture(params=DEVICE_PARAMS)
+def device(request):
+    return request.param

@@ -1,0 +1,18 @@
+"""gpukern: CUDA kernels for tiled 1-D/2-D convolution, matrix-vector product and reductions,
+registered as PyTorch custom ops (``torch.ops.gpukern.*``), forward only.
+
+Importing this package loads the compiled extension (which registers the ops) and their fake
+kernels (for torch.compile), and re-exports the typed wrappers of :mod:`torch_ops.functional`.
+"""
+import torch  # noqa: F401  (the extension links against torch's libraries)
+
+from . import _C  # noqa: F401  registers torch.ops.gpukern.*
+from . import _meta  # noqa: F401  register_fake for every op
+from .functional import amax, amin, conv1d, conv2d, mean, mv, sum  # noqa: A004
+
+__all__ = ["conv1d", "conv2d", "mv", "sum", "mean", "amax", "amin", "has_cuda_kernels"]
+
+
+def has_cuda_kernels() -> bool:
+    """True when the extension was built with its CUDA kernels."""
+    return torch._C._dispatch_has_kernel_for_dispatch_key("gpukern::mv", "CUDA")

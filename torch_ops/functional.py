@@ -1,0 +1,69 @@
+"""Typed, documented wrappers over ``torch.ops.gpukern``: the public API. Each mirrors the torch
+function of the same name (arguments, defaults, result) and runs gpukern's own kernels, on CPU
+and CUDA. Forward only."""
+from typing import Optional, Sequence, Union
+
+import torch
+
+_ops = torch.ops.gpukern
+
+IntOrSeq = Union[int, Sequence[int]]
+
+
+def _seq(v: IntOrSeq) -> list:
+    return [v] if isinstance(v, int) else list(v)
+
+
+def conv1d(input: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor] = None,
+           stride: IntOrSeq = 1, padding: Union[IntOrSeq, str] = 0, dilation: IntOrSeq = 1,
+           groups: int = 1) -> torch.Tensor:
+    """Like torch.nn.functional.conv1d (cross-correlation): input [N, C, L] or [C, L], weight
+    [O, C/groups, K]; padding an int, a 1-tuple, 'same' or 'valid'."""
+    if isinstance(padding, str):
+        return _ops.conv1d.padding(input, weight, bias, _seq(stride), padding, _seq(dilation),
+                                   groups)
+    return _ops.conv1d(input, weight, bias, _seq(stride), _seq(padding), _seq(dilation), groups)
+
+
+def conv2d(input: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor] = None,
+           stride: IntOrSeq = 1, padding: Union[IntOrSeq, str] = 0, dilation: IntOrSeq = 1,
+           groups: int = 1) -> torch.Tensor:
+    """Like torch.nn.functional.conv2d: input [N, C, H, W] or [C, H, W] (contiguous or
+    channels_last), weight [O, C/groups, KH, KW]; padding an int, a 2-tuple, 'same' or 'valid'."""
+    if isinstance(padding, str):
+        return _ops.conv2d.padding(input, weight, bias, _seq(stride), padding, _seq(dilation),
+                                   groups)
+    return _ops.conv2d(input, weight, bias, _seq(stride), _seq(padding), _seq(dilation), groups)
+
+
+def mv(input: torch.Tensor, vec: torch.Tensor) -> torch.Tensor:
+    """Like torch.mv: [M, N] @ [N] -> [M]; any strides (a transposed matrix is read in place)."""
+    return _ops.mv(input, vec)
+
+
+def sum(input: torch.Tensor, dim: Optional[IntOrSeq] = None, keepdim: bool = False, *,  # noqa: A001
+        dtype: Optional[torch.dtype] = None) -> torch.Tensor:
+    """Like torch.sum: bool/integer inputs sum to int64, float16/bfloat16 accumulate in float32."""
+    if dim is None:
+        return _ops.sum(input, dtype=dtype) if not keepdim else \
+            _ops.sum.dim_IntList(input, None, True, dtype=dtype)
+    return _ops.sum.dim_IntList(input, _seq(dim), keepdim, dtype=dtype)
+
+
+def mean(input: torch.Tensor, dim: Optional[IntOrSeq] = None, keepdim: bool = False, *,
+         dtype: Optional[torch.dtype] = None) -> torch.Tensor:
+    """Like torch.mean, for floating inputs."""
+    if dim is None:
+        return _ops.mean(input, dtype=dtype) if not keepdim else \
+            _ops.mean.dim(input, None, True, dtype=dtype)
+    return _ops.mean.dim(input, _seq(dim), keepdim, dtype=dtype)
+
+
+def amax(input: torch.Tensor, dim: IntOrSeq = (), keepdim: bool = False) -> torch.Tensor:
+    """Like torch.amax (NaN propagates), for floating inputs."""
+    return _ops.amax(input, _seq(dim), keepdim)
+
+
+def amin(input: torch.Tensor, dim: IntOrSeq = (), keepdim: bool = False) -> torch.Tensor:
+    """Like torch.amin (NaN propagates), for floating inputs."""
+    return _ops.amin(input, _seq(dim), keepdim)
