@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# One call on the GPU machine: build the extension, run the whole test suite, run the benchmark.
+# Logs and results go to $OUT (the device tool's folder) or ./results.
+#   STEPS="build test bench" (default all), PYTEST_ARGS, BENCH_ARGS.
+set -uo pipefail
+OUT=${OUT:-results}
+mkdir -p "$OUT"
+STEPS=${STEPS:-"build test bench"}
+export PYTHONUNBUFFERED=1
+nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.mem --format=csv | tee "$OUT/gpu.txt"
+rc=0
+if [[ $STEPS == *build* ]]; then
+  t0=$(date +%s)
+  MAX_JOBS=${MAX_JOBS:-16} python3 -m pip install --no-build-isolation --no-deps -e . \
+    > "$OUT/build.log" 2>&1 || { echo "BUILD FAILED"; grep -E "error|Error" "$OUT/build.log" | head -40; exit 1; }
+  echo "build: $(( $(date +%s) - t0 )) s"
+fi
+if [[ $STEPS == *test* ]]; then
+  timeout ${TEST_TIMEOUT:-420} python3 -m pytest -q -rfE ${PYTEST_ARGS:-tests} > "$OUT/pytest.log" 2>&1 || rc=1
+  grep -E "^(FAILED|ERROR)" "$OUT/pytest.log" | head -40
+  tail -n 3 "$OUT/pytest.log"
+fi
+if [[ $STEPS == *bench* ]]; then
+  timeout ${BENCH_TIMEOUT:-400} python3 benchmarks/run.py --out "$OUT" ${BENCH_ARGS:-} 2>&1 | tee "$OUT/bench.log" || rc=1
+fi
+exit $rc

@@ -1,0 +1,173 @@
+"""gpukern's main job: every PERF.md case against its best torch baseline, one table.
+
+    python benchmarks/run.py [--cases c1_ dw2 mv ...] [--out results]
+
+On a GPU: measures the two ceilings (copy bandwidth, fp32 FMA rate) in the same run, checks each
+output against a float64 reference before timing it, times ours and every baseline (cuDNN with
+cudnn.benchmark off and on, strict fp32; torch.fft where listed; cuBLAS; ATen) with CUDA events
+and the L2 flushed (launch-bound cases inside a CUDA graph), and prints time, best baseline,
+speedup, fraction of the roofline and the target. Without a GPU it says so and times the CPU path
+on scaled-down shapes against torch's CPU ops. Results go to <out>/bench.{json,md}.
+"""
+import argparse
+import json
+import os
+import sys
+import time
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import torch_ops  # noqa: E402
+from cases import select  # noqa: E402
+from timing import measure_ceilings, time_cpu, time_cuda, time_cuda_graph  # noqa: E402
+
+CPU_SCALE = 1 / 256
+
+
+def norm_rel_err(out, ref):
+    o, r = out.detach().double().cpu(), ref.detach().double().cpu()
+    if o.shape != r.shape:
+        return float("inf")
+    if torch.isnan(o).any() and not torch.isnan(r).any():
+        return float("inf")
+    denom = r.norm().item()
+    return (o - r).norm().item() / (denom if denom > 0 else 1.0)
+
+
+def set_flags(flags):
+    torch.backends.cudnn.benchmark = flags.get("cudnn_benchmark", False)
+
+
+def run_case(case, device, ceilings):
+    scale = 1 if device == "cuda" else CPU_SCALE
+    built = case.make(device, scale)
+    row = {"id": case.id, "desc": case.desc, "bytes": built.bytes, "flops": built.flops}
+    try:
+        out = built.ours()
+    except RuntimeError as e:  # an op without a kernel for this shape/device is reported, not hidden
+        row.update(status="ERROR", error=str(e).splitlines()[0][:120])
+        return row
+    err = norm_rel_err(out, built.reference())
+    row["err"] = err
+    if not err <= case.tol:
+        row.update(status="WRONG", error=f"norm-relative error {err:.2e} > {case.tol:.0e}")
+        return row
+    del out
+
+    def timer(fn):
+        if device == "cpu":
+            return time_cpu(fn)
+        return time_cuda_graph(fn) if case.graph else time_cuda(fn)
+
+    row["ours_ms"] = timer(built.ours)
+    base = {}
+    for name, (fn, flags) in built.baselines.items():
+        if device == "cpu" and name.startswith("cudnn."):
+            continue
+        set_flags(flags)
+        try:
+            base[name] = timer(fn)
+        except RuntimeError as e:
+            base[name] = None
+            row.setdefault("baseline_errors", {})[name] = str(e).splitlines()[0][:120]
+        set_flags({})
+    row["baselines_ms"] = base
+    valid = {k: v for k, v in base.items() if v is not None}
+    best = min(valid, key=valid.get) if valid else None
+    row["best"] = best
+    row["best_ms"] = valid.get(best)
+    row["speedup"] = row["best_ms"] / row["ours_ms"] if best else None
+    if ceilings:
+        bw, fma = ceilings
+        floor_ms = max(built.bytes / bw, built.flops / fma) * 1e3
+        row["floor_ms"] = floor_ms
+        row["roof"] = floor_ms / row["ours_ms"]
+        row["base_roof"] = floor_ms / row["best_ms"] if best else None
+    kind, value = case.target
+    if device == "cuda":
+        got = {"roof": row.get("roof"), "speedup": row.get("speedup"),
+               "us": row["ours_ms"] * 1e3}[kind]
+        met = got is not None and (got <= value if kind == "us" else got >= value)
+        row["target"] = (f">= {value:.0%} roof" if kind == "roof" else
+                         f">= {value}x best" if kind == "speedup" else f"<= {value} us")
+        row["status"] = "met" if met else "MISS"
+    else:
+        row["status"] = "cpu"
+    return row
+
+
+def fmt_row(r):
+    def us(ms):
+        return f"{ms * 1e3:10.1f}" if ms is not None else f"{'-':>10}"
+    if "ours_ms" not in r:
+        return f"{r['id']:<20} {r['status']:>6}  {r.get('error', '')}"
+    roof = f"{r['roof']:6.0%}" if r.get("roof") is not None else f"{'-':>6}"
+    broof = f"{r['base_roof']:6.0%}" if r.get("base_roof") is not None else f"{'-':>6}"
+    sp = f"{r['speedup']:7.2f}x" if r.get("speedup") is not None else f"{'-':>8}"
+    return (f"{r['id']:<20} {us(r['ours_ms'])} {us(r.get('best_ms'))} {str(r.get('best')):<10} "
+            f"{sp} {roof} {broof}  {r.get('target', ''):<16} {r['status']}")
+
+
+HEADER = (f"{'case':<20} {'ours_us':>10} {'best_us':>10} {'best':<10} {'speedup':>8} "
+          f"{'roof':>6} {'b.roof':>6}  {'target':<16} status")
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--cases", nargs="*", help="case ids / substrings / families to run")
+    p.add_argument("--out", default="results", help="folder for bench.json and bench.md")
+    p.add_argument("--device", choices=["cuda", "cpu"], default=None)
+    args = p.parse_args(argv)
+
+    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    if device == "cuda" and not torch_ops.has_cuda_kernels():
+        print("gpukern was built without CUDA kernels; rebuild on a machine with nvcc")
+        return 2
+    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.deterministic = False
+
+    info = {"torch": torch.__version__, "device": device, "time": time.strftime("%F %T")}
+    ceilings = None
+    if device == "cuda":
+        info["gpu"] = torch.cuda.get_device_name()
+        info["cudnn"] = torch.backends.cudnn.version()
+        bw, fma = measure_ceilings()
+        ceilings = (bw, fma)
+        info.update(copy_bw_TBps=bw / 1e12, fp32_TFLOPs=fma / 1e12)
+        print(f"GPU {info['gpu']}, torch {torch.__version__}, cuDNN {info['cudnn']}: copy "
+              f"{bw / 1e12:.2f} TB/s, fp32 FMA {fma / 1e12:.1f} TFLOP/s (measured now)")
+    else:
+        print(f"No CUDA GPU visible: timing gpukern's CPU kernels against torch's CPU ops on "
+              f"shapes scaled by {CPU_SCALE:g} (no roofline; targets apply on the GPU only).")
+
+    rows = []
+    print(HEADER, flush=True)
+    for case in select(args.cases):
+        try:
+            row = run_case(case, device, ceilings)
+        except torch.OutOfMemoryError as e:
+            row = {"id": case.id, "desc": case.desc, "status": "OOM", "error": str(e)[:100]}
+        rows.append(row)
+        print(fmt_row(row), flush=True)
+        if device == "cuda":
+            torch.cuda.empty_cache()
+
+    os.makedirs(args.out, exist_ok=True)
+    with open(os.path.join(args.out, "bench.json"), "w") as f:
+        json.dump({"info": info, "rows": rows}, f, indent=1)
+    with open(os.path.join(args.out, "bench.md"), "w") as f:
+        f.write(f"{json.dumps(info)}\n\n```\n{HEADER}\n")
+        f.write("\n".join(fmt_row(r) for r in rows) + "\n```\n")
+    bad = [r["id"] for r in rows if r["status"] in ("WRONG", "ERROR")]
+    if bad:
+        print(f"wrong or failing outputs: {', '.join(bad)}")
+    print(f"results written to {args.out}/bench.json and bench.md")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

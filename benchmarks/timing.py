@@ -1,0 +1,101 @@
+"""Timers for benchmarks/run.py (method: ../shared/PERF.md).
+
+- time_cuda(): CUDA events around each call, the L2 flushed before each one (a 256 MiB write),
+  warm-up first, median of the repetitions.
+- time_cuda_graph(): for launch-bound cases, many calls captured in one CUDA graph; the replay
+  time divided by the number of calls is the per-call kernel time without launch gaps.
+- time_cpu(): wall clock median, for machines without a GPU.
+"""
+import statistics
+import time
+
+import torch
+
+_FLUSH = {}
+
+
+def _flush_l2(device):
+    buf = _FLUSH.get(device)
+    if buf is None:
+        buf = _FLUSH[device] = torch.empty(64 * 1024 * 1024, dtype=torch.float32, device=device)
+    buf.fill_(1.0)
+
+
+def time_cuda(fn, reps=30, warmup=5, flush=True, max_seconds=3.0):
+    """Median milliseconds of fn() over reps (fewer if one call is slow)."""
+    device = torch.cuda.current_device()
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    t_end = time.perf_counter() + max_seconds
+    for _ in range(reps):
+        if flush:
+            _flush_l2(device)
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end))
+        if time.perf_counter() > t_end and len(times) >= 5:
+            break
+    return statistics.median(times)
+
+
+def time_cuda_graph(fn, calls=100, reps=10):
+    """Median milliseconds per call of fn() replayed from a CUDA graph of `calls` calls. Inputs
+    stay in L2 between calls: use only for launch-bound (small) cases."""
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        for _ in range(3):
+            fn()
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(calls):
+            fn()
+    graph.replay()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(reps):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        graph.replay()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) / calls)
+    return statistics.median(times)
+
+
+def time_cpu(fn, reps=5, warmup=1, max_seconds=5.0):
+    for _ in range(warmup):
+        fn()
+    times = []
+    t_end = time.perf_counter() + max_seconds
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - t0) * 1e3)
+        if time.perf_counter() > t_end:
+            break
+    return statistics.median(times)
+
+
+def measure_ceilings(device="cuda"):
+    """Copy bandwidth (bytes/s, read + write of a 1 GiB float32 clone) and the fp32 FMA rate
+    (flop/s, 8192^3 matmul with TF32 off), measured now on this GPU."""
+    x = torch.randn(256 * 1024 * 1024, device=device)
+    ms = time_cuda(lambda: x.clone(), reps=20, flush=False)
+    bw = 2 * x.numel() * 4 / (ms * 1e-3)
+    del x
+    tf32 = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = False
+    n = 8192
+    a = torch.randn(n, n, device=device)
+    b = torch.randn(n, n, device=device)
+    ms = time_cuda(lambda: a @ b, reps=10, flush=False)
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    flops = 2 * n ** 3 / (ms * 1e-3)
+    return bw, flops
