@@ -340,3 +340,19 @@ def test_errors_cuda():
         torch_ops.conv2d(x, w, b.cpu())
     with pytest.raises(RuntimeError, match="float64 runs on CPU only"):
         torch_ops.conv2d(x.double(), w.double())
+
+
+@pytest.mark.parametrize("device", DEVICE_PARAMS)
+def test_opcheck(device):
+    x, w, b = make(2, 4, 13, 11, 4, 3, 3, 4, True, device=device, seed=13)
+    ops = torch.ops.gpukern
+    cl = torch.channels_last
+    cases = [
+        (ops.conv2d.default, (x, w, b, [1, 2], [1, 0], [1, 1], 4)),
+        (ops.conv2d.default, (x, w.to(memory_format=cl), None, [1], [1], [1], 4)),
+        (ops.conv2d.padding, (x.to(memory_format=cl), w, None, [1, 1], "same", [1, 1], 4)),
+        (ops.conv2d.padding, (x[0], w, b, [1], "same", [2, 1], 4)),
+        (ops.conv2d.default, (x[:0], w, b, [1], [1], [1], 4)),
+    ]
+    for op, args in cases:
+        torch.library.opcheck(op, args)
