@@ -155,15 +155,17 @@ def test_strided_and_offset_views(device, dtype):
     b = bbig[::2][:6]                       # strided bias
     check(x, w, b, 1, 1, 1, 2)
     check(x, w[:, :1], b, 1, "same", 1, 6)  # depthwise, strided weight view
-    # Storage offsets that break 16-byte alignment, for the vectorised loads.
-    for off in [1, 3]:
-        flat = rand(2 * 4 * 21 * 37 + off, dtype=dtype, device=device, generator=g)
-        x = flat[off:].view(2, 4, 21, 37)
+    # Rows of 40 elements (a whole number of 16-byte vectors for every dtype): offset 0 takes the
+    # vectorised loads, storage offsets 1 and 3 break the alignment and must fall back to scalar.
+    for off in [0, 1, 3]:
+        flat = rand(2 * 4 * 21 * 40 + off, dtype=dtype, device=device, generator=g)
+        x = flat[off:].view(2, 4, 21, 40)
         wd = rand(4, 1, 3, 3, dtype=dtype, device=device, generator=g)
         check(x, wd, None, 1, 1, 1, 4)
         check(x, wd, b[:4], 1, "same", 2, 4)
         xt = x.transpose(2, 3)               # rows with element stride != 1
         check(xt, wd, None, 1, 1, 1, 4)
+        check(x[..., :37], wd, None, 1, (0, 3), 1, 4)  # row tail inside a vector
 
 
 @pytest.mark.parametrize("device", DEVICE_PARAMS)
