@@ -1,0 +1,382 @@
+#pragma once
+// conv2d CUDA kernels (torch-free). Cross-correlation as torch.nn.functional.conv2d:
+//   y[n, o, oh, ow] = b[o] + sum_{c in group(o), kh, kw}
+//                     w[o, c, kh, kw] * x[n, c, oh*sh - ph + kh*dh, ow*sw - pw + kw*dw]
+// with x = 0 outside the image (the padding). Every kernel reads and writes through the element
+// strides of Conv2dParams, accumulates in float32 and converts half/bfloat16 to float on load.
+// The host (conv2d_cuda.cu) picks one of them in choose_algo().
+#include <cstdint>
+
+#include "common/vec.cuh"
+#include "conv2d/conv2d.h"
+
+namespace gpukern {
+namespace conv2d {
+
+template <typename T>
+__device__ __forceinline__ const T* ptr(const void* p) {
+  return static_cast<const T*>(p);
+}
+
+__device__ __forceinline__ bool inside(int64_t i, int64_t n) { return i >= 0 && i < n; }
+
+// ---------------------------------------------------------------------------------------------
+// 1. General tiled kernel: any groups / stride / dilation / padding / strides.
+// ---------------------------------------------------------------------------------------------
+struct GeneralTraits {
+  static constexpr int kThreadsX = 16;
+  static constexpr int kThreadsY = 16;
+  static constexpr int kNThreads = kThreadsX * kThreadsY;
+  static constexpr int kItemsX = 2;  // outputs per thread along a row, kThreadsX apart
+  static constexpr int kItemsY = 2;  // outputs per thread along a column, kThreadsY apart
+  static constexpr int kTileW = kThreadsX * kItemsX;
+  static constexpr int kTileH = kThreadsY * kItemsY;
+  // Shared-memory budget per block, in floats: one chunk of filter rows and the input region
+  // those rows read. Together under the 48 KB that needs no opt-in.
+  static constexpr int kMaxTaps = 2048;
+  static constexpr int kMaxRegion = 8192;
+  static_assert(kNThreads % 32 == 0 && kNThreads <= 1024, "block of whole warps");
+  static_assert(kThreadsX == 16 || kThreadsX == 32, "a warp spans whole rows of threads");
+  static_assert((kMaxTaps + kMaxRegion) * sizeof(float) <= 48 * 1024, "fits without opt-in");
+};
+
+// Grid: x = output tile (tile_y * tiles_w + tile_x, kTileH x kTileW outputs), y = (n, o) planes,
+// grid-stride over N*O so gridDim.y stays <= 65535. Block: kThreadsY x kThreadsX threads; thread
+// (ty, tx) owns outputs (ty + i*kThreadsY, tx + j*kThreadsX) of the tile, in registers for the
+// whole reduction (a warp touches consecutive columns, so shared reads and global writes of a
+// row are contiguous).
+// kStaged (the host checked that the region of one filter row fits): for each input channel of
+// the group and each chunk of rows_per_chunk filter rows, the block stages
+//   s_w: the chunk's taps [R][KW] as float,
+//   s_x: the input region those taps read for the whole tile, region_rows x region_cols floats,
+//        zeros outside the image (= the padding),
+// so every input element is fetched from global memory once per chunk instead of once per tap.
+// !kStaged (huge stride or dilation): direct reads from global/L2 (ECE408's third strategy
+// without a core tile), filter taps read uniformly by the block (broadcast through L1).
+template <typename T, bool kStaged>
+__global__ void __launch_bounds__(GeneralTraits::kNThreads)
+    conv2d_general_kernel(const Conv2dParams p, int rows_per_chunk, int region_cols,
+                          int64_t tiles_w) {
+  using Tr = GeneralTraits;
+  extern __shared__ float smem[];
+  const T* x = ptr<T>(p.x);
+  const T* w = ptr<T>(p.w);
+  const T* b = ptr<T>(p.b);
+  T* y = static_cast<T*>(p.y);
+  const int tid = threadIdx.x;
+  const int tx = tid % Tr::kThreadsX;
+  const int ty = tid / Tr::kThreadsX;
+  const int64_t oh0 = (blockIdx.x / tiles_w) * Tr::kTileH;
+  const int64_t ow0 = (blockIdx.x % tiles_w) * Tr::kTileW;
+  const int64_t ih0 = oh0 * p.stride_h - p.pad_h;
+  const int64_t iw0 = ow0 * p.stride_w - p.pad_w;
+  const int64_t planes = p.N * p.O;
+
+  for (int64_t plane = blockIdx.y; plane < planes; plane += gridDim.y) {
+    const int64_t n = plane / p.O;
+    const int64_t o = plane % p.O;
+    const int64_t g = o / p.o_per_group;
+    const float bias = b ? to_float(b[o * p.b_s]) : 0.f;
+    float acc[Tr::kItemsY][Tr::kItemsX];
+#pragma unroll
+    for (int i = 0; i < Tr::kItemsY; ++i)
+#pragma unroll
+      for (int j = 0; j < Tr::kItemsX; ++j) acc[i][j] = bias;
+
+    for (int64_t cl = 0; cl < p.c_per_group; ++cl) {
+      const T* xc = x + n * p.x_sn + (g * p.c_per_group + cl) * p.x_sc;
+      const T* wc = w + o * p.w_so + cl * p.w_sc;
+      if constexpr (kStaged) {
+        // Staged implies small stride and dilation (the region fits in shared memory).
+        const int sh = static_cast<int>(p.stride_h), sw = static_cast<int>(p.stride_w);
+        const int dh = static_cast<int>(p.dil_h), dw = static_cast<int>(p.dil_w);
+        const int KW = static_cast<int>(p.KW);
+        float* s_w = smem;
+        float* s_x = smem + rows_per_chunk * KW;
+        for (int64_t kh0 = 0; kh0 < p.KH; kh0 += rows_per_chunk) {
+          const int R = static_cast<int>(min(static_cast<int64_t>(rows_per_chunk), p.KH - kh0));
+          const int region_rows = (Tr::kTileH - 1) * sh + (R - 1) * dh + 1;
+          const int64_t rh0 = ih0 + kh0 * p.dil_h;
+          __syncthreads();  // every thread is done reading the previous chunk's s_w / s_x
+          for (int i = tid; i < R * KW; i += Tr::kNThreads) {
+            const int r = i / KW, k = i - r * KW;
+            s_w[i] = to_float(wc[(kh0 + r) * p.w_sh + k * p.w_sw]);
+          }
+          for (int i = tid; i < region_rows * region_cols; i += Tr::kNThreads) {
+            const int r = i / region_cols, c = i - r * region_cols;
+            const int64_t ih = rh0 + r, iw = iw0 + c;
+            s_x[i] = (inside(ih, p.H) && inside(iw, p.W)) ? to_float(xc[ih * p.x_sh + iw * p.x_sw])
+                                                          : 0.f;
+          }
+          __syncthreads();  // the chunk is staged
+          for (int r = 0; r < R; ++r) {
+            for (int k = 0; k < KW; ++k) {
+              const float wv = s_w[r * KW + k];
+              const float* sx = s_x + r * dh * region_cols + k * dw;
+#pragma unroll
+              for (int i = 0; i < Tr::kItemsY; ++i)
+#pragma unroll
+                for (int j = 0; j < Tr::kItemsX; ++j)
+                  acc[i][j] += wv * sx[(ty + i * Tr::kThreadsY) * sh * region_cols +
+                                       (tx + j * Tr::kThreadsX) * sw];
+            }
+          }
+        }
+      } else {
+        for (int64_t kh = 0; kh < p.KH; ++kh) {
+          for (int64_t kw = 0; kw < p.KW; ++kw) {
+            const float wv = to_float(wc[kh * p.w_sh + kw * p.w_sw]);
+#pragma unroll
+            for (int i = 0; i < Tr::kItemsY; ++i) {
+              const int64_t ih = ih0 + (ty + i * Tr::kThreadsY) * p.stride_h + kh * p.dil_h;
+              if (!inside(ih, p.H)) continue;
+#pragma unroll
+              for (int j = 0; j < Tr::kItemsX; ++j) {
+                const int64_t iw = iw0 + (tx + j * Tr::kThreadsX) * p.stride_w + kw * p.dil_w;
+                if (inside(iw, p.W)) acc[i][j] += wv * to_float(xc[ih * p.x_sh + iw * p.x_sw]);
+              }
+            }
+          }
+        }
+      }
+    }
+
+    T* yp = y + n * p.y_sn + o * p.y_so;
+#pragma unroll
+    for (int i = 0; i < Tr::kItemsY; ++i) {
+      const int64_t oh = oh0 + ty + i * Tr::kThreadsY;
+#pragma unroll
+      for (int j = 0; j < Tr::kItemsX; ++j) {
+        const int64_t ow = ow0 + tx + j * Tr::kThreadsX;
+        if (oh < p.OH && ow < p.OW) yp[oh * p.y_sh + ow * p.y_sw] = from_float<T>(acc[i][j]);
+      }
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// 2. Depthwise / single-channel NCHW, stride 1: groups == C == O (C == 1 is a single-channel
+//    image), any padding and dilation. Bandwidth-bound for small filters, so each input element
+//    is read from global memory about once and every tap reuses it from shared memory/registers.
+// ---------------------------------------------------------------------------------------------
+struct DepthwiseTraits {
+  static constexpr int kThreadsX = 32;  // one warp per row of threads: contiguous shared reads
+  static constexpr int kThreadsY = 8;
+  static constexpr int kNThreads = kThreadsX * kThreadsY;
+  static constexpr int kItemsX = 2;  // columns per thread, kThreadsX apart
+  static constexpr int kItemsY = 8;  // consecutive rows per thread: the sliding window
+  static constexpr int kTileW = kThreadsX * kItemsX;
+  static constexpr int kTileH = kThreadsY * kItemsY;
+  // Largest shared footprint (floats) the host may ask for; beyond it the general kernel runs.
+  static constexpr int kMaxSmemFloats = 24 * 1024;
+  static_assert(kThreadsX == 32, "a warp is one row of threads");
+  static_assert(kNThreads <= 1024, "block size");
+  static_assert(kTileW % 8 == 0, "tile columns start on a 16-byte vector of any dtype");
+};
+
+// Shared footprint of the depthwise kernel's tile (floats): rows x pitch, pitch a multiple of the
+// vector width so every staged row starts 16-byte aligned. Host and device agree through this.
+struct DepthwiseTile {
+  int rows, pitch;
+};
+
+// Grid: x = output tile (tile_y * tiles_w + tile_x), y = (n, c) planes, grid-stride over N*C.
+// Block: 8 x 32 threads; thread (ty, tx) owns columns tx + j*32 (j < 2) and rows
+// ty*8 .. ty*8+7 of the 64 x 64 output tile.
+// Shared memory: s_x = the tile plus its halo, rows [oh0 - ph, oh0 - ph + 64 + (KH-1)*dh), columns
+// from the 16-byte-aligned column c_base <= ow0 - pw on, as float, zeros outside the image;
+// s_w (runtime filter only) = the plane's KH*KW taps. One barrier: staged before compute (the
+// block leaves the plane loop's next staging behind a second barrier).
+// Loads: 16-byte vectors where the host allowed it (rows contiguous and aligned) and the vector
+// lies inside the row, scalar with zero fill at the image edges.
+// kK > 0: KH == KW == kK with dilation 1, the filter in registers; each thread slides down its
+// column, loading every staged row once per filter column and feeding it to the up-to-kK outputs
+// that use it (loads per FMA: (kItemsY + kK - 1) / (kItemsY * kK)).
+// kK == 0: any filter and dilation, taps from shared memory (one shared load per FMA).
+template <typename T, int kK>
+__global__ void __launch_bounds__(DepthwiseTraits::kNThreads)
+    conv2d_depthwise_nchw_kernel(const Conv2dParams p, DepthwiseTile tile, int64_t tiles_w,
+                                 bool vec_ok) {
+  using Tr = DepthwiseTraits;
+  constexpr int V = kVec16<T>;
+  extern __shared__ float4 smem4[];  // float4: 16-byte aligned rows for the vector stores
+  float* s_x = reinterpret_cast<float*>(smem4);
+  float* s_w = s_x + tile.rows * tile.pitch;
+  const T* x = ptr<T>(p.x);
+  const T* w = ptr<T>(p.w);
+  const T* b = ptr<T>(p.b);
+  T* y = static_cast<T*>(p.y);
+  const int tid = threadIdx.x;
+  const int tx = tid % Tr::kThreadsX;
+  const int ty = tid / Tr::kThreadsX;
+  const int64_t oh0 = (blockIdx.x / tiles_w) * Tr::kTileH;
+  const int64_t ow0 = (blockIdx.x % tiles_w) * Tr::kTileW;
+  const int64_t ih0 = oh0 - p.pad_h;
+  const int64_t iw0 = ow0 - p.pad_w;
+  // Floor to a multiple of V (iw0 may be negative); ow0 is one, so off = pad_w's remainder.
+  const int64_t c_base = (iw0 >= 0 ? iw0 / V : -((-iw0 + V - 1) / V)) * V;
+  const int off = static_cast<int>(iw0 - c_base);
+  const int vecs_per_row = tile.pitch / V;
+  const int64_t planes = p.N * p.C;
+
+  for (int64_t plane = blockIdx.y; plane < planes; plane += gridDim.y) {
+    const int64_t n = plane / p.C;
+    const int64_t c = plane % p.C;
+    const T* xc = x + n * p.x_sn + c * p.x_sc;
+    const T* wc = w + c * p.w_so;
+    __syncthreads();  // the previous plane's compute is done with s_x / s_w
+    for (int i = tid; i < tile.rows * vecs_per_row; i += Tr::kNThreads) {
+      const int r = i / vecs_per_row, v = i - r * vecs_per_row;
+      const int64_t ih = ih0 + r;
+      const int64_t gc = c_base + static_cast<int64_t>(v) * V;
+      float vals[V];
+      if (!inside(ih, p.H)) {
+#pragma unroll
+        for (int e = 0; e < V; ++e) vals[e] = 0.f;
+      } else if (vec_ok && gc >= 0 && gc + V <= p.W) {
+        const Vec<T, V> in = load_vec<T, V>(xc + ih * p.x_sh + gc);
+#pragma unroll
+        for (int e = 0; e < V; ++e) vals[e] = to_float(in.v[e]);
+      } else {
+#pragma unroll
+        for (int e = 0; e < V; ++e)
+          vals[e] = inside(gc + e, p.W) ? to_float(xc[ih * p.x_sh + (gc + e) * p.x_sw]) : 0.f;
+      }
+      float4* dst = reinterpret_cast<float4*>(s_x + r * tile.pitch + v * V);
+#pragma unroll
+      for (int q = 0; q < V / 4; ++q)
+        dst[q] = make_float4(vals[4 * q], vals[4 * q + 1], vals[4 * q + 2], vals[4 * q + 3]);
+    }
+    if constexpr (kK == 0) {
+      for (int i = tid; i < p.KH * p.KW; i += Tr::kNThreads) {
+        const int kh = i / static_cast<int>(p.KW), kw = i - kh * static_cast<int>(p.KW);
+        s_w[i] = to_float(wc[kh * p.w_sh + kw * p.w_sw]);
+      }
+    }
+    __syncthreads();  // tile (and taps) staged
+
+    const float bias = b ? to_float(b[c * p.b_s]) : 0.f;
+    float acc[Tr::kItemsX][Tr::kItemsY];
+#pragma unroll
+    for (int j = 0; j < Tr::kItemsX; ++j)
+#pragma unroll
+      for (int i = 0; i < Tr::kItemsY; ++i) acc[j][i] = bias;
+    const int y0 = ty * Tr::kItemsY;
+
+    if constexpr (kK > 0) {
+      float wr[kK][kK];
+#pragma unroll
+      for (int kh = 0; kh < kK; ++kh)
+#pragma unroll
+        for (int kw = 0; kw < kK; ++kw) wr[kh][kw] = to_float(wc[kh * p.w_sh + kw * p.w_sw]);
+#pragma unroll
+      for (int j = 0; j < Tr::kItemsX; ++j) {
+        const float* col = s_x + y0 * tile.pitch + off + tx + j * Tr::kThreadsX;
+#pragma unroll
+        for (int kw = 0; kw < kK; ++kw) {
+#pragma unroll
+          for (int r = 0; r < Tr::kItemsY + kK - 1; ++r) {
+            const float v = col[r * tile.pitch + kw];
+#pragma unroll
+            for (int i = 0; i < Tr::kItemsY; ++i) {
+              const int kh = r - i;
+              if (kh >= 0 && kh < kK) acc[j][i] += v * wr[kh][kw];
+            }
+          }
+        }
+      }
+    } else {
+      const int KH = static_cast<int>(p.KH), KW = static_cast<int>(p.KW);
+      const int dh = static_cast<int>(p.dil_h), dw = static_cast<int>(p.dil_w);
+      for (int kh = 0; kh < KH; ++kh) {
+        for (int kw = 0; kw < KW; ++kw) {
+          const float wv = s_w[kh * KW + kw];
+          const float* src = s_x + (y0 + kh * dh) * tile.pitch + off + kw * dw + tx;
+#pragma unroll
+          for (int j = 0; j < Tr::kItemsX; ++j)
+#pragma unroll
+            for (int i = 0; i < Tr::kItemsY; ++i)
+              acc[j][i] += wv * src[i * tile.pitch + j * Tr::kThreadsX];
+        }
+      }
+    }
+
+    T* yp = y + n * p.y_sn + c * p.y_so;
+#pragma unroll
+    for (int i = 0; i < Tr::kItemsY; ++i) {
+      const int64_t oh = oh0 + y0 + i;
+#pragma unroll
+      for (int j = 0; j < Tr::kItemsX; ++j) {
+        const int64_t ow = ow0 + tx + j * Tr::kThreadsX;
+        if (oh < p.OH && ow < p.OW) yp[oh * p.y_sh + ow * p.y_sw] = from_float<T>(acc[j][i]);
+      }
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// 3. Depthwise channels_last (NHWC): groups == C == O > 1, channels contiguous (x_sc == 1), any
+//    stride / dilation / padding. Threads run across channels, so every tap of a warp reads
+//    32 consecutive channels of one pixel (coalesced, no layout conversion); neighbouring
+//    outputs of a thread share input pixels through L1.
+// ---------------------------------------------------------------------------------------------
+struct NhwcTraits {
+  static constexpr int kThreadsC = 32;  // channels per block, one warp wide
+  static constexpr int kThreadsW = 8;   // groups of output columns per block
+  static constexpr int kNThreads = kThreadsC * kThreadsW;
+  static constexpr int kItemsW = 4;     // consecutive output columns per thread
+  static constexpr int kTileW = kThreadsW * kItemsW;
+  static_assert(kThreadsC == 32, "a warp spans channels");
+  static_assert(kNThreads <= 1024, "block size");
+};
+
+// Grid: x = (channel block, output-column tile) = cb * tiles_w + tw, y = (n, oh) rows,
+// grid-stride over N*OH. Block: threadIdx.x % 32 = channel lane, / 32 = column group; thread
+// owns outputs (n, oh, ow0 + cg*kItemsW + j, c) for j < kItemsW. No shared memory.
+template <typename T>
+__global__ void __launch_bounds__(NhwcTraits::kNThreads)
+    conv2d_depthwise_nhwc_kernel(const Conv2dParams p, int64_t tiles_w) {
+  using Tr = NhwcTraits;
+  const T* x = ptr<T>(p.x);
+  const T* w = ptr<T>(p.w);
+  const T* b = ptr<T>(p.b);
+  T* y = static_cast<T*>(p.y);
+  const int lane = threadIdx.x % Tr::kThreadsC;
+  const int cg = threadIdx.x / Tr::kThreadsC;
+  const int64_t c = (blockIdx.x / tiles_w) * Tr::kThreadsC + lane;
+  const int64_t ow_first = (blockIdx.x % tiles_w) * Tr::kTileW + cg * Tr::kItemsW;
+  if (c >= p.C) return;  // no barriers below
+  const T* wc = w + c * p.w_so;
+  const float bias = b ? to_float(b[c * p.b_s]) : 0.f;
+  const int64_t rows = p.N * p.OH;
+  for (int64_t row = blockIdx.y; row < rows; row += gridDim.y) {
+    const int64_t n = row / p.OH;
+    const int64_t oh = row % p.OH;
+    const T* xc = x + n * p.x_sn + c * p.x_sc;
+    float acc[Tr::kItemsW];
+#pragma unroll
+    for (int j = 0; j < Tr::kItemsW; ++j) acc[j] = bias;
+    for (int64_t kh = 0; kh < p.KH; ++kh) {
+      const int64_t ih = oh * p.stride_h - p.pad_h + kh * p.dil_h;
+      if (!inside(ih, p.H)) continue;
+      const T* xr = xc + ih * p.x_sh;
+      for (int64_t kw = 0; kw < p.KW; ++kw) {
+        const float wv = to_float(wc[kh * p.w_sh + kw * p.w_sw]);
+#pragma unroll
+        for (int j = 0; j < Tr::kItemsW; ++j) {
+          const int64_t iw = (ow_first + j) * p.stride_w - p.pad_w + kw * p.dil_w;
+          if (inside(iw, p.W)) acc[j] += wv * to_float(xr[iw * p.x_sw]);
+        }
+      }
+    }
+    T* yp = y + n * p.y_sn + c * p.y_so + oh * p.y_sh;
+#pragma unroll
+    for (int j = 0; j < Tr::kItemsW; ++j) {
+      const int64_t ow = ow_first + j;
+      if (ow < p.OW) yp[ow * p.y_sw] = from_float<T>(acc[j]);
+    }
+  }
+}
+
+}  // namespace conv2d
+}  // namespace gpukern

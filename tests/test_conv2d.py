@@ -1,0 +1,360 @@
+"""gpukern::conv2d / conv2d.padding against torch.nn.functional.conv2d (float64 reference on CPU):
+argument grids, tile-edge sizes, layouts and strided views, every dtype, each CUDA kernel path,
+one large-index case, and every error path."""
+import pytest
+import torch
+import torch.nn.functional as F
+
+import torch_ops
+from conftest import DEVICE_PARAMS, FLOAT_DTYPES, HAS_CUDA, assert_close_ref, rand, skip_unsupported
+
+# torch warns that its own reference pads a copy for even kernels with 'same'; not ours to fix.
+pytestmark = pytest.mark.filterwarnings("ignore:Using padding='same' with even kernel")
+
+ALL_DTYPES = FLOAT_DTYPES + [torch.float64]
+
+# Tile sizes of the CUDA kernels (conv2d_kernels.cuh): general 32x32, depthwise NCHW 64x64.
+GENERAL_TILE = 32
+DEPTHWISE_TILE = 64
+
+
+def gen(seed):
+    return torch.Generator().manual_seed(seed)
+
+
+def reference(x, w, b, stride, padding, dilation, groups):
+    """F.conv2d in float64 on CPU, on the already rounded inputs."""
+    d = lambda t: None if t is None else t.detach().to("cpu", torch.float64)  # noqa: E731
+    return F.conv2d(d(x), d(w), d(b), stride, padding, dilation, groups)
+
+
+def check(x, w, b=None, stride=1, padding=0, dilation=1, groups=1):
+    out = torch_ops.conv2d(x, w, b, stride, padding, dilation, groups)
+    ref = reference(x, w, b, stride, padding, dilation, groups)
+    assert out.device == x.device and out.dtype == x.dtype
+    assert_close_ref(out, ref, x.dtype)
+    return out
+
+
+def make(n, c, h, w_, o, kh, kw, groups=1, bias=True, dtype=torch.float32, device="cpu", seed=0):
+    g = gen(seed)
+    x = rand(*([n] if n is not None else []), c, h, w_, dtype=dtype, device=device, generator=g)
+    w = rand(o, c // groups, kh, kw, dtype=dtype, device=device, generator=g)
+    b = rand(o, dtype=dtype, device=device, generator=g) if bias else None
+    return x, w, b
+
+
+# (N, C, H, W, O, KH, KW, stride, padding, dilation, groups, bias)
+GRID = [
+    (2, 3, 11, 13, 4, 3, 3, 1, 1, 1, 1, True),
+    (1, 4, 17, 9, 6, 3, 5, (2, 1), (1, 2), 1, 2, False),
+    (2, 4, 19, 23, 4, 3, 3, 1, 0, 2, 4, True),         # depthwise, dilation
+    (1, 6, 16, 15, 12, 5, 3, 3, (2, 0), (1, 2), 3, True),
+    (3, 2, 7, 7, 5, 7, 7, 1, 3, 1, 1, False),
+    (1, 1, 29, 31, 1, 4, 2, 1, (1, 3), 1, 1, True),    # single channel, even kernel
+    (2, 8, 12, 10, 16, 1, 1, 2, 0, 1, 4, True),        # 1x1, strided
+    (1, 6, 9, 14, 6, 2, 3, (1, 3), 1, (3, 1), 6, True),  # depthwise strided
+    (2, 3, 10, 12, 2, 3, 3, 1, "same", 1, 1, True),
+    (1, 4, 13, 11, 4, 4, 2, 1, "same", (2, 3), 4, False),  # even kernels, dilation
+    (2, 6, 8, 9, 3, 3, 2, (2, 3), "valid", 1, 3, True),
+]
+
+
+@pytest.mark.parametrize("dtype", ALL_DTYPES)
+@pytest.mark.parametrize("case", GRID)
+@pytest.mark.parametrize("device", DEVICE_PARAMS)
+def test_grid(device, dtype, case):
+    skip_unsupported(device, dtype)
+    n, c, h, w_, o, kh, kw, stride, padding, dilation, groups, bias = case
+    x, w, b = make(n, c, h, w_, o, kh, kw, groups, bias, dtype, device, seed=GRID.index(case))
+    check(x, w, b, stride, padding, dilation, groups)
+
+
+@pytest.mark.parametrize("device", DEVICE_PARAMS)
+def test_padding_overloads(device):
+    """Single values broadcast, tuples per dim, and 'same'/'valid' through the .padding overload."""
+    x, w, b = make(2, 4, 12, 14, 6, 3, 4, 2, True, device=device, seed=1)
+    ops = torch.ops.gpukern
+    for stride, pad, dil in [([1], [1], [1]), ([2, 1], [0, 2], [1, 2]), ([1], [2, 1], [2])]:
+        out = ops.conv2d(x, w, b, stride, pad, dil, 2)
+        assert_close_ref(out, reference(x, w, b, stride, pad, dil, 2))
+    for pad in ["same", "valid"]:
+        out = ops.conv2d.padding(x, w, b, [1], pad, [2, 1], 2)
+        assert_close_ref(out, reference(x, w, b, 1, pad, (2, 1), 2))
+    # Defaults of the schema: stride 1, padding 0 / 'valid', dilation 1, groups 1.
+    x1, w1, _ = make(1, 3, 8, 8, 2, 3, 3, device=device, seed=2)
+    assert_close_ref(ops.conv2d(x1, w1), reference(x1, w1, None, 1, 0, 1, 1))
+    assert_close_ref(ops.conv2d.padding(x1, w1), reference(x1, w1, None, 1, 0, 1, 1))
+
+
+@pytest.mark.parametrize("dtype", ALL_DTYPES)
+@pytest.mark.parametrize("device", DEVICE_PARAMS)
+def test_unbatched(device, dtype):
+    skip_unsupported(device, dtype)
+    x, w, b = make(None, 4, 10, 9, 6, 3, 2, 2, True, dtype, device, seed=3)
+    out = check(x, w, b, (1, 2), 1, 1, 2)
+    assert out.dim() == 3
+    x, w, b = make(None, 3, 7, 7, 3, 3, 3, 3, False, dtype, device, seed=4)
+    check(x, w, b, 1, "same", 2, 3)
+
+
+@pytest.mark.parametrize("layout", ["input", "weight", "both"])
+@pytest.mark.parametrize("groups", [1, 2, 6])
+@pytest.mark.parametrize("device", DEVICE_PARAMS)
+def test_channels_last(device, groups, layout):
+    x, w, b = make(2, 6, 11, 13, 6, 3, 3, groups, True, device=device, seed=5)
+    cl = torch.channels_last
+    if layout in ("input", "both"):
+        x = x.to(memory_format=cl)
+    if layout in ("weight", "both"):
+        w = w.to(memory_format=cl)
+    for stride, padding in [(1, 1), (2, 0), (1, "same")]:
+        out = check(x, w, b, stride, padding, 1, groups)
+        expect = F.conv2d(x.cpu(), w.cpu(), b.cpu(), stride, padding, 1, groups)
+        assert out.is_contiguous(memory_format=cl) == expect.is_contiguous(memory_format=cl)
+        assert out.is_contiguous() == expect.is_contiguous()
+
+
+@pytest.mark.parametrize("size", [1, 2, 13, GENERAL_TILE - 1, GENERAL_TILE + 1,
+                                  DEPTHWISE_TILE - 1, DEPTHWISE_TILE + 1])
+@pytest.mark.parametrize("device", DEVICE_PARAMS)
+def test_tile_edges(device, size):
+    # General kernel (groups 1) and depthwise kernel (groups == C), rows and columns at tile edges.
+    x, w, b = make(1, 2, size, size + 2, 3, 3, 3, 1, True, device=device, seed=size)
+    check(x, w, b, 1, 1)
+    x, w, b = make(2, 3, size + 1, size, 3, 3, 3, 3, True, device=device, seed=size + 1)
+    check(x, w, b, 1, "same", 1, 3)
+    x, w, b = make(1, 1, size, size, 1, 2, 5, 1, False, device=device, seed=size + 2)
+    check(x, w, b, 1, "same")
+
+
+@pytest.mark.parametrize("dtype", ALL_DTYPES)
+@pytest.mark.parametrize("device", DEVICE_PARAMS)
+def test_kernel_as_large_as_padded_input(device, dtype):
+    skip_unsupported(device, dtype)
+    x, w, b = make(2, 2, 9, 7, 3, 11, 9, 1, True, dtype, device, seed=6)
+    out = check(x, w, b, 1, 1)
+    assert out.shape[-2:] == (1, 1)
+    x, w, b = make(1, 3, 6, 5, 3, 6, 5, 3, True, dtype, device, seed=7)
+    check(x, w, b, 1, 0, 1, 3)
+    x, w, b = make(1, 1, 4, 4, 1, 3, 3, 1, False, dtype, device, seed=8)
+    check(x, w, b, 1, 0, (1, 1))
+    check(x, w[..., :2, :2], b, 1, 0, 3)  # dilated span 4 == input size
+
+
+@pytest.mark.parametrize("dtype", ALL_DTYPES)
+@pytest.mark.parametrize("device", DEVICE_PARAMS)
+def test_strided_and_offset_views(device, dtype):
+    skip_unsupported(device, dtype)
+    g = gen(9)
+    big = rand(3, 9, 40, 50, dtype=dtype, device=device, generator=g)
+    wbig = rand(8, 6, 7, 7, dtype=dtype, device=device, generator=g)
+    bbig = rand(16, dtype=dtype, device=device, generator=g)
+    x = big[1:, 1:7, 3:30, 5:49:2]          # sliced in every dim, column stride 2
+    w = wbig[:6, 1:4, 1:4, 2:5]             # non-contiguous weight
+    b = bbig[::2][:6]                       # strided bias
+    check(x, w, b, 1, 1, 1, 2)
+    check(x, w[:, :1], b, 1, "same", 1, 6)  # depthwise, strided weight view
+    # Rows of 40 elements (a whole number of 16-byte vectors for every dtype): offset 0 takes the
+    # vectorised loads, storage offsets 1 and 3 break the alignment and must fall back to scalar.
+    for off in [0, 1, 3]:
+        flat = rand(2 * 4 * 21 * 40 + off, dtype=dtype, device=device, generator=g)
+        x = flat[off:].view(2, 4, 21, 40)
+        wd = rand(4, 1, 3, 3, dtype=dtype, device=device, generator=g)
+        check(x, wd, None, 1, 1, 1, 4)
+        check(x, wd, b[:4], 1, "same", 2, 4)
+        xt = x.transpose(2, 3)               # rows with element stride != 1
+        check(xt, wd, None, 1, 1, 1, 4)
+        check(x[..., :37], wd, None, 1, (0, 3), 1, 4)  # row tail inside a vector
+
+
+@pytest.mark.parametrize("device", DEVICE_PARAMS)
+def test_empty(device):
+    x, w, b = make(0, 4, 8, 8, 2, 3, 3, 1, True, device=device)
+    out = torch_ops.conv2d(x, w, b, padding=1)
+    assert out.shape == (0, 2, 8, 8)
+    x, w, b = make(0, 4, 8, 8, 4, 3, 3, 4, True, device=device)
+    out = torch_ops.conv2d(x.to(memory_format=torch.channels_last), w, b, padding="same",
+                           groups=4)
+    assert out.shape == (0, 4, 8, 8)
+
+
+# --------------------------------------------------------------------------------------------
+# Each CUDA kernel path (choose_algo in conv2d_cuda.cu); the shapes also run on CPU, kept small.
+# --------------------------------------------------------------------------------------------
+PATHS = {
+    # depthwise NCHW, filter in registers (square 3/5/7, dilation 1)
+    "dw_nchw_k3": dict(shape=(2, 5, 67, 70), k=(3, 3), groups=5, padding="same"),
+    "dw_nchw_k5": dict(shape=(1, 3, 30, 129), k=(5, 5), groups=3, padding=2),
+    "dw_nchw_k7": dict(shape=(1, 2, 65, 64), k=(7, 7), groups=2, padding=(3, 1)),
+    # single-channel image (groups == C == 1) through the same kernel
+    "single_k7": dict(shape=(2, 1, 70, 131), k=(7, 7), groups=1, padding="same"),
+    # depthwise NCHW, runtime filter: non-square, dilation, large filter
+    "dw_nchw_rt": dict(shape=(1, 4, 41, 77), k=(4, 6), groups=4, padding=(1, 5),
+                       dilation=(2, 1)),
+    "single_k15": dict(shape=(1, 1, 80, 90), k=(15, 15), groups=1, padding="same"),
+    # depthwise NHWC (channels_last), strided and dilated
+    "dw_nhwc": dict(shape=(2, 40, 19, 23), k=(3, 3), groups=40, padding=1, stride=(2, 1),
+                    channels_last=True),
+    "dw_nhwc_same": dict(shape=(1, 33, 14, 15), k=(5, 4), groups=33, padding="same",
+                         dilation=2, channels_last=True),
+    # general staged, and staged in several filter-row chunks (KW * rows > kMaxTaps)
+    "general": dict(shape=(2, 6, 35, 33), k=(3, 3), groups=2, padding=1, out=4),
+    "general_chunks": dict(shape=(1, 2, 60, 56), k=(50, 45), groups=1, padding=1, out=2),
+    # general direct (region of one filter row does not fit: big stride / dilation), and the
+    # depthwise tile too big for shared memory
+    "general_direct": dict(shape=(1, 2, 50, 61), k=(3, 2), groups=1, padding=2, stride=9,
+                           out=3),
+    "dw_too_big": dict(shape=(1, 2, 40, 400), k=(3, 31), groups=2, padding=0,
+                       dilation=(1, 12)),
+}
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
+@pytest.mark.parametrize("path", list(PATHS))
+@pytest.mark.parametrize("device", DEVICE_PARAMS)
+def test_kernel_paths(device, path, dtype):
+    spec = PATHS[path]
+    n, c, h, w_ = spec["shape"]
+    groups = spec["groups"]
+    o = spec.get("out", c)
+    x, w, b = make(n, c, h, w_, o, *spec["k"], groups, True, dtype, device, seed=len(path))
+    if spec.get("channels_last"):
+        x = x.to(memory_format=torch.channels_last)
+    out = check(x, w, b, spec.get("stride", 1), spec["padding"], spec.get("dilation", 1), groups)
+    if spec.get("channels_last"):
+        assert out.is_contiguous(memory_format=torch.channels_last)
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA device and the CUDA build of gpukern")
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
+def test_cuda_perf_shapes(dtype):
+    """The PERF.md shapes (smaller batch), against cuDNN/ATen in float64 on the GPU."""
+    g = torch.Generator(device="cuda").manual_seed(10)
+    cases = [((1, 1, 2048, 2048), 3, 1), ((1, 1, 1024, 1024), 15, 1), ((4, 256, 56, 56), 3, 256),
+             ((2, 384, 64, 64), 13, 384), ((1, 384, 64, 64), 31, 384)]
+    for shape, k, groups in cases:
+        x = torch.randn(shape, device="cuda", generator=g).to(dtype)
+        w = torch.randn(shape[1], shape[1] // groups, k, k, device="cuda", generator=g).to(dtype)
+        for xx in (x, x.to(memory_format=torch.channels_last)):
+            out = torch_ops.conv2d(xx, w, None, 1, "same", 1, groups)
+            ref = F.conv2d(xx.double(), w.double(), None, 1, "same", 1, groups)
+            assert_close_ref(out, ref, dtype)
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA device and the CUDA build of gpukern")
+def test_cuda_large_index():
+    """More than 2^31 elements in one plane: int64 offsets. Checks the last rows."""
+    side = 46341  # side^2 > 2^31
+    g = torch.Generator(device="cuda").manual_seed(11)
+    x = torch.randn(1, 1, side, side, device="cuda", dtype=torch.float16, generator=g)
+    w = torch.randn(1, 1, 3, 3, device="cuda", dtype=torch.float16, generator=g)
+    out = torch_ops.conv2d(x, w, None, 1, "same")
+    assert out.shape == x.shape
+    tail = F.pad(x[..., -5:, :].double().cpu(), (0, 0, 0, 1))  # the bottom zero row
+    ref = F.conv2d(tail, w.double().cpu(), None, 1, (0, 1))
+    assert_close_ref(out[..., -4:, :], ref, torch.float16)
+    head = F.pad(x[..., :5, :].double().cpu(), (0, 0, 1, 0))
+    assert_close_ref(out[..., :4, :], F.conv2d(head, w.double().cpu(), None, 1, (0, 1)),
+                     torch.float16)
+    del x, out
+    torch.cuda.empty_cache()
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA device and the CUDA build of gpukern")
+def test_cuda_many_planes():
+    """N*O above 65535 (grid-stride over planes) for the general and depthwise kernels."""
+    g = torch.Generator(device="cuda").manual_seed(12)
+    x = torch.randn(70000, 1, 5, 6, device="cuda", generator=g)
+    w = torch.randn(1, 1, 3, 3, device="cuda", generator=g)
+    assert_close_ref(torch_ops.conv2d(x, w, None, 1, 1),
+                     F.conv2d(x.double(), w.double(), None, 1, 1))
+    w2 = torch.randn(2, 1, 2, 2, device="cuda", generator=g)
+    assert_close_ref(torch_ops.conv2d(x, w2, None, 2, 1),
+                     F.conv2d(x.double(), w2.double(), None, 2, 1))
+    xs = torch.randn(35000, 2, 3, 4, device="cuda", generator=g).to(memory_format=torch.channels_last)
+    w3 = torch.randn(2, 1, 3, 3, device="cuda", generator=g)
+    assert_close_ref(torch_ops.conv2d(xs, w3, None, 1, 1, 1, 2),
+                     F.conv2d(xs.double(), w3.double(), None, 1, 1, 1, 2))
+
+
+# --------------------------------------------------------------------------------------------
+# Errors
+# --------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("device", DEVICE_PARAMS)
+def test_errors(device):
+    x, w, b = make(1, 4, 8, 8, 4, 3, 3, 1, True, device=device)
+    conv = torch_ops.conv2d
+    with pytest.raises(RuntimeError, match="gpukern::conv2d: expected input and weight of the same dtype"):
+        conv(x, w.half())
+    with pytest.raises(RuntimeError, match="expected input and bias of the same dtype"):
+        conv(x, w, b.half())
+    with pytest.raises(RuntimeError, match="expected input with 3 or 4 dimensions"):
+        conv(x[0, 0], w)
+    with pytest.raises(RuntimeError, match="expected input with 3 or 4 dimensions"):
+        conv(x[None], w)
+    with pytest.raises(RuntimeError, match="expected weight with 4 dimensions"):
+        conv(x, w[0])
+    with pytest.raises(RuntimeError, match="groups=3 must divide the input channels"):
+        conv(x, w[:3, :1], None, groups=3)
+    with pytest.raises(RuntimeError, match="must divide the output channels"):
+        conv(x, w[:3, :2], None, groups=2)
+    with pytest.raises(RuntimeError, match="expected weight.size\\(1\\) \\* groups"):
+        conv(x, w[:, :2], None, groups=1)
+    with pytest.raises(RuntimeError, match="groups must be positive"):
+        conv(x, w, None, groups=0)
+    with pytest.raises(RuntimeError, match="padding must be non-negative"):
+        conv(x, w, None, 1, (1, -1))
+    with pytest.raises(RuntimeError, match="stride must be positive"):
+        conv(x, w, None, (1, 0))
+    with pytest.raises(RuntimeError, match="dilation must be positive"):
+        conv(x, w, None, 1, 0, 0)
+    with pytest.raises(RuntimeError, match="stride must have 1 or 2 values"):
+        conv(x, w, None, (1, 1, 1))
+    with pytest.raises(RuntimeError, match="is larger than the padded input size"):
+        conv(x[..., :2, :], w)
+    with pytest.raises(RuntimeError, match="is larger than the padded input size"):
+        conv(x, w, None, 1, 0, 4)
+    with pytest.raises(RuntimeError, match="padding='same' is not supported for strided"):
+        conv(x, w, None, 2, "same")
+    with pytest.raises(RuntimeError, match="padding must be 'same' or 'valid', got 'full'"):
+        torch.ops.gpukern.conv2d.padding(x, w, None, [1], "full", [1], 1)
+    with pytest.raises(RuntimeError, match="expected bias of shape \\[4\\]"):
+        conv(x, w, b[:3])
+    with pytest.raises(RuntimeError, match="expected bias of shape \\[4\\]"):
+        conv(x, w, b[None])
+    with pytest.raises(RuntimeError, match="kernel size must be positive"):
+        conv(x, w[..., :0])
+    with pytest.raises(RuntimeError, match="gpukern::conv2d: input has dtype"):
+        conv(x.int(), w.int())
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA device and the CUDA build of gpukern")
+def test_errors_cuda():
+    x, w, b = make(1, 4, 8, 8, 4, 3, 3, 1, True, device="cuda")
+    with pytest.raises(RuntimeError, match="expected input and weight on the same device"):
+        torch_ops.conv2d(x, w.cpu())
+    with pytest.raises(RuntimeError, match="expected input and bias on the same device"):
+        torch_ops.conv2d(x, w, b.cpu())
+    with pytest.raises(RuntimeError, match="float64 runs on CPU only"):
+        torch_ops.conv2d(x.double(), w.double())
+
+
+@pytest.mark.parametrize("device", DEVICE_PARAMS)
+def test_opcheck(device):
+    x, w, b = make(2, 4, 13, 11, 4, 3, 3, 4, True, device=device, seed=13)
+    ops = torch.ops.gpukern
+    cl = torch.channels_last
+    cases = [
+        (ops.conv2d.default, (x, w, b, [1, 2], [1, 0], [1, 1], 4)),
+        (ops.conv2d.default, (x, w.to(memory_format=cl), None, [1], [1], [1], 4)),
+        (ops.conv2d.padding, (x.to(memory_format=cl), w, None, [1, 1], "same", [1, 1], 4)),
+        (ops.conv2d.padding, (x[0], w, b, [1], "same", [2, 1], 4)),
+        (ops.conv2d.default, (x[:0], w, b, [1], [1], [1], 4)),
+    ]
+    for op, args in cases:
+        torch.library.opcheck(op, args)
