@@ -45,7 +45,7 @@ def _conv_out(nsp, input, weight, stride, padding, dilation):
     fmt = torch.contiguous_format
     if nsp == 2 and batched and (_is_channels_last(input) or _is_channels_last(weight)):
         fmt = torch.channels_last
-    return input.new_empty(shape, memory_format=fmt)
+    return torch.empty(shape, dtype=input.dtype, device=input.device, memory_format=fmt)
 
 
 @torch.library.register_fake(lib + "conv1d")
