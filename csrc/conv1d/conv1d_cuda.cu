@@ -1,0 +1,159 @@
+// conv1d on CUDA: host entries of both overloads, the algorithm choice and the launchers.
+// Kernels live in conv1d_kernels.cuh; argument checks and output sizes in common/conv_args.
+#include <ATen/ATen.h>
+#include <torch/library.h>
+
+#include <algorithm>
+#include <climits>
+#include <optional>
+#include <string_view>
+
+#include "common/checks.h"
+#include "common/conv_args.h"
+#include "common/dispatch.h"
+#include "common/launch.cuh"
+#include "conv1d/conv1d.h"
+#include "conv1d/conv1d_kernels.cuh"
+
+namespace gpukern {
+namespace {
+
+constexpr const char* kOp = "conv1d";
+
+using GeneralOT1 = Conv1dGeneralTraits<128, 4, 1>;
+using GeneralOT4 = Conv1dGeneralTraits<128, 4, 4>;
+using Rowwise8 = Conv1dRowwiseTraits<128, 8, true>;
+using Rowwise16 = Conv1dRowwiseTraits<128, 16, true>;
+using Rowwise8Dilated = Conv1dRowwiseTraits<128, 8, false>;
+
+enum class Conv1dAlgo { kRowwise8, kRowwise16, kRowwise8Dilated, kGeneralOT1, kGeneralOT4 };
+
+// The algorithm choice, from the shape alone:
+//  - Row-wise kernel when every output row reads exactly one input row and one filter row
+//    (C == O == groups: single-channel signals, batched or not, and depthwise convolutions), at
+//    stride 1, with dilation <= 128 (a tile holds at least one thread per dilation phase) and an
+//    output row of at least a quarter of its 1024-output tile (shorter rows would mostly compute
+//    padding; the general kernel sizes its tile to the row instead). Within it:
+//      dilation 1, K <= 32: 8 outputs per thread (bandwidth-bound taps, few wasted on padding);
+//      dilation 1, K > 32: 16 outputs per thread (FMA-bound: 16x16 FMAs per 4 float4 loads);
+//      dilation > 1: 8 outputs per thread on one dilation phase, scalar shared reads.
+//  - General kernel otherwise (strides > 1, grouped and dense channels, depthwise multipliers,
+//    huge dilations, short rows): 4 output channels per block when a group has at least 4 (the
+//    staged input tile is reused by 4 filters), else 1.
+Conv1dAlgo choose_conv1d_algo(const Conv1dParams& p) {
+  const bool one_row = p.c_per_group() == 1 && p.o_per_group() == 1;
+  if (one_row && p.stride == 1 && p.dilation <= Rowwise8Dilated::kMaxDilation &&
+      p.L_out * 4 >= Rowwise8::kMaxTile) {
+    if (p.dilation > 1) return Conv1dAlgo::kRowwise8Dilated;
+    return p.K > 32 ? Conv1dAlgo::kRowwise16 : Conv1dAlgo::kRowwise8;
+  }
+  return p.o_per_group() >= 4 ? Conv1dAlgo::kGeneralOT4 : Conv1dAlgo::kGeneralOT1;
+}
+
+int grid_for(int64_t work_items) {
+  return static_cast<int>(std::min<int64_t>(work_items, INT_MAX));
+}
+
+template <typename T, typename Traits>
+void launch_rowwise(const Conv1dParams& p, cudaStream_t stream) {
+  constexpr int kR = Traits::kR;
+  const int d = Traits::kDil1 ? 1 : static_cast<int>(p.dilation);
+  TORCH_INTERNAL_ASSERT(d >= 1 && d <= Traits::kMaxDilation && (d == 1 || !Traits::kDil1));
+  const int tile_len = (Traits::kThreads / d) * d * kR;
+  int64_t chunk = std::min<int64_t>(ceil_div(p.K, kR) * kR, Traits::kMaxChunk);
+  if (!Traits::kDil1) {
+    chunk = std::min<int64_t>(chunk, std::max(kR, Traits::kMaxHalo / d / kR * kR));
+  }
+  const int64_t tiles = ceil_div(p.L_out, tile_len);
+  const int64_t staged = ceil_div(tile_len + chunk * d, 32) * 32;  // whole swizzle rows
+  const size_t smem = static_cast<size_t>(chunk + staged) * sizeof(float);
+  TORCH_INTERNAL_ASSERT(smem <= static_cast<size_t>(Traits::max_smem_bytes()));
+  conv1d_rowwise_kernel<T, Traits><<<grid_for(p.N * p.C * tiles), Traits::kThreads, smem,
+                                      stream>>>(p, static_cast<int>(chunk), tiles);
+  GK_CHECK_LAUNCH();
+}
+
+template <typename T, typename Traits>
+void launch_general(const Conv1dParams& p, cudaStream_t stream) {
+  constexpr int64_t kHalf = Traits::kSmemX / 2;
+  int64_t tile = std::min<int64_t>(Traits::kTile, p.L_out);
+  // Long strides: shorten the tile so its stride part takes at most half the staged input.
+  if ((tile - 1) * p.stride > kHalf - 1) tile = (kHalf - 1) / p.stride + 1;
+  const int64_t room = Traits::kSmemX - (tile - 1) * p.stride - 1;  // >= kHalf
+  int64_t chunk = std::min<int64_t>(p.K, room / p.dilation + 1);
+  chunk = std::min<int64_t>(chunk, Traits::kSmemW / Traits::kOT);
+  Conv1dGeneralPlan plan;
+  plan.tile = static_cast<int>(tile);
+  plan.chunk = static_cast<int>(chunk);
+  plan.span = static_cast<int>((tile - 1) * p.stride + (chunk - 1) * p.dilation + 1);
+  int64_t staged = 1;
+  if (chunk == p.K) {
+    staged = std::min<int64_t>({p.c_per_group(), Traits::kSmemX / plan.span,
+                                Traits::kSmemW / (Traits::kOT * chunk),
+                                Traits::kMaxStagedChannels});
+    staged = std::max<int64_t>(staged, 1);
+  }
+  plan.staged = static_cast<int>(staged);
+  plan.tiles = ceil_div(p.L_out, tile);
+  plan.oblocks = ceil_div(p.o_per_group(), Traits::kOT);
+  const size_t smem =
+      static_cast<size_t>(staged * plan.span + staged * Traits::kOT * chunk) * sizeof(float);
+  TORCH_INTERNAL_ASSERT(plan.span <= Traits::kSmemX && staged * plan.span <= Traits::kSmemX &&
+                        staged * Traits::kOT * chunk <= Traits::kSmemW);
+  const int64_t items = p.N * p.groups * plan.tiles * plan.oblocks;
+  conv1d_general_kernel<T, Traits><<<grid_for(items), Traits::kThreads, smem, stream>>>(p, plan);
+  GK_CHECK_LAUNCH();
+}
+
+template <typename T>
+void launch_conv1d(const Conv1dParams& p, cudaStream_t stream) {
+  switch (choose_conv1d_algo(p)) {
+    case Conv1dAlgo::kRowwise8:
+      return launch_rowwise<T, Rowwise8>(p, stream);
+    case Conv1dAlgo::kRowwise16:
+      return launch_rowwise<T, Rowwise16>(p, stream);
+    case Conv1dAlgo::kRowwise8Dilated:
+      return launch_rowwise<T, Rowwise8Dilated>(p, stream);
+    case Conv1dAlgo::kGeneralOT4:
+      return launch_general<T, GeneralOT4>(p, stream);
+    case Conv1dAlgo::kGeneralOT1:
+      return launch_general<T, GeneralOT1>(p, stream);
+  }
+}
+
+at::Tensor conv1d_cuda_run(const ConvArgs& a, const at::Tensor& input, const at::Tensor& weight,
+                           const std::optional<at::Tensor>& bias) {
+  CudaLaunchContext ctx(input);
+  at::Tensor out = conv_output(a, input, weight);
+  if (out.numel() == 0) return out;
+  const at::Tensor x3 = conv_batched_input(a, input);
+  const at::Tensor y3 = conv_batched_output(a, out);
+  const at::Tensor* b = bias.has_value() && bias->defined() ? &*bias : nullptr;
+  const Conv1dParams p = conv1d_params(a, x3, weight, b, y3);
+  GK_DISPATCH_FLOAT_CUDA(input.scalar_type(), kOp, [&] { launch_conv1d<scalar_t>(p, ctx.stream); });
+  return out;
+}
+
+at::Tensor conv1d_cuda(const at::Tensor& input, const at::Tensor& weight,
+                       const std::optional<at::Tensor>& bias, at::IntArrayRef stride,
+                       at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups) {
+  const ConvArgs a = conv_args(kOp, 1, input, weight, bias, stride, padding, dilation, groups);
+  return conv1d_cuda_run(a, input, weight, bias);
+}
+
+at::Tensor conv1d_padding_cuda(const at::Tensor& input, const at::Tensor& weight,
+                               const std::optional<at::Tensor>& bias, at::IntArrayRef stride,
+                               c10::string_view padding, at::IntArrayRef dilation,
+                               int64_t groups) {
+  const ConvArgs a = conv_args(kOp, 1, input, weight, bias, stride,
+                               std::string_view(padding.data(), padding.size()), dilation, groups);
+  return conv1d_cuda_run(a, input, weight, bias);
+}
+
+}  // namespace
+}  // namespace gpukern
+
+TORCH_LIBRARY_IMPL(gpukern, CUDA, m) {
+  m.impl("conv1d", &gpukern::conv1d_cuda);
+  m.impl("conv1d.padding", &gpukern::conv1d_padding_cuda);
+}

@@ -1,0 +1,381 @@
+#pragma once
+// conv1d CUDA kernels (torch-free). Two kernels, chosen by conv1d_cuda.cu:
+//
+//  conv1d_general_kernel  any stride / padding / dilation / groups / strides. A block computes a
+//                         tile of outputs for kOT output channels of one group; inputs and filters
+//                         are staged in shared memory channel by channel, taps in chunks.
+//  conv1d_rowwise_kernel  stride 1 and one input row per output row (C == O == groups: single-
+//                         channel signals, depthwise). Sliding register windows over a shared-
+//                         memory tile, 16-byte loads, filter streamed in chunks of taps.
+//
+// Both accumulate in float32 and stage data in shared memory as float, whatever scalar_t is.
+#include <cstdint>
+
+#include "common/vec.cuh"
+#include "conv1d/conv1d.h"
+
+namespace gpukern {
+
+// ------------------------------------------------------------------------------------------------
+// General kernel
+// ------------------------------------------------------------------------------------------------
+
+template <int kThreads_, int kItems_, int kOT_>
+struct Conv1dGeneralTraits {
+  static constexpr int kThreads = kThreads_;  // threads per block
+  static constexpr int kItems = kItems_;      // outputs per thread along L (per output channel)
+  static constexpr int kOT = kOT_;            // output channels per block, all in one group
+  static constexpr int kTile = kThreads * kItems;  // outputs per tile along L (at most)
+  static constexpr int kSmemX = 8192;         // floats of staged input (all staged channels)
+  static constexpr int kSmemW = 2048;         // floats of staged filter taps
+  static constexpr int kMaxStagedChannels = 64;
+  static_assert(kThreads % 32 == 0 && kThreads <= 1024, "whole warps");
+  static_assert(kItems >= 1 && kOT >= 1, "at least one output per thread");
+  // The plan keeps the tile's stride part of the span within half of kSmemX, so at least half
+  // is left for the taps' halo.
+  static_assert(kSmemX >= 2 * kTile, "a stride-1 tile fits twice");
+  static_assert(kSmemW >= kOT, "at least one tap of every staged output channel");
+  static constexpr int smem_bytes() { return (kSmemX + kSmemW) * static_cast<int>(sizeof(float)); }
+};
+
+// Run-time tiling of the general kernel, computed by the launcher (conv1d_cuda.cu) such that
+// staged * span <= kSmemX and staged * kOT * chunk <= kSmemW.
+struct Conv1dGeneralPlan {
+  int tile;        // outputs per tile along L (<= kTile)
+  int chunk;       // taps staged per pass (== K when the whole filter fits)
+  int staged;      // input channels staged per pass (> 1 only when chunk == K)
+  int span;        // (tile - 1) * stride + (chunk - 1) * dilation + 1: input floats per channel
+  int64_t tiles;   // tiles along L_out
+  int64_t oblocks; // ceil(O/groups / kOT): output-channel blocks per group
+};
+
+// Grid: 1-D, block-strided over work items (n, g, tile, oblock), oblock fastest so that blocks
+// sharing one input tile run together (L2 reuse). No grid-dim limit applies.
+// Block: kThreads threads; thread t owns outputs j = t + i*kThreads (i < kItems) of the tile for
+// each of the kOT output channels: kItems*kOT accumulators in registers. Outputs are assigned
+// with a stride of kThreads so that stores coalesce and shared reads (j*stride + k*dilation) are
+// conflict-free at stride 1.
+// Shared memory: sx[staged][span] input tiles with their halo (zeros outside [0, L), i.e. the
+// padding), then sw[staged][kOT][chunk] filter taps (zeros for output channels past the group).
+// Per pass (a set of staged channels x a chunk of taps): barrier (the previous pass's reads are
+// done), coalesced staging, barrier (staged data visible), multiply-adds from shared memory.
+template <typename T, typename Traits>
+__global__ void __launch_bounds__(Traits::kThreads)
+    conv1d_general_kernel(const Conv1dParams p, const Conv1dGeneralPlan plan) {
+  constexpr int kThreads = Traits::kThreads;
+  constexpr int kItems = Traits::kItems;
+  constexpr int kOT = Traits::kOT;
+  extern __shared__ float4 conv1d_general_smem[];
+  float* sx = reinterpret_cast<float*>(conv1d_general_smem);
+  float* sw = sx + plan.staged * plan.span;
+
+  const T* __restrict__ x = static_cast<const T*>(p.x);
+  const T* __restrict__ w = static_cast<const T*>(p.w);
+  const T* __restrict__ b = static_cast<const T*>(p.b);
+  T* __restrict__ y = static_cast<T*>(p.y);
+  const int tid = threadIdx.x;
+  const int64_t cpg = p.C / p.groups;
+  const int64_t opg = p.O / p.groups;
+  const int dil = static_cast<int>(p.dilation);  // (chunk-1)*dilation < kSmemX when chunk > 1
+  const int64_t total = p.N * p.groups * plan.tiles * plan.oblocks;
+
+  // Shared offset of each item's output (the tile's last output for items past the tile, whose
+  // results are dropped), so that every read stays inside the staged span.
+  int xo[kItems];
+#pragma unroll
+  for (int i = 0; i < kItems; ++i) {
+    const int j = tid + i * kThreads;
+    xo[i] = (j < plan.tile ? j : plan.tile - 1) * static_cast<int>(p.stride);
+  }
+
+  for (int64_t item = blockIdx.x; item < total; item += gridDim.x) {
+    int64_t r = item;
+    const int64_t ob = r % plan.oblocks;
+    r /= plan.oblocks;
+    const int64_t tile = r % plan.tiles;
+    r /= plan.tiles;
+    const int64_t g = r % p.groups;
+    const int64_t n = r / p.groups;
+    const int64_t l0 = tile * plan.tile;
+    const int64_t o0 = ob * kOT;  // first output channel of the block, within the group
+
+    float acc[kOT][kItems];
+#pragma unroll
+    for (int oi = 0; oi < kOT; ++oi)
+#pragma unroll
+      for (int i = 0; i < kItems; ++i) acc[oi][i] = 0.f;
+
+    for (int64_t c0 = 0; c0 < cpg; c0 += plan.staged) {
+      const int ccur = static_cast<int>(cpg - c0 < plan.staged ? cpg - c0 : plan.staged);
+      for (int64_t k0 = 0; k0 < p.K; k0 += plan.chunk) {
+        const int kcur = static_cast<int>(p.K - k0 < plan.chunk ? p.K - k0 : plan.chunk);
+        __syncthreads();  // every thread is done reading the previous pass
+        const int64_t g0 = l0 * p.stride - p.pad_lo + k0 * p.dilation;
+        for (int cl = 0; cl < ccur; ++cl) {
+          const T* xrow = x + n * p.x_sn + (g * cpg + c0 + cl) * p.x_sc;
+          float* dst = sx + cl * plan.span;
+          for (int j = tid; j < plan.span; j += kThreads) {
+            const int64_t gi = g0 + j;
+            dst[j] = (gi >= 0 && gi < p.L) ? to_float(xrow[gi * p.x_sl]) : 0.f;
+          }
+        }
+        const int wcount = ccur * kOT * kcur;
+        for (int e = tid; e < wcount; e += kThreads) {
+          const int kk = e % kcur;
+          const int oi = (e / kcur) % kOT;
+          const int cl = e / (kcur * kOT);
+          const int64_t o = o0 + oi;
+          float v = 0.f;
+          if (o < opg) {
+            v = to_float(w[(g * opg + o) * p.w_so + (c0 + cl) * p.w_sc + (k0 + kk) * p.w_sk]);
+          }
+          sw[(cl * kOT + oi) * plan.chunk + kk] = v;
+        }
+        __syncthreads();  // staged tiles and taps visible to every thread
+        for (int cl = 0; cl < ccur; ++cl) {
+          const float* xb = sx + cl * plan.span;
+          const float* wb = sw + cl * kOT * plan.chunk;
+          for (int kk = 0; kk < kcur; ++kk) {
+            float wv[kOT];
+#pragma unroll
+            for (int oi = 0; oi < kOT; ++oi) wv[oi] = wb[oi * plan.chunk + kk];
+            const float* xk = xb + kk * dil;
+#pragma unroll
+            for (int i = 0; i < kItems; ++i) {
+              const float xv = xk[xo[i]];
+#pragma unroll
+              for (int oi = 0; oi < kOT; ++oi) acc[oi][i] = fmaf(wv[oi], xv, acc[oi][i]);
+            }
+          }
+        }
+      }
+    }
+
+#pragma unroll
+    for (int oi = 0; oi < kOT; ++oi) {
+      const int64_t o = o0 + oi;
+      if (o >= opg) continue;
+      const int64_t oc = g * opg + o;
+      const float bias = b != nullptr ? to_float(b[oc * p.b_s]) : 0.f;
+      T* yrow = y + n * p.y_sn + oc * p.y_so;
+#pragma unroll
+      for (int i = 0; i < kItems; ++i) {
+        const int j = tid + i * kThreads;
+        const int64_t l = l0 + j;
+        if (j < plan.tile && l < p.L_out) yrow[l * p.y_sl] = from_float<T>(acc[oi][i] + bias);
+      }
+    }
+  }
+}
+
+// ------------------------------------------------------------------------------------------------
+// Row-wise kernel (stride 1, one input row and one filter row per output row)
+// ------------------------------------------------------------------------------------------------
+
+template <int kThreads_, int kR_, bool kDil1_>
+struct Conv1dRowwiseTraits {
+  static constexpr int kThreads = kThreads_;  // threads per block
+  static constexpr int kR = kR_;              // outputs per thread, and taps per register block
+  static constexpr bool kDil1 = kDil1_;       // dilation == 1: float4 shared reads
+  static constexpr int kMaxTile = kThreads * kR;  // outputs per tile (exact when dilation == 1)
+  static constexpr int kMaxChunk = 2048;      // taps staged per pass
+  static constexpr int kMaxHalo = 4096;       // bound on chunk * dilation when dilation > 1
+  static constexpr int kMaxDilation = kThreads;  // one d-phase group of threads at least
+  static_assert(kThreads % 32 == 0 && kThreads <= 1024, "whole warps");
+  static_assert(kR % 4 == 0 && (kR == 8 || kR == 16),
+                "float4 window loads; the shared swizzle below is derived for kR = 8 and 16");
+  static_assert(kMaxChunk % kR == 0 && kMaxHalo / kMaxDilation >= kR,
+                "a chunk holds whole register blocks, at least one even at the largest dilation");
+  // Largest staged input (floats): tile + chunk*dilation, rounded up to whole 32-float rows.
+  static constexpr int kMaxSpan =
+      kMaxTile + (kMaxChunk > kMaxHalo ? kMaxChunk : kMaxHalo) + 32;
+  static constexpr int max_smem_bytes() {
+    return (kMaxSpan + kMaxChunk) * static_cast<int>(sizeof(float));
+  }
+  static_assert(max_smem_bytes() <= 48 * 1024, "stays within the default shared-memory limit");
+};
+
+// Swizzled shared index of the staged input. With dilation 1, thread t reads float4s at logical
+// offsets t*kR + m*kR + 4q; a quarter warp (the unit of a 128-bit shared access) then spans 2
+// (kR = 8) or 4 (kR = 16) rows of 32 floats at the same columns. XOR-ing bits 2..3 of the column
+// with the row number (mod kR/4) moves each row to its own banks: conflict-free for every m.
+// Float4 alignment and contiguity are kept (only whole float4s move, within their row), so
+// allocations round up to whole rows.
+template <int kR>
+__device__ __forceinline__ int rowwise_swizzle(int a) {
+  return a ^ (((a >> 5) & (kR / 4 - 1)) << 2);
+}
+
+// Stage logical sx[0, n) <- x[g0 + j] as float, zero outside [0, L) (the padding), swizzled.
+// Contiguous rows (sl == 1) go through 16-byte loads of the aligned vectors that lie wholly inside
+// [0, L); the vectors holding the row's ends are read element by element with bounds checks.
+template <typename T, int kThreads, int kR>
+__device__ __forceinline__ void rowwise_stage_input(float* sx, const T* __restrict__ row,
+                                                    int64_t L, int64_t sl, int64_t g0, int n) {
+  const int tid = threadIdx.x;
+  if (sl == 1) {
+    constexpr int V = kVec16<T>;
+    const int64_t row_elems = static_cast<int64_t>(reinterpret_cast<uintptr_t>(row) / sizeof(T));
+    const int mis = static_cast<int>(((row_elems + g0) % V + V) % V);
+    const int64_t gb = g0 - mis;  // row + gb is 16-byte aligned
+    const int slots = (n + mis + V - 1) / V;
+    for (int v = tid; v < slots; v += kThreads) {
+      const int64_t i0 = gb + static_cast<int64_t>(v) * V;
+      float val[V];
+      if (i0 >= 0 && i0 + V <= L) {
+        const Vec<T, V> vec = load_vec<T, V>(row + i0);
+#pragma unroll
+        for (int e = 0; e < V; ++e) val[e] = to_float(vec.v[e]);
+      } else {
+#pragma unroll
+        for (int e = 0; e < V; ++e) {
+          const int64_t gi = i0 + e;
+          val[e] = (gi >= 0 && gi < L) ? to_float(row[gi]) : 0.f;
+        }
+      }
+#pragma unroll
+      for (int e = 0; e < V; ++e) {
+        const int j = v * V + e - mis;
+        if (j >= 0 && j < n) sx[rowwise_swizzle<kR>(j)] = val[e];
+      }
+    }
+  } else {
+    for (int j = tid; j < n; j += kThreads) {
+      const int64_t gi = g0 + j;
+      sx[rowwise_swizzle<kR>(j)] = (gi >= 0 && gi < L) ? to_float(row[gi * sl]) : 0.f;
+    }
+  }
+}
+
+// Grid: 1-D, block-strided over work items (row, tile), row = n*C + c, tile fastest.
+// Block: kThreads threads in units of `dilation` threads. Unit u, phase ph (thread t = u*d + ph)
+// owns the kR outputs l0 + u*d*kR + ph + i*d (i < kR): with dilation 1, kR consecutive outputs.
+// Tap k of output i reads staged input (u*d*kR + ph) + (i + k)*d, so a thread's inputs form one
+// sequence and kR taps of kR outputs need only 2*kR consecutive elements of it: the register
+// window xw[2*kR], half of it refilled per block of kR taps (the seed's register blocking:
+// kR*kR multiply-adds per kR shared loads of input, float4 loads with dilation 1).
+// Tile: units*d*kR outputs, units = kThreads / d (threads past the last whole unit idle in the
+// multiply-adds but help staging).
+// Shared memory: sw[chunk] taps (zero past K), then sx: the tile's input plus halo for the chunk,
+// tile + chunk*d floats (covers the last window refill), swizzled by rowwise_swizzle.
+// Per chunk of taps: barrier (previous chunk's reads done), staging, barrier (visible), compute.
+template <typename T, typename Traits>
+__global__ void __launch_bounds__(Traits::kThreads)
+    conv1d_rowwise_kernel(const Conv1dParams p, const int chunk, const int64_t tiles) {
+  constexpr int kThreads = Traits::kThreads;
+  constexpr int kR = Traits::kR;
+  constexpr bool kDil1 = Traits::kDil1;
+  extern __shared__ float4 conv1d_rowwise_smem[];
+  float* sw = reinterpret_cast<float*>(conv1d_rowwise_smem);
+  float* sx = sw + chunk;  // chunk is a multiple of kR, so sx stays 16-byte aligned
+
+  const T* __restrict__ x = static_cast<const T*>(p.x);
+  const T* __restrict__ w = static_cast<const T*>(p.w);
+  const T* __restrict__ b = static_cast<const T*>(p.b);
+  T* __restrict__ y = static_cast<T*>(p.y);
+  const int tid = threadIdx.x;
+  const int d = kDil1 ? 1 : static_cast<int>(p.dilation);
+  const int units = kThreads / d;
+  const int tile_len = units * d * kR;
+  const int unit = tid / d;
+  const int ph = tid - unit * d;
+  const bool active = unit < units;
+  const int base = unit * d * kR + ph;  // staged offset of the thread's first output
+  const int n_stage = tile_len + chunk * d;
+  const int64_t total = p.N * p.C * tiles;
+
+  for (int64_t item = blockIdx.x; item < total; item += gridDim.x) {
+    const int64_t tile = item % tiles;
+    const int64_t row = item / tiles;
+    const int64_t n = row / p.C;
+    const int64_t c = row % p.C;
+    const int64_t l0 = tile * tile_len;
+    const T* xrow = x + n * p.x_sn + c * p.x_sc;
+    const T* wrow = w + c * p.w_so;
+
+    float acc[kR];
+#pragma unroll
+    for (int i = 0; i < kR; ++i) acc[i] = 0.f;
+
+    for (int64_t k0 = 0; k0 < p.K; k0 += chunk) {
+      const int kcur = static_cast<int>(p.K - k0 < chunk ? p.K - k0 : chunk);
+      const int kcur_r = (kcur + kR - 1) / kR * kR;
+      __syncthreads();  // every thread is done reading the previous chunk / tile
+      for (int k = tid; k < kcur_r; k += kThreads) {
+        sw[k] = k < kcur ? to_float(wrow[(k0 + k) * p.w_sk]) : 0.f;
+      }
+      const int n_cur = tile_len + kcur_r * d;
+      rowwise_stage_input<T, kThreads, kR>(sx, xrow, p.L, p.x_sl, l0 - p.pad_lo + k0 * d,
+                                           n_cur <= n_stage ? n_cur : n_stage);
+      __syncthreads();  // staged taps and input visible to every thread
+      if (active) {
+        float xw[2 * kR];
+        if constexpr (kDil1) {
+#pragma unroll
+          for (int q = 0; q < kR; q += 4) {
+            const float4 v = *reinterpret_cast<const float4*>(sx + rowwise_swizzle<kR>(base + q));
+            xw[q] = v.x, xw[q + 1] = v.y, xw[q + 2] = v.z, xw[q + 3] = v.w;
+          }
+        } else {
+#pragma unroll
+          for (int q = 0; q < kR; ++q) xw[q] = sx[rowwise_swizzle<kR>(base + q * d)];
+        }
+        for (int kb = 0; kb < kcur_r; kb += kR) {
+          if constexpr (kDil1) {
+#pragma unroll
+            for (int q = 0; q < kR; q += 4) {
+              const float4 v =
+                  *reinterpret_cast<const float4*>(sx + rowwise_swizzle<kR>(base + kb + kR + q));
+              xw[kR + q] = v.x, xw[kR + q + 1] = v.y, xw[kR + q + 2] = v.z, xw[kR + q + 3] = v.w;
+            }
+          } else {
+#pragma unroll
+            for (int q = 0; q < kR; ++q) {
+              xw[kR + q] = sx[rowwise_swizzle<kR>(base + (kb + kR + q) * d)];
+            }
+          }
+          float wr[kR];
+#pragma unroll
+          for (int q = 0; q < kR; q += 4) {
+            const float4 v = *reinterpret_cast<const float4*>(sw + kb + q);  // broadcast
+            wr[q] = v.x, wr[q + 1] = v.y, wr[q + 2] = v.z, wr[q + 3] = v.w;
+          }
+#pragma unroll
+          for (int k = 0; k < kR; ++k)
+#pragma unroll
+            for (int i = 0; i < kR; ++i) acc[i] = fmaf(wr[k], xw[i + k], acc[i]);
+#pragma unroll
+          for (int i = 0; i < kR; ++i) xw[i] = xw[i + kR];
+        }
+      }
+    }
+
+    if (active) {
+      const float bias = b != nullptr ? to_float(b[c * p.b_s]) : 0.f;
+      T* yrow = y + n * p.y_sn + c * p.y_so;
+      const int64_t l = l0 + base;
+      constexpr int V = kVec16<T>;
+      bool vec = false;
+      if constexpr (kDil1 && (kR % V == 0)) {
+        vec = p.y_sl == 1 && l + kR <= p.L_out && is_aligned16(yrow + l);
+      }
+      if (vec) {
+#pragma unroll
+        for (int q = 0; q < kR; q += V) {
+          Vec<T, V> out;
+#pragma unroll
+          for (int e = 0; e < V; ++e) out.v[e] = from_float<T>(acc[q + e] + bias);
+          store_vec<T, V>(yrow + l + q, out);
+        }
+      } else {
+#pragma unroll
+        for (int i = 0; i < kR; ++i) {
+          const int64_t li = l + static_cast<int64_t>(i) * d;
+          if (li < p.L_out) yrow[li * p.y_sl] = from_float<T>(acc[i] + bias);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace gpukern

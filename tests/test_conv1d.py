@@ -1,0 +1,296 @@
+"""gpukern::conv1d / conv1d.padding against torch.nn.functional.conv1d (float64 references).
+
+CUDA kernel paths (see choose_conv1d_algo in csrc/conv1d/conv1d_cuda.cu):
+  rowwise8        stride 1, C == O == groups, dilation 1, K <= 32, L_out >= 256
+  rowwise16       the same with K > 32 (K chunked through shared memory past 2048 taps)
+  rowwise8dil     the same with 1 < dilation <= 128
+  general OT4     everything else with >= 4 output channels per group
+  general OT1     everything else with < 4 output channels per group
+"""
+import zlib
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import torch_ops
+from conftest import DEVICE_PARAMS, FLOAT_DTYPES, HAS_CUDA, assert_close_ref, rand, \
+    skip_unsupported
+
+ALL_DTYPES = [torch.float64] + FLOAT_DTYPES
+ops = torch.ops.gpukern
+
+
+def call(x, w, b=None, stride=1, padding=0, dilation=1, groups=1):
+    if isinstance(padding, str):
+        return ops.conv1d.padding(x, w, b, [stride], padding, [dilation], groups)
+    return ops.conv1d(x, w, b, [stride], [padding], [dilation], groups)
+
+
+def reference(x, w, b=None, stride=1, padding=0, dilation=1, groups=1):
+    d = torch.float64
+    return F.conv1d(x.detach().cpu().to(d), w.detach().cpu().to(d),
+                    None if b is None else b.detach().cpu().to(d), stride, padding, dilation,
+                    groups)
+
+
+def check(x, w, b=None, stride=1, padding=0, dilation=1, groups=1):
+    out = call(x, w, b, stride, padding, dilation, groups)
+    assert out.device == x.device and out.dtype == x.dtype
+    assert_close_ref(out, reference(x, w, b, stride, padding, dilation, groups))
+    return out
+
+
+def make(N, C, O, L, K, groups, bias, dtype, device, seed):
+    g = torch.Generator().manual_seed(seed)
+    x = rand(N, C, L, dtype=dtype, device=device, generator=g)
+    w = rand(O, C // groups, K, dtype=dtype, device=device, generator=g)
+    b = rand(O, dtype=dtype, device=device, generator=g) if bias else None
+    return x, w, b
+
+
+# (N, C, O, L, K, stride, padding, dilation, groups, bias)
+GRID = [
+    (1, 1, 1, 1, 1, 1, 0, 1, 1, False),          # smallest
+    (2, 1, 1, 37, 5, 1, 2, 1, 1, True),          # single channel, prime length
+    (3, 1, 1, 61, 61, 1, 0, 1, 1, True),         # filter as long as the input
+    (2, 1, 1, 29, 4, 1, "same", 1, 1, True),     # even K: asymmetric 'same'
+    (2, 1, 1, 29, 6, 1, "same", 3, 1, False),    # even K, dilated 'same'
+    (2, 3, 3, 31, 7, 1, "valid", 2, 3, True),    # depthwise, dilated
+    (1, 4, 4, 43, 3, 2, 1, 1, 4, True),          # depthwise, strided
+    (2, 4, 8, 23, 3, 1, 1, 1, 4, False),         # depthwise multiplier 2
+    (2, 4, 6, 33, 5, 2, 1, 1, 2, True),          # grouped, strided
+    (2, 6, 4, 19, 3, 3, 4, 2, 2, True),          # stride 3, padding > K/2
+    (1, 5, 7, 41, 2, 1, 0, 4, 1, False),         # dense, dilation 4
+    (2, 8, 16, 17, 1, 1, 0, 1, 1, True),         # 1x1 conv
+    (1, 3, 5, 13, 9, 5, 4, 1, 1, True),          # stride > K
+    (3, 2, 2, 11, 3, 1, "same", 5, 2, True),     # dilated span close to the padded input
+    (2, 2, 4, 5, 7, 1, 3, 1, 1, True),           # K > L (padding makes it fit)
+]
+
+
+@pytest.mark.parametrize("dtype", ALL_DTYPES, ids=str)
+@pytest.mark.parametrize("case", GRID, ids=lambda c: "-".join(map(str, c)))
+def test_grid(device, dtype, case):
+    skip_unsupported(device, dtype)
+    N, C, O, L, K, stride, padding, dilation, groups, bias = case
+    x, w, b = make(N, C, O, L, K, groups, bias, dtype, device, seed=zlib.crc32(repr(case).encode()))
+    check(x, w, b, stride, padding, dilation, groups)
+
+
+@pytest.mark.parametrize("dtype", ALL_DTYPES, ids=str)
+def test_unbatched_and_functional(device, dtype):
+    skip_unsupported(device, dtype)
+    g = torch.Generator().manual_seed(3)
+    x = rand(4, 29, dtype=dtype, device=device, generator=g)
+    w = rand(6, 2, 3, dtype=dtype, device=device, generator=g)
+    b = rand(6, dtype=dtype, device=device, generator=g)
+    out = check(x, w, b, 2, 1, 1, 2)
+    assert out.shape == (6, 15)
+    out2 = torch_ops.conv1d(x, w, b, stride=2, padding=1, groups=2)
+    assert torch.equal(out, out2)
+    out3 = torch_ops.conv1d(x, w, b, padding="same", dilation=2, groups=2)
+    assert_close_ref(out3, reference(x, w, b, 1, "same", 2, 2))
+
+
+@pytest.mark.parametrize("L", [255, 256, 257, 1023, 1024, 1025, 2047, 2049])
+def test_tile_edges(device, L):
+    """Lengths around the tile sizes (rowwise 1024/2048 outputs, general 512)."""
+    g = torch.Generator().manual_seed(L)
+    for (C, O, groups, K) in [(1, 1, 1, 5), (1, 1, 1, 40), (3, 3, 3, 3), (2, 4, 1, 3)]:
+        x = rand(2, C, L, device=device, generator=g)
+        w = rand(O, C // groups, K, device=device, generator=g)
+        check(x, w, None, 1, K // 2, 1, groups)
+        check(x, w, None, 1, "same", 2, groups)
+
+
+@pytest.mark.parametrize("dtype", ALL_DTYPES, ids=str)
+def test_strided_views(device, dtype):
+    """Sliced, transposed and offset inputs/weights/bias (no hidden contiguity assumptions)."""
+    skip_unsupported(device, dtype)
+    g = torch.Generator().manual_seed(11)
+    big = rand(3, 8, 1300, dtype=dtype, device=device, generator=g)
+    wbig = rand(6, 4, 14, dtype=dtype, device=device, generator=g)
+    bbig = rand(12, dtype=dtype, device=device, generator=g)
+    x = big[:, ::2, 1:1202]                  # channel stride 2*1300, storage offset 1 (unaligned)
+    assert x.storage_offset() == 1
+    check(x, wbig[:, :2, ::2], bbig[::2], 1, 3, 1, 2)         # general, w_sk = 2
+    check(x[:, :1], wbig[:1, :1, 1:8], bbig[1:2], 1, 3)       # rowwise, misaligned rows
+    check(x[:, :, ::3], wbig[:4, :1, 2:9], None, 1, "same", 1, 4)   # depthwise, x_sl = 3
+    check(x, wbig[:4, :1, :5], bbig[3:7], 1, "same", 3, 4)    # depthwise dilated, offsets
+    xt = big.transpose(1, 2).contiguous().transpose(1, 2)[:, :4, 5:]  # x_sl = 8
+    check(xt, wbig[:4, :2, :9], None, 2, 4, 1, 2)
+    check(xt[:1, 1:2], wbig[:1, :1, :7].transpose(0, 1).contiguous().transpose(0, 1), None)
+
+
+def test_empty(device):
+    g = torch.Generator().manual_seed(5)
+    x = rand(0, 4, 33, device=device, generator=g)
+    w = rand(6, 2, 5, device=device, generator=g)
+    out = call(x, w, None, 2, 1, 1, 2)
+    assert out.shape == (0, 6, 16) and out.device == x.device
+    out = call(rand(2, 4, 10, device=device, generator=g), rand(0, 4, 3, device=device,
+                                                                 generator=g))
+    assert out.shape == (2, 0, 8)
+
+
+def test_bigger_cpu_grid():
+    """A few more random shapes on the CPU only (cheap there)."""
+    g = torch.Generator().manual_seed(7)
+    for _ in range(20):
+        groups = int(torch.randint(1, 4, (1,), generator=g))
+        C = groups * int(torch.randint(1, 4, (1,), generator=g))
+        O = groups * int(torch.randint(1, 4, (1,), generator=g))
+        K = int(torch.randint(1, 9, (1,), generator=g))
+        dil = int(torch.randint(1, 4, (1,), generator=g))
+        stride = int(torch.randint(1, 4, (1,), generator=g))
+        pad = int(torch.randint(0, 5, (1,), generator=g))
+        L = dil * (K - 1) + 1 + int(torch.randint(0, 50, (1,), generator=g))
+        x, w, b = make(2, C, O, L, K, groups, True, torch.float32, "cpu",
+                       seed=int(torch.randint(0, 1000, (1,), generator=g)))
+        check(x, w, b, stride, pad, dil, groups)
+
+
+# ------------------------------------------------------------------------------------------------
+# CUDA paths (larger shapes)
+# ------------------------------------------------------------------------------------------------
+
+cuda_only = [pytest.mark.cuda, pytest.mark.skipif(not HAS_CUDA, reason="needs CUDA gpukern")]
+
+# (id, N, C, O, L, K, stride, padding, dilation, groups, bias)
+CUDA_PATHS = [
+    ("rowwise8_full_k16", 1, 1, 1, 100003, 16, 1, 15, 1, 1, True),
+    ("rowwise8_k4_depthwise", 4, 64, 64, 4099, 4, 1, "same", 1, 64, True),
+    ("rowwise8_k31_depthwise", 2, 48, 48, 2048, 31, 1, 15, 1, 48, False),
+    ("rowwise16_k64_batched", 8, 1, 1, 65537, 64, 1, 0, 1, 1, True),
+    ("rowwise16_k1024", 1, 1, 1, 50001, 1024, 1, 1023, 1, 1, True),
+    ("rowwise16_k127_depthwise", 2, 5, 5, 9000, 127, 1, "same", 1, 5, True),
+    ("rowwise8dil_d3", 2, 6, 6, 5003, 7, 1, "same", 3, 6, True),
+    ("rowwise8dil_d128", 1, 2, 2, 6000, 9, 1, 0, 128, 2, False),
+    ("rowwise8dil_long_k", 1, 1, 1, 20000, 700, 1, 5, 7, 1, True),   # chunked by kMaxHalo
+    ("general_ot4_dense", 2, 16, 32, 3001, 5, 1, 2, 1, 1, True),
+    ("general_ot4_grouped_strided", 2, 12, 24, 4099, 7, 2, 3, 2, 3, True),
+    ("general_ot4_long_k", 1, 2, 4, 3000, 1024, 1, 0, 1, 1, True),  # taps chunked by kSmemW
+    ("general_ot1_depthwise_s2", 2, 32, 32, 5000, 3, 2, 1, 1, 32, True),
+    ("general_ot1_multiplier2", 2, 8, 16, 3000, 5, 1, 2, 1, 8, False),
+    ("general_ot1_huge_stride", 1, 2, 2, 100000, 3, 5000, 1, 1, 1, True),
+    ("general_ot1_huge_dilation", 1, 2, 2, 20000, 5, 1, 0, 3000, 1, True),
+    ("general_ot1_dilation_gt128", 1, 3, 3, 4000, 5, 1, "same", 200, 3, True),
+    ("general_short_rows", 4, 64, 64, 40, 3, 1, 1, 1, 64, True),
+]
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=str)
+@pytest.mark.parametrize("case", CUDA_PATHS, ids=lambda c: c[0])
+@pytest.mark.parametrize("device", [pytest.param("cuda", marks=cuda_only)])
+def test_cuda_paths(device, dtype, case):
+    _, N, C, O, L, K, stride, padding, dilation, groups, bias = case
+    x, w, b = make(N, C, O, L, K, groups, bias, dtype, device, seed=len(case[0]) + L)
+    check(x, w, b, stride, padding, dilation, groups)
+
+
+@pytest.mark.parametrize("device", [pytest.param("cuda", marks=cuda_only)])
+def test_cuda_k8191_chunked(device):
+    """K = 8191 single channel: the row-wise kernel streams the filter in 2048-tap chunks."""
+    x, w, b = make(1, 1, 1, 12000, 8191, 1, True, torch.float32, device, seed=8191)
+    check(x, w, b, 1, 8190, 1, 1)
+
+
+@pytest.mark.parametrize("device", [pytest.param("cuda", marks=cuda_only)])
+def test_cuda_views_and_alignment(device):
+    """Every storage offset mod 8 (breaks 16-byte alignment of bf16/fp32 rows), strided rows and
+    outputs compared with the CPU kernel's float64 reference, on the rowwise paths."""
+    g = torch.Generator().manual_seed(21)
+    for dtype in FLOAT_DTYPES:
+        big = rand(2, 3, 3000, dtype=dtype, device=device, generator=g)
+        w = rand(3, 1, 16, dtype=dtype, device=device, generator=g)
+        w64 = rand(3, 1, 64, dtype=dtype, device=device, generator=g)
+        for off in range(8):
+            x = big[:, :, off:off + 2900]
+            check(x, w, None, 1, "same", 1, 3)
+            check(x, w64, None, 1, 3, 1, 3)
+        check(big[:, :, ::2], w, None, 1, 7, 1, 3)
+
+
+@pytest.mark.parametrize("device", [pytest.param("cuda", marks=cuda_only)])
+def test_cuda_large_index(device):
+    """> 2^31 input elements (bf16 depthwise, ~8.6 GB in + out): int64 offsets on the rowwise
+    path. Checks the first and last outputs of the second channel against float64 slices."""
+    free, _ = torch.cuda.mem_get_info()
+    if free < 12 * 2**30:
+        pytest.skip("needs ~12 GB of free GPU memory")
+    L = 2**30 + 7
+    K = 7
+    gen = torch.Generator(device=device).manual_seed(31)
+    x = torch.randn(1, 2, L, dtype=torch.bfloat16, device=device, generator=gen)
+    w = torch.randn(2, 1, K, dtype=torch.bfloat16, device=device, generator=gen)
+    b = torch.randn(2, dtype=torch.bfloat16, device=device, generator=gen)
+    out = call(x, w, b, 1, K // 2, 1, 2)
+    assert out.shape == (1, 2, L)
+    M = 4099
+    head = reference(x[:, 1:, :M + K], w[1:], b[1:], 1, K // 2)[..., :M]
+    assert_close_ref(out[:, 1:, :M], head, torch.bfloat16)
+    tail = reference(x[:, 1:, L - M - K // 2:], w[1:], b[1:], 1, K // 2)[..., K // 2:]
+    assert_close_ref(out[:, 1:, L - M:], tail, torch.bfloat16)
+    del x, out
+    torch.cuda.empty_cache()
+
+
+# ------------------------------------------------------------------------------------------------
+# Errors (every check in common/conv_args.cpp reachable from conv1d)
+# ------------------------------------------------------------------------------------------------
+
+def _xwb(device, dtype=torch.float32):
+    g = torch.Generator().manual_seed(0)
+    return (rand(2, 4, 10, dtype=dtype, device=device, generator=g),
+            rand(6, 2, 3, dtype=dtype, device=device, generator=g),
+            rand(6, dtype=dtype, device=device, generator=g))
+
+
+@pytest.mark.parametrize("device", DEVICE_PARAMS)
+def test_errors(device):
+    x, w, b = _xwb(device)
+    cases = [
+        (lambda: call(x.double() if device == "cpu" else x.half(), w, b, groups=2),
+         "same dtype"),
+        (lambda: call(x, w, b.double() if device == "cpu" else b.half(), groups=2),
+         "same dtype"),
+        (lambda: call(x.int(), w.int(), None, groups=2), "supported: float32"),
+        (lambda: call(x[None], w, b, groups=2), "dimensions"),
+        (lambda: call(x[0, 0], w, b, groups=2), "dimensions"),
+        (lambda: call(x, w[0], b, groups=2), "weight with 3 dimensions"),
+        (lambda: call(x[:, :3], w, b, groups=2), "must divide the input channels"),
+        (lambda: call(x, w[:5], b[:5], groups=2), "must divide the output channels"),
+        (lambda: call(x, w, b, groups=1), r"weight.size\(1\) \* groups"),
+        (lambda: call(x, w, b, groups=0), "groups must be positive"),
+        (lambda: call(x, w, b, padding=-1, groups=2), "padding must be non-negative"),
+        (lambda: call(x, w, b, stride=0, groups=2), "stride must be positive"),
+        (lambda: call(x, w, b, dilation=0, groups=2), "dilation must be positive"),
+        (lambda: call(x, w, b, dilation=6, groups=2), "larger than the padded input"),
+        (lambda: call(x, rand(6, 2, 11, device=device), b, groups=2),
+         "larger than the padded input"),
+        (lambda: call(x, w, b, stride=2, padding="same", groups=2), "not supported for strided"),
+        (lambda: call(x, w, b, padding="full", groups=2), "padding must be 'same' or 'valid'"),
+        (lambda: call(x, w, b[:5], groups=2), "expected bias of shape"),
+        (lambda: call(x, w, b[None], groups=2), "expected bias of shape"),
+        (lambda: call(x, rand(6, 2, 0, device=device), b, groups=2), "kernel size must be"),
+        (lambda: ops.conv1d(x, w, b, [1, 1], [0], [1], 2), "stride must have 1 or 1 values"),
+        (lambda: ops.conv1d(x, w, b, [1], [0, 0], [1], 2), "padding must have"),
+        (lambda: ops.conv1d.padding(x, w, b, [1], "same", [1, 2], 2), "dilation must have"),
+    ]
+    for fn, match in cases:
+        with pytest.raises(RuntimeError, match=match):
+            fn()
+    for fn in [lambda: call(x, w, b, groups=2), lambda: call(x, w, b, 1, "valid", 1, 2)]:
+        fn()  # the unmodified arguments are valid
+
+
+@pytest.mark.parametrize("device", [pytest.param("cuda", marks=cuda_only)])
+def test_errors_cuda_only(device):
+    x, w, b = _xwb(device)
+    with pytest.raises(RuntimeError, match="same device"):
+        call(x, w.cpu(), b, groups=2)
+    with pytest.raises(RuntimeError, match="same device"):
+        call(x, w, b.cpu(), groups=2)
+    with pytest.raises(RuntimeError, match="float64 runs on CPU only"):
+        call(x.double(), w.double(), b.double(), groups=2)
