@@ -6,10 +6,17 @@
 
 extern "C" {
 // Importing torch_ops._C runs the static registrations above and below; the module itself is
-// empty (the ops are reached through torch.ops.gpukern).
+// empty but for WITH_CUDA (the ops are reached through torch.ops.gpukern).
+// WITH_CUDA tells Python whether this build compiled the CUDA kernels.
 PyObject* PyInit__C(void) {
   static struct PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "_C", nullptr, -1, nullptr};
-  return PyModule_Create(&module_def);
+  PyObject* module = PyModule_Create(&module_def);
+#ifdef GPUKERN_WITH_CUDA
+  PyModule_AddObject(module, "WITH_CUDA", Py_NewRef(Py_True));
+#else
+  PyModule_AddObject(module, "WITH_CUDA", Py_NewRef(Py_False));
+#endif
+  return module;
 }
 }
 

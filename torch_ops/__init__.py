@@ -15,4 +15,4 @@ __all__ = ["conv1d", "conv2d", "mv", "sum", "mean", "amax", "amin", "has_cuda_ke
 
 def has_cuda_kernels() -> bool:
     """True when the extension was built with its CUDA kernels."""
-    return torch._C._dispatch_has_kernel_for_dispatch_key("gpukern::mv", "CUDA")
+    return bool(_C.WITH_CUDA)
