@@ -182,11 +182,12 @@ __global__ void __launch_bounds__(kThreads)
           for (int r = 0; r < RPT; ++r) acc[r] += to_float(va.v[r]) * xs[c];
         }
       } else {
+        const T* a = A + i0 * p.s0 + kc * p.s1;
+        for (int c = 0; c < n; ++c) {
+          const float xv = xs[c];
 #pragma unroll
-        for (int r = 0; r < RPT; ++r) {
-          if (i0 + r < p.M) {
-            const T* a = A + (i0 + r) * p.s0 + kc * p.s1;
-            for (int c = 0; c < n; ++c) acc[r] += to_float(a[c * p.s1]) * xs[c];
+          for (int r = 0; r < RPT; ++r) {
+            if (i0 + r < p.M) acc[r] += to_float(a[r * p.s0 + c * p.s1]) * xv;
           }
         }
       }
