@@ -1,0 +1,94 @@
+// mv: argument checks, the CPU kernel, and the registration of both backends (the CUDA launcher
+// lives in mv_cuda.cu; registering its key here keeps mv.h torch-free for the kernels).
+#include "mv/mv.h"
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <torch/library.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <vector>
+
+#include "common/checks.h"
+#include "common/dispatch.h"
+
+namespace gpukern {
+namespace {
+
+constexpr const char* kOp = "mv";
+
+// Rows are split across threads. When consecutive rows are closer in memory than consecutive
+// columns (a transposed matrix), each task walks the columns outermost and keeps one accumulator
+// per row, so memory is read in order either way.
+template <typename T>
+void mv_cpu_kernel(const at::Tensor& A, const at::Tensor& x, const at::Tensor& out) {
+  using acc_t = cpu_acc_t<T>;
+  const int64_t M = A.size(0), N = A.size(1);
+  const int64_t s0 = A.stride(0), s1 = A.stride(1), xs = x.stride(0);
+  const T* a = A.data_ptr<T>();
+  const T* xv = x.data_ptr<T>();
+  T* y = out.data_ptr<T>();
+  const bool by_columns = M > 1 && N > 1 && std::llabs(s0) < std::llabs(s1);
+  const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(N, 1));
+  at::parallel_for(0, M, grain, [&](int64_t b, int64_t e) {
+    if (by_columns) {
+      std::vector<acc_t> acc(static_cast<size_t>(e - b), acc_t(0));
+      for (int64_t j = 0; j < N; ++j) {
+        const acc_t v = static_cast<acc_t>(xv[j * xs]);
+        const T* col = a + j * s1;
+        for (int64_t i = b; i < e; ++i) acc[i - b] += static_cast<acc_t>(col[i * s0]) * v;
+      }
+      for (int64_t i = b; i < e; ++i) y[i] = static_cast<T>(acc[i - b]);
+    } else {
+      for (int64_t i = b; i < e; ++i) {
+        const T* row = a + i * s0;
+        acc_t acc(0);
+        for (int64_t j = 0; j < N; ++j) {
+          acc += static_cast<acc_t>(row[j * s1]) * static_cast<acc_t>(xv[j * xs]);
+        }
+        y[i] = static_cast<T>(acc);
+      }
+    }
+  });
+}
+
+at::Tensor mv(const at::Tensor& self, const at::Tensor& vec) {
+  check_defined(kOp, self, "self");
+  check_defined(kOp, vec, "vec");
+  GK_CHECK(self.dim() == 2, kOp, "expected self to be a 2-D matrix, got ", self.dim(),
+           "-D (shape ", self.sizes(), ")");
+  GK_CHECK(vec.dim() == 1, kOp, "expected vec to be 1-D, got ", vec.dim(), "-D (shape ",
+           vec.sizes(), ")");
+  GK_CHECK(self.size(1) == vec.size(0), kOp, "size mismatch: self is ", self.sizes(),
+           " and vec is ", vec.sizes(), " (self.size(1) must equal vec.size(0))");
+  check_same_device(kOp, self, "self", vec, "vec");
+  check_same_dtype(kOp, self, "self", vec, "vec");
+  check_floating(kOp, self, "self");
+  GK_CHECK(self.device().is_cpu() || self.device().is_cuda(), kOp, "unsupported device ",
+           self.device());
+
+  at::Tensor out = at::empty({self.size(0)}, self.options());
+  if (out.numel() == 0) return out;
+  if (self.size(1) == 0) return out.zero_();
+  if (self.device().is_cpu()) {
+    GK_DISPATCH_FLOAT_CPU(self.scalar_type(), kOp,
+                          [&] { mv_cpu_kernel<scalar_t>(self, vec, out); });
+  } else {
+#if defined(GPUKERN_WITH_CUDA)
+    mv_cuda(self, vec, out);
+#else
+    GK_CHECK(false, kOp, "gpukern was built without CUDA kernels");
+#endif
+  }
+  return out;
+}
+
+}  // namespace
+}  // namespace gpukern
+
+TORCH_LIBRARY_IMPL(gpukern, CPU, m) { m.impl("mv", &gpukern::mv); }
+
+#if defined(GPUKERN_WITH_CUDA)
+TORCH_LIBRARY_IMPL(gpukern, CUDA, m) { m.impl("mv", &gpukern::mv); }
+#endif

@@ -1,0 +1,230 @@
+#pragma once
+// mv kernels (torch-free). y[i] = sum_j A[i, j] * x[j], accumulated in float32.
+//   mv_rows_kernel  row-major A (s1 == 1) or general strides: warps along a row (coalesced along
+//                   j), 16-byte loads when the layout allows, warp shuffles.
+//   mv_cols_kernel  column-major A (s0 == 1, A.t() of a contiguous matrix, read in place) and
+//                   very short rows: threads across rows (coalesced along i), the x chunk staged
+//                   in shared memory.
+// Both can split N across gridDim.y when there are too few rows to fill the GPU: the splits write
+// float32 partials to a workspace and the last block of a row group to arrive (atomic ticket)
+// adds them in split order, so the result is deterministic and no float atomics touch y.
+#include <cstdint>
+
+#include "common/reduce.cuh"
+#include "common/vec.cuh"
+#include "mv/mv.h"
+
+namespace gpukern {
+namespace mvk {
+
+constexpr int kThreads = 256;
+constexpr int kWarps = kThreads / kWarpSize;
+constexpr int kRowUnroll = 4;   // rows kernel: 16-byte vectors in flight per lane
+constexpr int kColChunk = kThreads;  // cols kernel: x elements staged per round (one per thread)
+constexpr int kColUnroll = 4;
+
+// Arrival counters (see reduce_kernels.cuh for the scheme): zeroed at module load, reset by the
+// last block, one slot of counters per stream.
+constexpr int kTicketSlots = 64;
+constexpr int kTicketsPerSlot = 2048;
+__device__ unsigned int g_tickets[kTicketSlots * kTicketsPerSlot];
+
+// Block = kWarps warps; a block owns rpb rows (1 or kWarps) with wpr = kWarps / rpb warps per
+// row; warp w takes row (w / wpr) and interleaves its lanes with the row's other warps over the
+// split's columns. grid.x strides over row groups, grid.y = splits (then gridDim.x == groups <=
+// kTicketsPerSlot). kVecA: s1 == 1, A 16-byte aligned, s0 and split_len multiples of V; x is
+// read with vectors too when x_vec (contiguous and aligned), else element by element.
+// smem: one partial per warp; barriers: after the warps write it, before it is reused.
+template <typename T, bool kVecA>
+__global__ void __launch_bounds__(kThreads)
+    mv_rows_kernel(const T* __restrict__ A, const T* __restrict__ x, T* __restrict__ y,
+                   float* __restrict__ ws, MvParams p, int rpb, bool x_vec, int ticket_base) {
+  constexpr int V = kVec16<T>;
+  __shared__ float part[kWarps];
+  __shared__ bool s_last;
+  const int warp = threadIdx.x / kWarpSize;
+  const int lane = threadIdx.x % kWarpSize;
+  const int wpr = kWarps / rpb;
+  const int sub = warp % wpr;
+  const int64_t k0 = static_cast<int64_t>(blockIdx.y) * p.split_len;
+  const int64_t k1 = k0 + p.split_len < p.N ? k0 + p.split_len : p.N;
+  const int64_t groups = (p.M + rpb - 1) / rpb;
+  const SumOp op{};
+  for (int64_t g = blockIdx.x; g < groups; g += gridDim.x) {
+    const int64_t row = g * rpb + warp / wpr;
+    float acc = 0.f;
+    if (row < p.M) {
+      const T* a = A + row * p.s0;
+      const int64_t first = sub * kWarpSize + lane;
+      const int64_t step = static_cast<int64_t>(wpr) * kWarpSize;
+      int64_t tail0 = k0;
+      if (kVecA) {
+        const int64_t nv = (k1 - k0) / V;
+        const Vec<T, V>* av = reinterpret_cast<const Vec<T, V>*>(a + k0);
+        int64_t q = first;
+        for (; q + (kRowUnroll - 1) * step < nv; q += kRowUnroll * step) {
+          Vec<T, V> va[kRowUnroll];
+#pragma unroll
+          for (int u = 0; u < kRowUnroll; ++u) va[u] = av[q + u * step];
+#pragma unroll
+          for (int u = 0; u < kRowUnroll; ++u) {
+            const int64_t k = k0 + (q + u * step) * V;
+            if (x_vec) {
+              const Vec<T, V> vx = load_vec<T, V>(x + k);
+#pragma unroll
+              for (int e = 0; e < V; ++e) acc += to_float(va[u].v[e]) * to_float(vx.v[e]);
+            } else {
+#pragma unroll
+              for (int e = 0; e < V; ++e) acc += to_float(va[u].v[e]) * to_float(x[(k + e) * p.xs]);
+            }
+          }
+        }
+        for (; q < nv; q += step) {
+          const Vec<T, V> va = av[q];
+          const int64_t k = k0 + q * V;
+#pragma unroll
+          for (int e = 0; e < V; ++e) acc += to_float(va.v[e]) * to_float(x[(k + e) * p.xs]);
+        }
+        tail0 = k0 + nv * V;
+      }
+      for (int64_t k = tail0 + first; k < k1; k += step) {
+        acc += to_float(a[k * p.s1]) * to_float(x[k * p.xs]);
+      }
+    }
+    acc = warp_reduce(acc, op);
+    if (lane == 0) part[warp] = acc;
+    __syncthreads();  // every warp's partial in smem
+    const bool split = gridDim.y > 1;
+    if (threadIdx.x < rpb) {
+      const int64_t r = g * rpb + threadIdx.x;
+      if (r < p.M) {
+        float v = 0.f;
+        for (int j = 0; j < wpr; ++j) v += part[threadIdx.x * wpr + j];
+        if (!split) {
+          y[r] = from_float<T>(v);
+        } else {
+          ws[static_cast<int64_t>(blockIdx.y) * p.M + r] = v;
+          __threadfence();  // partial visible device-wide before the ticket
+        }
+      }
+    }
+    if (split) {
+      __syncthreads();  // partials written and fenced
+      unsigned int* ticket = &g_tickets[ticket_base + g];
+      if (threadIdx.x == 0) s_last = atomicAdd(ticket, 1u) == gridDim.y - 1;
+      __syncthreads();  // s_last visible
+      if (s_last) {
+        __threadfence();
+        // Warp w finishes row w of the group: lanes take splits lane, lane + 32, ... in order,
+        // then the fixed-order butterfly.
+        if (warp < rpb) {
+          const int64_t r = g * rpb + warp;
+          float v = 0.f;
+          if (r < p.M) {
+            for (int64_t s = lane; s < gridDim.y; s += kWarpSize) v += __ldcg(&ws[s * p.M + r]);
+          }
+          v = warp_reduce(v, op);
+          if (lane == 0 && r < p.M) y[r] = from_float<T>(v);
+        }
+        if (threadIdx.x == 0) *ticket = 0u;
+      }
+    }
+    __syncthreads();  // part and s_last free for the next group
+  }
+}
+
+// Block = kThreads threads, each owning RPT consecutive rows (RPT = V with 16-byte loads of A,
+// else 1): rows [rb * kThreads * RPT, ...) per block. grid.x strides over row blocks, grid.y =
+// splits of N (then gridDim.x == row blocks <= kTicketsPerSlot). The split's columns are walked
+// in chunks of kColChunk: x[chunk] staged in smem as float; each thread reads its rows of every
+// column of the chunk. kVecA: s0 == 1, A aligned, s1 multiple of V (rows i0..i0+V-1 of a column
+// are one aligned vector); threads whose rows run past M take the scalar path.
+// Barriers: before overwriting the staged chunk (previous one consumed), after staging it, and
+// around the ticket as in the rows kernel.
+template <typename T, bool kVecA>
+__global__ void __launch_bounds__(kThreads)
+    mv_cols_kernel(const T* __restrict__ A, const T* __restrict__ x, T* __restrict__ y,
+                   float* __restrict__ ws, MvParams p, int ticket_base) {
+  constexpr int RPT = kVecA ? kVec16<T> : 1;
+  constexpr int64_t kRowsPerBlock = static_cast<int64_t>(kThreads) * RPT;
+  __shared__ float xs[kColChunk];
+  __shared__ bool s_last;
+  const int64_t k0 = static_cast<int64_t>(blockIdx.y) * p.split_len;
+  const int64_t k1 = k0 + p.split_len < p.N ? k0 + p.split_len : p.N;
+  const int64_t nrb = (p.M + kRowsPerBlock - 1) / kRowsPerBlock;
+  for (int64_t rb = blockIdx.x; rb < nrb; rb += gridDim.x) {
+    const int64_t i0 = rb * kRowsPerBlock + static_cast<int64_t>(threadIdx.x) * RPT;
+    const bool full_vec = kVecA && i0 + RPT <= p.M;
+    float acc[RPT];
+#pragma unroll
+    for (int r = 0; r < RPT; ++r) acc[r] = 0.f;
+    for (int64_t kc = k0; kc < k1; kc += kColChunk) {
+      const int n = static_cast<int>(k1 - kc < kColChunk ? k1 - kc : kColChunk);
+      __syncthreads();  // the previous chunk has been consumed
+      if (threadIdx.x < n) xs[threadIdx.x] = to_float(x[(kc + threadIdx.x) * p.xs]);
+      __syncthreads();  // chunk staged
+      if (full_vec) {
+        const T* a = A + i0 + kc * p.s1;
+        int c = 0;
+        for (; c + kColUnroll <= n; c += kColUnroll) {
+          Vec<T, RPT> va[kColUnroll];
+#pragma unroll
+          for (int u = 0; u < kColUnroll; ++u) va[u] = load_vec<T, RPT>(a + (c + u) * p.s1);
+#pragma unroll
+          for (int u = 0; u < kColUnroll; ++u) {
+#pragma unroll
+            for (int r = 0; r < RPT; ++r) acc[r] += to_float(va[u].v[r]) * xs[c + u];
+          }
+        }
+        for (; c < n; ++c) {
+          const Vec<T, RPT> va = load_vec<T, RPT>(a + c * p.s1);
+#pragma unroll
+          for (int r = 0; r < RPT; ++r) acc[r] += to_float(va.v[r]) * xs[c];
+        }
+      } else {
+        const T* a = A + i0 * p.s0 + kc * p.s1;
+        for (int c = 0; c < n; ++c) {
+          const float xv = xs[c];
+#pragma unroll
+          for (int r = 0; r < RPT; ++r) {
+            if (i0 + r < p.M) acc[r] += to_float(a[r * p.s0 + c * p.s1]) * xv;
+          }
+        }
+      }
+    }
+    const bool split = gridDim.y > 1;
+#pragma unroll
+    for (int r = 0; r < RPT; ++r) {
+      if (i0 + r < p.M) {
+        if (!split) {
+          y[i0 + r] = from_float<T>(acc[r]);
+        } else {
+          ws[static_cast<int64_t>(blockIdx.y) * p.M + i0 + r] = acc[r];
+        }
+      }
+    }
+    if (split) {
+      __threadfence();  // this thread's partials visible device-wide before the ticket
+      __syncthreads();  // every thread has written and fenced
+      unsigned int* ticket = &g_tickets[ticket_base + rb];
+      if (threadIdx.x == 0) s_last = atomicAdd(ticket, 1u) == gridDim.y - 1;
+      __syncthreads();  // s_last visible
+      if (s_last) {
+        __threadfence();
+#pragma unroll
+        for (int r = 0; r < RPT; ++r) {
+          if (i0 + r < p.M) {
+            float v = 0.f;
+            for (unsigned s = 0; s < gridDim.y; ++s) v += __ldcg(&ws[s * p.M + i0 + r]);
+            y[i0 + r] = from_float<T>(v);
+          }
+        }
+        if (threadIdx.x == 0) *ticket = 0u;
+      }
+    }
+    __syncthreads();  // xs and s_last free for the next row block
+  }
+}
+
+}  // namespace mvk
+}  // namespace gpukern

@@ -1,0 +1,435 @@
+// Reductions: argument checks, torch.sum's dtype rules, the layout normalisation shared with CUDA,
+// the CPU kernel, and the registration of both backends (the CUDA launcher lives in
+// reduce_cuda.cu; registering its key here keeps reduce.h torch-free for the kernels).
+//
+// dtype handling (torch.sum semantics: `dtype` casts the input first):
+//   - in-kernel, no copy: out dtype == input dtype, or float16/bfloat16 input summed to float32
+//     (that widening is exact, so it equals casting first);
+//   - otherwise the input is cast with .to(dtype) before the reduction (narrowing float casts,
+//     integer <-> float, float64 targets on CPU); integer results are accumulated in int64 and
+//     cast to a narrower integer/bool `dtype` afterwards (identical modulo 2^k arithmetic).
+#include "reduce/reduce.h"
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <torch/library.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <optional>
+#include <vector>
+
+#include "common/checks.h"
+#include "common/dispatch.h"
+
+namespace gpukern {
+namespace {
+
+const char* kind_name(ReduceKind k) {
+  switch (k) {
+    case ReduceKind::kSum:
+      return "sum";
+    case ReduceKind::kMean:
+      return "mean";
+    case ReduceKind::kMax:
+      return "amax";
+    default:
+      return "amin";
+  }
+}
+
+bool is_int_like(at::ScalarType t) { return at::isIntegralType(t, /*includeBool=*/true); }
+
+// Which dims are reduced; wraps negative dims, rejects out-of-range and repeated ones.
+std::vector<bool> reduced_mask(const char* op, int64_t ndim, at::OptionalIntArrayRef dims) {
+  std::vector<bool> mask(static_cast<size_t>(std::max<int64_t>(ndim, 1)), false);
+  if (!dims.has_value() || dims->empty()) {
+    std::fill(mask.begin(), mask.end(), true);
+    return mask;
+  }
+  const int64_t lo = ndim == 0 ? -1 : -ndim;
+  const int64_t hi = ndim == 0 ? 0 : ndim - 1;
+  for (int64_t d : *dims) {
+    GK_CHECK(d >= lo && d <= hi, op, "dimension ", d, " out of range (expected to be in range of [",
+             lo, ", ", hi, "])");
+    const int64_t w = d < 0 ? d + std::max<int64_t>(ndim, 1) : d;
+    GK_CHECK(!mask[w], op, "dim ", w, " appears multiple times in the list of dims");
+    mask[w] = true;
+  }
+  return mask;
+}
+
+std::vector<int64_t> output_shape(const at::Tensor& x, const std::vector<bool>& mask,
+                                  bool keepdim) {
+  std::vector<int64_t> shape;
+  for (int64_t d = 0; d < x.dim(); ++d) {
+    if (!mask[d]) {
+      shape.push_back(x.size(d));
+    } else if (keepdim) {
+      shape.push_back(1);
+    }
+  }
+  return shape;
+}
+
+// Drops size-1 dims and merges dims adjacent in memory (see ReduceLayout).
+ReduceLayout make_layout(const char* op, const at::Tensor& x, const std::vector<bool>& mask) {
+  ReduceLayout L;
+  std::vector<std::pair<int64_t, int64_t>> kept, red;  // (size, stride)
+  for (int64_t d = 0; d < x.dim(); ++d) {
+    if (x.size(d) == 1) continue;
+    (mask[d] ? red : kept).emplace_back(x.size(d), x.stride(d));
+  }
+  std::vector<std::pair<int64_t, int64_t>> k2;
+  for (auto& s : kept) {
+    if (!k2.empty() && k2.back().second == s.first * s.second) {
+      k2.back() = {k2.back().first * s.first, s.second};
+    } else {
+      k2.push_back(s);
+    }
+  }
+  // The order of reduced dims is free: sort them outermost-first by stride, then merge.
+  std::stable_sort(red.begin(), red.end(),
+                   [](const auto& a, const auto& b) { return a.second > b.second; });
+  std::vector<std::pair<int64_t, int64_t>> r2;
+  for (auto& s : red) {
+    if (!r2.empty() && r2.back().second == s.first * s.second) {
+      r2.back() = {r2.back().first * s.first, s.second};
+    } else {
+      r2.push_back(s);
+    }
+  }
+  if (r2.empty()) r2.emplace_back(1, 0);
+  GK_CHECK(static_cast<int>(k2.size()) <= ReduceLayout::kMaxDims &&
+               static_cast<int>(r2.size()) <= ReduceLayout::kMaxDims,
+           op, "too many non-mergeable dims (at most ", ReduceLayout::kMaxDims, ")");
+  L.nk = static_cast<int>(k2.size());
+  L.nr = static_cast<int>(r2.size());
+  L.n_out = 1;
+  L.R = 1;
+  for (int i = 0; i < L.nk; ++i) {
+    L.ksize[i] = k2[i].first;
+    L.kstride[i] = k2[i].second;
+    L.n_out *= k2[i].first;
+  }
+  for (int i = 0; i < L.nr; ++i) {
+    L.rsize[i] = r2[i].first;
+    L.rstride[i] = r2[i].second;
+    L.R *= r2[i].first;
+  }
+  return L;
+}
+
+// ---------------------------------------------------------------- CPU kernel
+
+struct CpuSum {
+  template <typename A>
+  A operator()(A a, A b) const {
+    return a + b;
+  }
+  template <typename A>
+  static A identity() {
+    return A(0);
+  }
+};
+struct CpuMax {
+  template <typename A>
+  A operator()(A a, A b) const {
+    return (a != a || a > b) ? a : b;
+  }
+  template <typename A>
+  static A identity() {
+    return -std::numeric_limits<A>::infinity();
+  }
+};
+struct CpuMin {
+  template <typename A>
+  A operator()(A a, A b) const {
+    return (a != a || a < b) ? a : b;
+  }
+  template <typename A>
+  static A identity() {
+    return std::numeric_limits<A>::infinity();
+  }
+};
+
+// Reduced elements [r0, r1) of one output, walked with an odometer over the reduced dims. Float
+// sums are accumulated in blocks of kBlock elements (partial sum per block, then the blocks), which
+// keeps the rounding error near (kBlock + R / kBlock) ulp instead of R ulp.
+template <typename T, typename A, typename Op>
+A cpu_reduce_range(const T* base, const ReduceLayout& L, int64_t r0, int64_t r1, Op op) {
+  constexpr int64_t kBlock = 1024;
+  int64_t idx[ReduceLayout::kMaxDims];
+  int64_t off = 0;
+  {
+    int64_t t = r0;
+    for (int d = L.nr - 1; d >= 0; --d) {
+      idx[d] = t % L.rsize[d];
+      t /= L.rsize[d];
+      off += idx[d] * L.rstride[d];
+    }
+  }
+  const int inner = L.nr - 1;
+  const int64_t inner_size = L.rsize[inner];
+  const int64_t inner_stride = L.rstride[inner];
+  A total = Op::template identity<A>();
+  A part = Op::template identity<A>();
+  int64_t in_part = 0;
+  int64_t r = r0;
+  while (r < r1) {
+    const int64_t count = std::min(inner_size - idx[inner], r1 - r);
+    for (int64_t j = 0; j < count; ++j) {
+      part = op(part, static_cast<A>(base[off + j * inner_stride]));
+      if (++in_part == kBlock) {
+        total = op(total, part);
+        part = Op::template identity<A>();
+        in_part = 0;
+      }
+    }
+    r += count;
+    idx[inner] += count;
+    off += count * inner_stride;
+    for (int d = inner; d > 0 && idx[d] == L.rsize[d]; --d) {
+      off -= L.rsize[d] * L.rstride[d];
+      idx[d] = 0;
+      ++idx[d - 1];
+      off += L.rstride[d - 1];
+    }
+  }
+  return op(total, part);
+}
+
+template <typename A>
+void cpu_store(const at::Tensor& out, int64_t o, A v) {
+  switch (out.scalar_type()) {
+    case at::kFloat:
+      out.data_ptr<float>()[o] = static_cast<float>(v);
+      break;
+    case at::kDouble:
+      out.data_ptr<double>()[o] = static_cast<double>(v);
+      break;
+    case at::kHalf:
+      out.data_ptr<at::Half>()[o] = static_cast<at::Half>(static_cast<float>(v));
+      break;
+    case at::kBFloat16:
+      out.data_ptr<at::BFloat16>()[o] = static_cast<at::BFloat16>(static_cast<float>(v));
+      break;
+    case at::kLong:
+      out.data_ptr<int64_t>()[o] = static_cast<int64_t>(v);
+      break;
+    default:
+      TORCH_CHECK(false, "gpukern: unexpected reduction output dtype ", out.scalar_type());
+  }
+}
+
+// One output per task when there are many; a single output is split into fixed chunks of R
+// (independent of the thread count) combined in order, so results are reproducible.
+template <typename T, typename A, typename Op>
+void cpu_reduce(const at::Tensor& x, const at::Tensor& out, const ReduceLayout& L, Op op,
+                double scale) {
+  const T* xp = x.data_ptr<T>();
+  auto finish = [&](int64_t o, A v) {
+    if (scale != 1.0) v = static_cast<A>(v * static_cast<A>(scale));
+    cpu_store<A>(out, o, v);
+  };
+  constexpr int64_t kChunk = 1 << 15;
+  if (L.n_out == 1 && L.R > kChunk) {
+    const int64_t nchunks = (L.R + kChunk - 1) / kChunk;
+    std::vector<A> parts(static_cast<size_t>(nchunks));
+    at::parallel_for(0, nchunks, 1, [&](int64_t b, int64_t e) {
+      for (int64_t c = b; c < e; ++c) {
+        parts[c] = cpu_reduce_range<T, A, Op>(xp, L, c * kChunk, std::min(L.R, (c + 1) * kChunk),
+                                              op);
+      }
+    });
+    A v = Op::template identity<A>();
+    for (auto p : parts) v = op(v, p);
+    finish(0, v);
+    return;
+  }
+  const int64_t grain = std::max<int64_t>(1, 32768 / std::max<int64_t>(L.R, 1));
+  at::parallel_for(0, L.n_out, grain, [&](int64_t b, int64_t e) {
+    for (int64_t o = b; o < e; ++o) {
+      const T* base = xp + offset_of(o, L.nk, L.ksize, L.kstride);
+      finish(o, cpu_reduce_range<T, A, Op>(base, L, 0, L.R, op));
+    }
+  });
+}
+
+void reduce_cpu(const ReduceLayout& L, ReduceKind kind, const at::Tensor& x,
+                const at::Tensor& out) {
+  const auto st = x.scalar_type();
+  if (is_int_like(st)) {
+    switch (st) {
+      case at::kBool:
+        return cpu_reduce<bool, int64_t>(x, out, L, CpuSum{}, 1.0);
+      case at::kByte:
+        return cpu_reduce<uint8_t, int64_t>(x, out, L, CpuSum{}, 1.0);
+      case at::kChar:
+        return cpu_reduce<int8_t, int64_t>(x, out, L, CpuSum{}, 1.0);
+      case at::kShort:
+        return cpu_reduce<int16_t, int64_t>(x, out, L, CpuSum{}, 1.0);
+      case at::kInt:
+        return cpu_reduce<int32_t, int64_t>(x, out, L, CpuSum{}, 1.0);
+      case at::kLong:
+        return cpu_reduce<int64_t, int64_t>(x, out, L, CpuSum{}, 1.0);
+      default:
+        TORCH_CHECK(false, "gpukern::sum: unsupported integer dtype ", st);
+    }
+  }
+  GK_DISPATCH_FLOAT_CPU(st, kind_name(kind), [&] {
+    using A = cpu_acc_t<scalar_t>;
+    switch (kind) {
+      case ReduceKind::kSum:
+        cpu_reduce<scalar_t, A>(x, out, L, CpuSum{}, 1.0);
+        break;
+      case ReduceKind::kMean:
+        cpu_reduce<scalar_t, A>(x, out, L, CpuSum{}, 1.0 / static_cast<double>(L.R));
+        break;
+      case ReduceKind::kMax:
+        cpu_reduce<scalar_t, A>(x, out, L, CpuMax{}, 1.0);
+        break;
+      case ReduceKind::kMin:
+        cpu_reduce<scalar_t, A>(x, out, L, CpuMin{}, 1.0);
+        break;
+    }
+  });
+}
+
+// ---------------------------------------------------------------- host entry
+
+void check_float_dtype_on(const char* op, at::ScalarType t, const at::Device& dev,
+                          const char* what) {
+  const bool ok = t == at::kFloat || t == at::kHalf || t == at::kBFloat16 ||
+                  (t == at::kDouble && dev.is_cpu());
+  GK_CHECK(ok, op, what, " dtype ", t, " is not supported on ", dev.type(),
+           "; supported: float32, float16, bfloat16", dev.is_cpu() ? ", float64" : "",
+           dev.is_cpu() ? "" : " (float64 runs on CPU only)");
+}
+
+at::Tensor reduce_entry(ReduceKind kind, const at::Tensor& self, at::OptionalIntArrayRef dims,
+                        bool keepdim, std::optional<at::ScalarType> dtype) {
+  const char* op = kind_name(kind);
+  check_defined(op, self, "self");
+  const auto dev = self.device();
+  GK_CHECK(dev.is_cpu() || dev.is_cuda(), op, "unsupported device ", dev);
+  const auto in_t = self.scalar_type();
+  GK_CHECK(!at::isComplexType(in_t), op, "complex inputs are not supported");
+
+  // Result dtype, and the dtype the kernel reads (the input is cast first where needed).
+  at::ScalarType out_t;
+  if (kind == ReduceKind::kSum) {
+    out_t = dtype.has_value() ? *dtype : (is_int_like(in_t) ? at::kLong : in_t);
+    GK_CHECK(!at::isComplexType(out_t), op, "complex dtype is not supported");
+  } else if (kind == ReduceKind::kMean) {
+    if (dtype.has_value()) {
+      GK_CHECK(at::isFloatingType(*dtype), op, "dtype must be a floating point dtype, got ",
+               *dtype);
+    } else {
+      GK_CHECK(at::isFloatingType(in_t), op,
+               "expected a floating point input (or pass a floating dtype=), got ", in_t);
+    }
+    out_t = dtype.has_value() ? *dtype : in_t;
+  } else {
+    GK_CHECK(at::isFloatingType(in_t), op, "expected a floating point input, got ", in_t);
+    out_t = in_t;
+  }
+
+  at::Tensor x = self;
+  ReduceOutKind out_kind = ReduceOutKind::kSame;
+  at::ScalarType result_t = out_t;  // dtype of the tensor the kernel writes
+  if (is_int_like(out_t)) {
+    if (out_t != at::kLong || !is_int_like(in_t)) x = self.to(out_t);
+    result_t = at::kLong;
+    out_kind = ReduceOutKind::kInt64;
+  } else {
+    check_float_dtype_on(op, out_t, dev, "result");
+    const bool widen = out_t == at::kFloat && (in_t == at::kHalf || in_t == at::kBFloat16);
+    if (widen) {
+      out_kind = ReduceOutKind::kFloat;
+    } else if (out_t != in_t) {
+      x = self.to(out_t);
+    }
+    check_float_dtype_on(op, x.scalar_type(), dev, "input");
+  }
+
+  const auto mask = reduced_mask(op, x.dim(), dims);
+  const bool all = !dims.has_value() || dims->empty();
+  if (kind == ReduceKind::kMax || kind == ReduceKind::kMin) {
+    if (all) {
+      GK_CHECK(x.numel() > 0, op,
+               "expected reduction dim to have non-zero size: the input has numel() == 0; "
+               "specify the reduction dim with the 'dim' argument");
+    } else {
+      for (int64_t d = 0; d < x.dim(); ++d) {
+        GK_CHECK(!mask[d] || x.size(d) > 0, op, "expected reduction dim ", d,
+                 " to have non-zero size");
+      }
+    }
+  }
+
+  at::Tensor out = at::empty(output_shape(x, mask, keepdim), x.options().dtype(result_t));
+  if (out.numel() > 0) {
+    const ReduceLayout L = make_layout(op, x, mask);
+    if (x.numel() == 0) {
+      // Empty reduction: sum is 0, mean is 0/0 = NaN (amax/amin raised above).
+      out.fill_(kind == ReduceKind::kMean ? std::numeric_limits<double>::quiet_NaN() : 0.0);
+    } else if (dev.is_cpu()) {
+      reduce_cpu(L, kind, x, out);
+    } else {
+#if defined(GPUKERN_WITH_CUDA)
+      reduce_cuda(L, kind, out_kind, x, out);
+#else
+      GK_CHECK(false, op, "gpukern was built without CUDA kernels");
+#endif
+    }
+  }
+  (void)out_kind;
+  if (result_t != out_t) out = out.to(out_t);
+  return out;
+}
+
+at::Tensor sum_all(const at::Tensor& self, std::optional<at::ScalarType> dtype) {
+  return reduce_entry(ReduceKind::kSum, self, std::nullopt, false, dtype);
+}
+at::Tensor sum_dim(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
+                   std::optional<at::ScalarType> dtype) {
+  return reduce_entry(ReduceKind::kSum, self, dim, keepdim, dtype);
+}
+at::Tensor mean_all(const at::Tensor& self, std::optional<at::ScalarType> dtype) {
+  return reduce_entry(ReduceKind::kMean, self, std::nullopt, false, dtype);
+}
+at::Tensor mean_dim(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
+                    std::optional<at::ScalarType> dtype) {
+  return reduce_entry(ReduceKind::kMean, self, dim, keepdim, dtype);
+}
+at::Tensor amax(const at::Tensor& self, at::IntArrayRef dim, bool keepdim) {
+  return reduce_entry(ReduceKind::kMax, self, dim, keepdim, std::nullopt);
+}
+at::Tensor amin(const at::Tensor& self, at::IntArrayRef dim, bool keepdim) {
+  return reduce_entry(ReduceKind::kMin, self, dim, keepdim, std::nullopt);
+}
+
+}  // namespace
+}  // namespace gpukern
+
+TORCH_LIBRARY_IMPL(gpukern, CPU, m) {
+  m.impl("sum", &gpukern::sum_all);
+  m.impl("sum.dim_IntList", &gpukern::sum_dim);
+  m.impl("mean", &gpukern::mean_all);
+  m.impl("mean.dim", &gpukern::mean_dim);
+  m.impl("amax", &gpukern::amax);
+  m.impl("amin", &gpukern::amin);
+}
+
+#if defined(GPUKERN_WITH_CUDA)
+TORCH_LIBRARY_IMPL(gpukern, CUDA, m) {
+  m.impl("sum", &gpukern::sum_all);
+  m.impl("sum.dim_IntList", &gpukern::sum_dim);
+  m.impl("mean", &gpukern::mean_all);
+  m.impl("mean.dim", &gpukern::mean_dim);
+  m.impl("amax", &gpukern::amax);
+  m.impl("amin", &gpukern::amin);
+}
+#endif

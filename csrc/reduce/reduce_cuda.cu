@@ -1,0 +1,172 @@
+// Reductions on CUDA: algorithm choice from the normalised layout, then one launch on the current
+// stream (see reduce_kernels.cuh for the kernels and reduce.cpp for checks and dtype rules).
+//
+//   n_out == 1 (full reduction)          seg kernel, blocks split the one segment; one block
+//                                        (no workspace, no ticket) when R is small
+//   reduced dim innermost, stride 1      row kernel (1..32 lanes per row) when rows are many or
+//                                        short; otherwise seg kernel, blocks split each row
+//   reduced dims strided, n_out >= 32    col kernel (threads across outputs, R split across
+//                                        blocks when the outputs alone cannot fill the GPU)
+//   reduced dims strided, n_out < 32     seg kernel (blocks split each output's elements)
+// Non-mergeable reduced dims (e.g. dims (0, 2) of a [A, B, C] tensor) take the same kernels
+// through the general index decode instead of one stride.
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <map>
+#include <mutex>
+#include <utility>
+
+#include "common/checks.h"
+#include "common/dispatch.h"
+#include "common/launch.cuh"
+#include "reduce/reduce.h"
+#include "reduce/reduce_kernels.cuh"
+
+namespace gpukern {
+namespace {
+
+// Base index of this (device, stream)'s slot in red::g_tickets. Slots are handed out round-robin
+// per device; more than kTicketSlots streams running reductions concurrently on one device would
+// share slots (documented limit).
+int ticket_base(int device, cudaStream_t stream) {
+  static std::mutex mu;
+  static std::map<std::pair<int, cudaStream_t>, int> slots;
+  static std::map<int, int> next;
+  std::lock_guard<std::mutex> lock(mu);
+  const auto key = std::make_pair(device, stream);
+  auto it = slots.find(key);
+  if (it == slots.end()) {
+    const int slot = next[device]++ % red::kTicketSlots;
+    it = slots.emplace(key, slot).first;
+  }
+  return it->second * red::kTicketsPerSlot;
+}
+
+int64_t clamp64(int64_t v, int64_t lo, int64_t hi) { return std::max(lo, std::min(v, hi)); }
+
+template <typename T, typename Op>
+void launch_reduce(const ReduceLayout& L, const red::ReduceOut& o, const at::Tensor& x,
+                   cudaStream_t stream, int tbase) {
+  using Acc = typename red::AccOf<T>::type;
+  constexpr int kThreads = red::kThreads;
+  constexpr int V = kVec16<T>;
+  const int64_t sms = device_props().multiProcessorCount;
+  const int64_t target_blocks = sms * (2048 / kThreads);  // one full wave of resident blocks
+  const int64_t per_block_min = static_cast<int64_t>(kThreads) * V * red::kSegUnroll;
+  const T* xp = reinterpret_cast<const T*>(x.data_ptr());
+  const auto ws_opts = x.options().dtype(std::is_same<Acc, float>::value ? at::kFloat : at::kLong);
+  const bool contig_rows = L.nr == 1 && L.rstride[0] == 1;
+
+  // bps > 1 needs n_out <= kTicketsPerSlot (one counter per segment, gridDim.y == n_out).
+  auto launch_seg = [&](bool contig, int64_t bps) {
+    bps = clamp64(bps, 1, 65535);
+    at::Tensor ws;
+    Acc* wsp = nullptr;
+    if (bps > 1) {
+      TORCH_INTERNAL_ASSERT(L.n_out <= red::kTicketsPerSlot);
+      ws = at::empty({bps * L.n_out}, ws_opts);
+      wsp = reinterpret_cast<Acc*>(ws.data_ptr());
+    }
+    const dim3 grid(static_cast<unsigned>(bps),
+                    static_cast<unsigned>(bps > 1 ? L.n_out : std::min<int64_t>(L.n_out, 65535)));
+    if (contig) {
+      red::seg_reduce_kernel<T, Op, true><<<grid, kThreads, 0, stream>>>(xp, L, o, wsp, tbase);
+    } else {
+      red::seg_reduce_kernel<T, Op, false><<<grid, kThreads, 0, stream>>>(xp, L, o, wsp, tbase);
+    }
+    GK_CHECK_LAUNCH();
+  };
+
+  if (L.n_out == 1) {
+    launch_seg(contig_rows, std::min(target_blocks, ceil_div(L.R, per_block_min)));
+    return;
+  }
+  if (contig_rows) {
+    const bool many_rows = L.n_out >= std::min<int64_t>(red::kTicketsPerSlot, sms * 32);
+    if (many_rows || L.R <= 4 * per_block_min) {
+      // Lanes per row: about two 16-byte vectors per lane, at most a warp.
+      const int64_t need = ceil_div(L.R, 2 * V);
+      int lg = 0;
+      while (lg < 5 && (int64_t{1} << lg) < need) ++lg;
+      const int64_t rows_per_block = kThreads >> lg;
+      const int64_t blocks = std::min(ceil_div(L.n_out, rows_per_block), sms * 64);
+      red::row_reduce_kernel<T, Op>
+          <<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(xp, L, o, lg);
+      GK_CHECK_LAUNCH();
+      return;
+    }
+    launch_seg(true, std::min(ceil_div(target_blocks, L.n_out), ceil_div(L.R, per_block_min)));
+    return;
+  }
+  if (L.n_out >= red::kColX) {
+    const int64_t ntiles = ceil_div(L.n_out, red::kColX);
+    int64_t splits = 1;
+    if (ntiles < target_blocks && ntiles <= red::kTicketsPerSlot) {
+      // Each split keeps at least a few unrolled rounds per thread; at most 64 partials per
+      // output keep the finishing block short.
+      splits = std::min({ceil_div(target_blocks, ntiles),
+                         ceil_div(L.R, int64_t{red::kColY} * red::kColUnroll * 2), int64_t{64}});
+      splits = std::max<int64_t>(splits, 1);
+    }
+    const int64_t rchunk = ceil_div(L.R, splits);
+    splits = ceil_div(L.R, rchunk);
+    at::Tensor ws;
+    Acc* wsp = nullptr;
+    if (splits > 1) {
+      ws = at::empty({splits * L.n_out}, ws_opts);
+      wsp = reinterpret_cast<Acc*>(ws.data_ptr());
+    }
+    const int64_t gx = splits > 1 ? ntiles : std::min(ntiles, sms * 64);
+    const dim3 grid(static_cast<unsigned>(gx), static_cast<unsigned>(splits));
+    red::col_reduce_kernel<T, Op><<<grid, dim3(red::kColX, red::kColY), 0, stream>>>(
+        xp, L, o, wsp, tbase, rchunk);
+    GK_CHECK_LAUNCH();
+    return;
+  }
+  launch_seg(false, std::min(ceil_div(target_blocks, L.n_out), ceil_div(L.R, int64_t{kThreads} * 4)));
+}
+
+}  // namespace
+
+void reduce_cuda(const ReduceLayout& L, ReduceKind kind, ReduceOutKind out_kind,
+                 const at::Tensor& x, const at::Tensor& out) {
+  CudaLaunchContext ctx(x);
+  const int tbase = ticket_base(x.device().index(), ctx.stream);
+  red::ReduceOut o;
+  o.ptr = out.data_ptr();
+  o.kind = out_kind;
+  o.has_factor = kind == ReduceKind::kMean;
+  o.factor = static_cast<float>(1.0 / static_cast<double>(L.R));
+  switch (x.scalar_type()) {
+    case at::kBool:
+    case at::kByte:
+      return launch_reduce<uint8_t, red::SumI64Op>(L, o, x, ctx.stream, tbase);
+    case at::kChar:
+      return launch_reduce<int8_t, red::SumI64Op>(L, o, x, ctx.stream, tbase);
+    case at::kShort:
+      return launch_reduce<int16_t, red::SumI64Op>(L, o, x, ctx.stream, tbase);
+    case at::kInt:
+      return launch_reduce<int32_t, red::SumI64Op>(L, o, x, ctx.stream, tbase);
+    case at::kLong:
+      return launch_reduce<long long, red::SumI64Op>(L, o, x, ctx.stream, tbase);
+    default:
+      break;
+  }
+  GK_DISPATCH_FLOAT_CUDA(x.scalar_type(), "reduce", [&] {
+    switch (kind) {
+      case ReduceKind::kSum:
+      case ReduceKind::kMean:
+        launch_reduce<scalar_t, SumOp>(L, o, x, ctx.stream, tbase);
+        break;
+      case ReduceKind::kMax:
+        launch_reduce<scalar_t, MaxOp>(L, o, x, ctx.stream, tbase);
+        break;
+      case ReduceKind::kMin:
+        launch_reduce<scalar_t, MinOp>(L, o, x, ctx.stream, tbase);
+        break;
+    }
+  });
+}
+
+}  // namespace gpukern

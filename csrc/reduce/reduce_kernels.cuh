@@ -1,0 +1,294 @@
+#pragma once
+// Reduction kernels (torch-free). Three kernels cover every ReduceLayout:
+//   seg_reduce_kernel  one or a few long segments (full reductions, few long rows, few strided
+//                      columns): blocks split each segment, grid-stride accumulation in registers
+//                      with 16-byte loads, warp shuffles, one block step, and the last block of
+//                      each segment to arrive finishes it (fixed order) in the same launch.
+//   row_reduce_kernel  many contiguous rows (reduced dim innermost, stride 1): a group of 1..32
+//                      lanes per row, 16-byte loads after peeling the row's misaligned head.
+//   col_reduce_kernel  many outputs whose reduced elements are strided (reduced dim not
+//                      innermost): threads across outputs (coalesced), 8 row lanes per block,
+//                      R split across blocks (gridDim.y) with a last-block finish.
+// Every combination order is fixed by the launch shape, which the host derives from the problem
+// shape and the device only, so results are bitwise reproducible run to run. No float atomics.
+#include <cstdint>
+#include <type_traits>
+
+#include "common/reduce.cuh"
+#include "common/vec.cuh"
+#include "reduce/reduce.h"
+
+namespace gpukern {
+namespace red {
+
+constexpr int kThreads = 256;  // every reduction block
+constexpr int kColX = 32;      // col kernel: outputs per block (one warp wide)
+constexpr int kColY = kThreads / kColX;  // col kernel: row lanes per block
+constexpr int kColUnroll = 8;  // col kernel: independent loads in flight per thread
+constexpr int kSegUnroll = 4;  // seg kernel: 16-byte vectors in flight per thread
+static_assert(kColX * kColY == kThreads, "col block shape");
+
+// Arrival counters for the last-block finish. Static device memory is zeroed when the module is
+// loaded (once per device) and the last block puts its counter back to 0, so no memset launch is
+// needed per call. Each stream gets its own slot of counters (assigned by the host), so kernels
+// running concurrently on different streams never share a counter; kernels on one stream are
+// serialised, so they may reuse it.
+constexpr int kTicketSlots = 64;
+constexpr int kTicketsPerSlot = 2048;
+__device__ unsigned int g_tickets[kTicketSlots * kTicketsPerSlot];
+
+struct SumI64Op {
+  __device__ __forceinline__ long long operator()(long long a, long long b) const { return a + b; }
+  __device__ __forceinline__ static long long identity() { return 0; }
+};
+
+// Element -> accumulator. Floats accumulate in float32, integers (and bool, read as uint8) in
+// int64.
+template <typename T>
+struct AccOf {
+  using type = long long;
+};
+template <>
+struct AccOf<float> {
+  using type = float;
+};
+template <>
+struct AccOf<__half> {
+  using type = float;
+};
+template <>
+struct AccOf<__nv_bfloat16> {
+  using type = float;
+};
+
+template <typename T>
+__device__ __forceinline__ typename AccOf<T>::type to_acc(T v) {
+  if constexpr (std::is_same<typename AccOf<T>::type, float>::value) {
+    return to_float(v);
+  } else {
+    return static_cast<long long>(v);
+  }
+}
+
+struct ReduceOut {
+  void* ptr;
+  ReduceOutKind kind;
+  float factor;    // mean: 1/R; applied once, at the final store
+  bool has_factor;
+};
+
+template <typename T, typename Acc>
+__device__ __forceinline__ void store_out(const ReduceOut& o, int64_t idx, Acc v) {
+  if constexpr (std::is_same<Acc, float>::value) {
+    if (o.has_factor) v *= o.factor;
+    if (o.kind == ReduceOutKind::kFloat) {
+      static_cast<float*>(o.ptr)[idx] = v;
+    } else {
+      static_cast<T*>(o.ptr)[idx] = from_float<T>(v);
+    }
+  } else {
+    static_cast<long long*>(o.ptr)[idx] = v;
+  }
+}
+
+// Elements of T from p up to the next 16-byte boundary (p is a multiple of sizeof(T)).
+template <typename T>
+__device__ __forceinline__ int64_t head_to_align16(const T* p) {
+  const unsigned mis = static_cast<unsigned>(reinterpret_cast<uintptr_t>(p) & 15u);
+  return static_cast<int64_t>(((16u - mis) & 15u) / sizeof(T));
+}
+
+// Thread step over a contiguous run p[0, n): thread t of nthr takes the misaligned head elements
+// t, t + nthr, ..., then aligned vectors t, t + nthr, ..., then tail element t. Fixed per (t, nthr).
+template <typename T, typename Op, typename Acc>
+__device__ __forceinline__ Acc accumulate_contig(const T* p, int64_t n, int64_t t, int64_t nthr,
+                                                 Acc acc, Op op) {
+  constexpr int V = kVec16<T>;
+  int64_t h = head_to_align16(p);
+  if (h > n) h = n;
+  for (int64_t j = t; j < h; j += nthr) acc = op(acc, to_acc(p[j]));
+  const int64_t nvec = (n - h) / V;
+  const Vec<T, V>* vp = reinterpret_cast<const Vec<T, V>*>(p + h);
+  int64_t i = t;
+  for (; i + (kSegUnroll - 1) * nthr < nvec; i += kSegUnroll * nthr) {
+    Vec<T, V> v[kSegUnroll];
+#pragma unroll
+    for (int u = 0; u < kSegUnroll; ++u) v[u] = vp[i + u * nthr];
+#pragma unroll
+    for (int u = 0; u < kSegUnroll; ++u) {
+#pragma unroll
+      for (int e = 0; e < V; ++e) acc = op(acc, to_acc(v[u].v[e]));
+    }
+  }
+  for (; i < nvec; i += nthr) {
+    const Vec<T, V> v = vp[i];
+#pragma unroll
+    for (int e = 0; e < V; ++e) acc = op(acc, to_acc(v.v[e]));
+  }
+  for (int64_t j = h + nvec * V + t; j < n; j += nthr) acc = op(acc, to_acc(p[j]));
+  return acc;
+}
+
+// Offset of reduced element r: one strided dim (no division) or the general decode.
+__device__ __forceinline__ int64_t reduced_offset(const ReduceLayout& L, int64_t r) {
+  return L.nr == 1 ? r * L.rstride[0] : offset_of(r, L.nr, L.rsize, L.rstride);
+}
+
+// grid.x = blocks per segment (B), grid.y strides over segments (outputs). Block: kThreads
+// threads, each accumulating in registers, then block_reduce. B == 1: thread 0 stores the
+// segment's result. B > 1 (only when n_out <= kTicketsPerSlot, gridDim.y == n_out): each block
+// writes its partial to ws[seg * B + blockIdx.x], fences, and takes a ticket; the last block of
+// the segment reduces the B partials in a fixed order, stores, and resets the counter.
+// smem: kThreads / 32 partials for block_reduce (reused across segments; block_reduce ends with a
+// barrier, and the s_last barrier below separates the ticket write from its reads).
+template <typename T, typename Op, bool kContig>
+__global__ void __launch_bounds__(kThreads)
+    seg_reduce_kernel(const T* __restrict__ x, ReduceLayout L, ReduceOut out,
+                      typename AccOf<T>::type* __restrict__ ws, int ticket_base) {
+  using Acc = typename AccOf<T>::type;
+  __shared__ Acc smem[kThreads / kWarpSize];
+  __shared__ bool s_last;
+  const Op op{};
+  const int64_t t = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x;
+  const int64_t nthr = static_cast<int64_t>(gridDim.x) * kThreads;
+  for (int64_t seg = blockIdx.y; seg < L.n_out; seg += gridDim.y) {
+    const T* base = x + offset_of(seg, L.nk, L.ksize, L.kstride);
+    Acc acc = Acc(Op::identity());
+    if (kContig) {
+      acc = accumulate_contig<T, Op, Acc>(base, L.R, t, nthr, acc, op);
+    } else {
+      for (int64_t r = t; r < L.R; r += nthr) acc = op(acc, to_acc(base[reduced_offset(L, r)]));
+    }
+    acc = block_reduce<kThreads>(acc, op, smem);
+    if (gridDim.x == 1) {
+      if (threadIdx.x == 0) store_out<T, Acc>(out, seg, acc);
+      continue;
+    }
+    unsigned int* ticket = &g_tickets[ticket_base + seg];
+    if (threadIdx.x == 0) {
+      ws[seg * gridDim.x + blockIdx.x] = acc;
+      __threadfence();  // the partial is visible device-wide before the ticket is taken
+      s_last = atomicAdd(ticket, 1u) == gridDim.x - 1;
+    }
+    __syncthreads();  // s_last visible to the block
+    if (s_last) {
+      __threadfence();  // every other block's partial is visible before reading
+      Acc v = Acc(Op::identity());
+      for (int64_t i = threadIdx.x; i < gridDim.x; i += kThreads) {
+        v = op(v, __ldcg(&ws[seg * gridDim.x + i]));
+      }
+      v = block_reduce<kThreads>(v, op, smem);
+      if (threadIdx.x == 0) {
+        store_out<T, Acc>(out, seg, v);
+        *ticket = 0u;  // ready for the next launch on this stream
+      }
+    }
+    __syncthreads();  // s_last read by all before a later segment rewrites it
+  }
+}
+
+// Contiguous rows: groups of G = 1 << lg lanes (G <= 32, inside one warp) per row; kThreads / G
+// rows per block; blocks stride over the rows. Rows beyond n_out still run the shuffle loop
+// (with the identity), so every lane of a warp reaches every shuffle.
+template <typename T, typename Op>
+__global__ void __launch_bounds__(kThreads)
+    row_reduce_kernel(const T* __restrict__ x, ReduceLayout L, ReduceOut out, int lg) {
+  using Acc = typename AccOf<T>::type;
+  const Op op{};
+  const int G = 1 << lg;
+  const int rows_per_block = kThreads >> lg;
+  const int grp = threadIdx.x >> lg;
+  const int lane = threadIdx.x & (G - 1);
+  const int64_t stride_rows = static_cast<int64_t>(gridDim.x) * rows_per_block;
+  for (int64_t row0 = static_cast<int64_t>(blockIdx.x) * rows_per_block; row0 < L.n_out;
+       row0 += stride_rows) {
+    const int64_t row = row0 + grp;
+    Acc acc = Acc(Op::identity());
+    if (row < L.n_out) {
+      const T* p = x + offset_of(row, L.nk, L.ksize, L.kstride);
+      acc = accumulate_contig<T, Op, Acc>(p, L.R, lane, G, acc, op);
+    }
+    for (int off = G >> 1; off > 0; off >>= 1) {
+      acc = op(acc, __shfl_xor_sync(0xffffffffu, acc, off));
+    }
+    if (lane == 0 && row < L.n_out) store_out<T, Acc>(out, row, acc);
+  }
+}
+
+// Strided reductions with many outputs. Block (kColX, kColY): threadIdx.x picks the output
+// (consecutive outputs -> consecutive addresses when the innermost kept dim has stride 1),
+// threadIdx.y the row lane. grid.x strides over output tiles of kColX; grid.y = S splits of R,
+// each covering rchunk reduced elements. Each thread accumulates rows y, y + kColY, ... of its
+// split in order; the kColY lanes are combined in order through smem. S == 1: stored directly.
+// S > 1 (then gridDim.x == number of tiles <= kTicketsPerSlot): partials to ws[s * n_out + o],
+// last block of the tile (ticket per tile) combines the S partials in order.
+// smem: kColY x kColX partials; barriers: after writing them (before the y == 0 lanes read) and
+// at the end of each tile (before they are overwritten).
+template <typename T, typename Op>
+__global__ void __launch_bounds__(kThreads)
+    col_reduce_kernel(const T* __restrict__ x, ReduceLayout L, ReduceOut out,
+                      typename AccOf<T>::type* __restrict__ ws, int ticket_base, int64_t rchunk) {
+  using Acc = typename AccOf<T>::type;
+  __shared__ Acc part[kColY][kColX];
+  __shared__ bool s_last;
+  const Op op{};
+  const int tx = threadIdx.x;
+  const int ty = threadIdx.y;
+  const int64_t r0 = static_cast<int64_t>(blockIdx.y) * rchunk;
+  const int64_t r1 = r0 + rchunk < L.R ? r0 + rchunk : L.R;
+  const int64_t ntiles = (L.n_out + kColX - 1) / kColX;
+  for (int64_t tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
+    const int64_t o = tile * kColX + tx;
+    Acc acc = Acc(Op::identity());
+    if (o < L.n_out) {
+      const T* p = x + offset_of(o, L.nk, L.ksize, L.kstride);
+      int64_t r = r0 + ty;
+      if (L.nr == 1) {
+        const int64_t rs = L.rstride[0];
+        for (; r + (kColUnroll - 1) * kColY < r1; r += kColUnroll * kColY) {
+          Acc v[kColUnroll];
+#pragma unroll
+          for (int u = 0; u < kColUnroll; ++u) v[u] = to_acc(p[(r + u * kColY) * rs]);
+#pragma unroll
+          for (int u = 0; u < kColUnroll; ++u) acc = op(acc, v[u]);
+        }
+        for (; r < r1; r += kColY) acc = op(acc, to_acc(p[r * rs]));
+      } else {
+        for (; r < r1; r += kColY) acc = op(acc, to_acc(p[reduced_offset(L, r)]));
+      }
+    }
+    part[ty][tx] = acc;
+    __syncthreads();  // all row lanes' partials in smem
+    if (ty == 0) {
+#pragma unroll
+      for (int y = 1; y < kColY; ++y) acc = op(acc, part[y][tx]);
+      if (o < L.n_out) {
+        if (gridDim.y == 1) {
+          store_out<T, Acc>(out, o, acc);
+        } else {
+          ws[static_cast<int64_t>(blockIdx.y) * L.n_out + o] = acc;
+          __threadfence();  // partial visible device-wide before the ticket
+        }
+      }
+    }
+    if (gridDim.y > 1) {
+      __syncthreads();  // the y == 0 warp has written and fenced its partials
+      unsigned int* ticket = &g_tickets[ticket_base + tile];
+      if (tx == 0 && ty == 0) s_last = atomicAdd(ticket, 1u) == gridDim.y - 1;
+      __syncthreads();  // s_last visible to the block
+      if (s_last) {
+        __threadfence();
+        if (ty == 0 && o < L.n_out) {
+          Acc v = Acc(Op::identity());
+          for (unsigned s = 0; s < gridDim.y; ++s) v = op(v, __ldcg(&ws[s * L.n_out + o]));
+          store_out<T, Acc>(out, o, v);
+        }
+        if (tx == 0 && ty == 0) *ticket = 0u;
+      }
+    }
+    __syncthreads();  // smem and s_last free for the next tile
+  }
+}
+
+}  // namespace red
+}  // namespace gpukern

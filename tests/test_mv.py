@@ -1,0 +1,146 @@
+"""gpukern.mv parity with torch.mv (float64 references), strided/transposed/offset inputs, skinny
+shapes that select each CUDA path, empty shapes and every error path."""
+import pytest
+import torch
+
+import torch_ops
+from conftest import (CPU_ONLY_DTYPES, DEVICE_PARAMS, FLOAT_DTYPES, assert_close_ref, rand,
+                      skip_unsupported)
+
+ALL_DTYPES = FLOAT_DTYPES + CPU_ONLY_DTYPES
+
+
+def _ref(a, v):
+    return torch.mv(a.detach().cpu().double(), v.detach().cpu().double())
+
+
+def _check(a, v, dtype):
+    out = torch_ops.mv(a, v)
+    assert out.dtype == a.dtype and out.device == a.device and out.is_contiguous()
+    assert_close_ref(out, _ref(a, v), dtype)
+
+
+# Sizes around warp (32), 16-byte vector (4 / 8 elements) and the short-row threshold (16).
+SHAPES = [(1, 1), (1, 7), (7, 1), (3, 5), (31, 33), (33, 31), (17, 16), (16, 17), (5, 128),
+          (64, 257), (97, 1)]
+
+
+@pytest.mark.parametrize("device", DEVICE_PARAMS)
+@pytest.mark.parametrize("dtype", ALL_DTYPES)
+@pytest.mark.parametrize("shape", SHAPES)
+def test_mv_contiguous(device, dtype, shape):
+    skip_unsupported(device, dtype)
+    g = torch.Generator().manual_seed(hash(shape) % 1000)
+    a = rand(*shape, dtype=dtype, device=device, generator=g)
+    v = rand(shape[1], dtype=dtype, device=device, generator=g)
+    _check(a, v, dtype)
+
+
+@pytest.mark.parametrize("device", DEVICE_PARAMS)
+@pytest.mark.parametrize("dtype", ALL_DTYPES)
+@pytest.mark.parametrize("layout", ["transposed", "sliced_rows", "sliced_cols", "offset",
+                                    "offset_vec", "strided_vec", "both_strided", "expanded"])
+def test_mv_strided(device, dtype, layout):
+    skip_unsupported(device, dtype)
+    g = torch.Generator().manual_seed(7)
+    M, N = 37, 45
+    if layout == "transposed":  # column-major, read in place
+        a = rand(N, M, dtype=dtype, device=device, generator=g).t()
+    elif layout == "sliced_rows":
+        a = rand(2 * M, N, dtype=dtype, device=device, generator=g)[::2]
+    elif layout == "sliced_cols":
+        a = rand(M, N + 3, dtype=dtype, device=device, generator=g)[:, 1:N + 1]
+    elif layout == "offset":  # storage offset of one element breaks 16-byte alignment
+        a = rand(M * N + 1, dtype=dtype, device=device, generator=g)[1:].view(M, N)
+    elif layout == "offset_vec":
+        a = rand(M, N, dtype=dtype, device=device, generator=g)
+    elif layout == "strided_vec":
+        a = rand(M, N, dtype=dtype, device=device, generator=g)
+    elif layout == "both_strided":
+        a = rand(2 * M, 3 * N, dtype=dtype, device=device, generator=g)[::2, ::3]
+    else:
+        a = rand(1, N, dtype=dtype, device=device, generator=g).expand(M, N)
+    if layout == "offset_vec":
+        v = rand(N + 1, dtype=dtype, device=device, generator=g)[1:]
+    elif layout == "strided_vec":
+        v = rand(2 * N, dtype=dtype, device=device, generator=g)[::2]
+    else:
+        v = rand(N, dtype=dtype, device=device, generator=g)
+    assert a.shape == (M, N)
+    _check(a, v, dtype)
+
+
+@pytest.mark.parametrize("device", DEVICE_PARAMS)
+@pytest.mark.parametrize("shape", [(0, 5), (4, 0), (0, 0)])
+def test_mv_empty(device, shape):
+    a = torch.empty(shape, device=device)
+    v = torch.empty(shape[1], device=device)
+    out = torch_ops.mv(a, v)
+    assert out.shape == (shape[0],)
+    assert bool((out == 0).all())
+
+
+def test_mv_errors():
+    a = torch.randn(3, 4)
+    v = torch.randn(4)
+    with pytest.raises(RuntimeError, match=r"gpukern::mv: expected self to be a 2-D"):
+        torch_ops.mv(torch.randn(3, 4, 1), v)
+    with pytest.raises(RuntimeError, match=r"gpukern::mv: expected vec to be 1-D"):
+        torch_ops.mv(a, v.view(4, 1))
+    with pytest.raises(RuntimeError, match=r"gpukern::mv: size mismatch"):
+        torch_ops.mv(a, torch.randn(5))
+    with pytest.raises(RuntimeError, match=r"gpukern::mv: expected self and vec of the same dtype"):
+        torch_ops.mv(a, v.double())
+    with pytest.raises(RuntimeError, match=r"gpukern::mv: self has dtype"):
+        torch_ops.mv(a.int(), v.int())
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("device", DEVICE_PARAMS[1:])
+def test_mv_error_cuda(device):
+    a = torch.randn(3, 4, device=device)
+    v = torch.randn(4, device=device)
+    with pytest.raises(RuntimeError, match=r"gpukern::mv: expected self and vec on the same device"):
+        torch_ops.mv(a, v.cpu())
+    with pytest.raises(RuntimeError, match=r"gpukern::mv: self has dtype Double"):
+        torch_ops.mv(a.double(), v.double())
+
+
+# Shapes chosen to select each CUDA path (see mv_cuda.cu): warp per row (M >= 32 * SMs), block per
+# row with N split (few rows), short rows (N <= 16), column-major with and without split, general
+# strides, skinny 1xN / Nx1 / 3x1000000 / 1000x7777.
+CUDA_CASES = [
+    ("rows_warp", (8192, 1000), "contig"),
+    ("rows_split", (3, 1_000_000), "contig"),
+    ("rows_1xN", (1, 1_000_003), "contig"),
+    ("rows_1000x7777", (1000, 7777), "contig"),
+    ("rows_offset", (1000, 7777), "offset"),
+    ("short_rows", (100_003, 7), "contig"),
+    ("Nx1", (1_000_003, 1), "contig"),
+    ("cols_T_8192", (8192, 4096), "transposed"),
+    ("cols_T_split", (1000, 100_000), "transposed"),
+    ("cols_T_odd", (1001, 7777), "transposed"),
+    ("cols_T_few_rows", (3, 1_000_000), "transposed"),
+    ("general", (999, 4001), "both_strided"),
+]
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("device", DEVICE_PARAMS[1:])
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
+@pytest.mark.parametrize("name,shape,layout", CUDA_CASES, ids=[c[0] for c in CUDA_CASES])
+def test_mv_cuda_paths(device, dtype, name, shape, layout):
+    g = torch.Generator().manual_seed(3)
+    M, N = shape
+    if layout == "contig":
+        a = rand(M, N, dtype=dtype, device=device, generator=g)
+    elif layout == "offset":
+        a = rand(M * N + 3, dtype=dtype, device=device, generator=g)[3:].view(M, N)
+    elif layout == "transposed":
+        a = rand(N, M, dtype=dtype, device=device, generator=g).t()
+    else:
+        a = rand(M, 2 * N, dtype=dtype, device=device, generator=g)[:, ::2]
+    v = rand(N, dtype=dtype, device=device, generator=g)
+    _check(a, v, dtype)
+    # Deterministic: split paths finish in a fixed order.
+    assert torch.equal(torch_ops.mv(a, v), torch_ops.mv(a, v))

@@ -1,0 +1,358 @@
+"""gpukern sum / mean / amax / amin parity with torch: float64 references for float sums and means,
+exact equality for integer sums and for amax/amin, dims handling, keepdim, dtype=, strided inputs,
+NaN, empty tensors, every error path, CUDA kernel paths, determinism and a > 2^31-element sum.
+
+Float sums are compared with |out - ref| <= TOL[dtype] * sum(|x|) over each output's reduced
+elements (mean: divided by the count). The bound of n-term float32 accumulation is about
+n_eff * 2^-24 * sum|x| (n_eff = the longest chain of sequential adds, a few hundred here), and the
+final rounding to float16/bfloat16 is within TOL * |ref| <= TOL * sum|x|, so the table's values
+cover both without widening anything."""
+import pytest
+import torch
+
+import torch_ops
+from conftest import CPU_ONLY_DTYPES, DEVICE_PARAMS, FLOAT_DTYPES, HAS_CUDA, TOL, rand, skip_unsupported
+
+ALL_FLOAT = FLOAT_DTYPES + CPU_ONLY_DTYPES
+INT_DTYPES = [torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64]
+
+
+def _rand(shape, **kw):
+    """conftest.rand for any shape, 0-d included."""
+    return rand(*shape, **kw) if len(shape) else rand(1, **kw).reshape(())
+
+
+def _dims_arg(dims):
+    return None if dims is None else ([dims] if isinstance(dims, int) else list(dims))
+
+
+def _assert_sum_close(out, x_cast, dims, keepdim, out_dtype, mean=False):
+    """x_cast: the input after torch's cast-first rule (any device)."""
+    x64 = x_cast.detach().cpu().double()
+    d = _dims_arg(dims)
+    if d is None or len(d) == 0:
+        d = list(range(x64.dim()))
+    if mean:
+        ref = x64.mean(d, keepdim=keepdim) if x64.dim() else x64.clone()
+        absref = x64.abs().mean(d, keepdim=keepdim) if x64.dim() else x64.abs()
+    else:
+        ref = x64.sum(d, keepdim=keepdim) if x64.dim() else x64.clone()
+        absref = x64.abs().sum(d, keepdim=keepdim) if x64.dim() else x64.abs()
+    assert out.dtype == out_dtype, f"dtype {out.dtype} != {out_dtype}"
+    assert out.shape == ref.shape, f"shape {tuple(out.shape)} != {tuple(ref.shape)}"
+    assert out.device == x_cast.device
+    o = out.detach().cpu().double()
+    assert bool((torch.isnan(o) == torch.isnan(ref)).all()), "NaN pattern differs"
+    fin = ~torch.isnan(ref)
+    err = (o[fin] - ref[fin]).abs()
+    bound = TOL[out_dtype] * absref[fin]
+    assert bool((err <= bound).all()), f"max error {float((err - bound).max()):.3e} over bound"
+
+
+def _call(op, x, dims, keepdim, dtype=None):
+    if op == "sum":
+        return torch_ops.sum(x, dims, keepdim, dtype=dtype)
+    if op == "mean":
+        return torch_ops.mean(x, dims, keepdim, dtype=dtype)
+    return getattr(torch_ops, op)(x, () if dims is None else dims, keepdim)
+
+
+def _exact(out, expected):
+    assert out.dtype == expected.dtype and out.shape == expected.shape
+    torch.testing.assert_close(out.cpu(), expected.cpu(), rtol=0, atol=0, equal_nan=True)
+
+
+def _check_float(op, x, dims, keepdim, dtype):
+    out = _call(op, x, dims, keepdim)
+    if op in ("sum", "mean"):
+        _assert_sum_close(out, x, dims, keepdim, dtype, mean=op == "mean")
+    else:
+        fn = getattr(torch, op)
+        d = () if dims is None else dims
+        _exact(out, fn(x.cpu(), d, keepdim))
+
+
+def _dim_options(ndim):
+    opts = [None]
+    if ndim == 0:
+        return opts + [0, -1, [0]]
+    opts += list(range(ndim)) + [-1]
+    if ndim >= 2:
+        opts += [[0, -1], list(range(ndim))]
+    if ndim >= 3:
+        opts += [[0, 2], [2, 0, 1], [-2]]
+    return opts
+
+
+SHAPES = [(), (1,), (7,), (33,), (31, 33), (1, 5), (3, 5, 7), (2, 3, 1, 5)]
+CASES = [(s, d) for s in SHAPES for d in _dim_options(len(s))]
+
+
+@pytest.mark.parametrize("device", DEVICE_PARAMS)
+@pytest.mark.parametrize("dtype", ALL_FLOAT)
+@pytest.mark.parametrize("op", ["sum", "mean", "amax", "amin"])
+@pytest.mark.parametrize("shape,dims", CASES, ids=[f"{s}-{d}" for s, d in CASES])
+def test_float_grid(device, dtype, op, shape, dims):
+    skip_unsupported(device, dtype)
+    g = torch.Generator().manual_seed(len(shape) * 100 + len(str(dims)))
+    x = _rand(shape, dtype=dtype, device=device, generator=g)
+    for keepdim in (False, True):
+        _check_float(op, x, dims, keepdim, dtype)
+
+
+@pytest.mark.parametrize("device", DEVICE_PARAMS)
+@pytest.mark.parametrize("dtype", INT_DTYPES)
+@pytest.mark.parametrize("shape,dims", [((), None), ((37,), None), ((5, 33), 1), ((5, 33), 0),
+                                        ((3, 4, 5), [0, 2]), ((3, 4, 5), None)])
+def test_int_sum_exact(device, dtype, shape, dims):
+    g = torch.Generator().manual_seed(11)
+    if dtype == torch.bool:
+        x = torch.rand(tuple(shape), generator=g) > 0.5
+    else:
+        info = torch.iinfo(dtype)
+        lo, hi = max(info.min, -1000), min(info.max, 1000)
+        x = torch.randint(lo, hi + 1, shape, generator=g, dtype=torch.int64).to(dtype)
+    xd = x.to(device)
+    for keepdim in (False, True):
+        out = torch_ops.sum(xd, dims, keepdim)
+        expected = torch.sum(x, _dims_arg(dims), keepdim) if dims is not None else torch.sum(x)
+        if dims is None and keepdim:
+            expected = torch.sum(x, list(range(x.dim())), keepdim=True)
+        _exact(out, expected)
+
+
+def test_int64_exact_large_values():
+    x = torch.tensor([2**62, 2**62 - 1, -(2**61), 12345], dtype=torch.int64)
+    _exact(torch_ops.sum(x), torch.sum(x))
+
+
+def _strided(kind, dtype, device, g):
+    if kind == "transposed":
+        return rand(45, 37, dtype=dtype, device=device, generator=g).t()
+    if kind == "sliced":
+        return rand(74, 45, dtype=dtype, device=device, generator=g)[::2, 1:40]
+    if kind == "offset":
+        return rand(37 * 45 + 1, dtype=dtype, device=device, generator=g)[1:].view(37, 45)
+    if kind == "permuted":
+        return rand(5, 7, 9, dtype=dtype, device=device, generator=g).permute(2, 0, 1)
+    if kind == "expanded":
+        return rand(1, 45, dtype=dtype, device=device, generator=g).expand(37, 45)
+    return rand(6, 8, 10, dtype=dtype, device=device, generator=g)[1:5, ::3, 2:9]
+
+
+STRIDED = ["transposed", "sliced", "offset", "permuted", "expanded", "sliced3d"]
+
+
+@pytest.mark.parametrize("device", DEVICE_PARAMS)
+@pytest.mark.parametrize("dtype", ALL_FLOAT)
+@pytest.mark.parametrize("kind", STRIDED)
+@pytest.mark.parametrize("op", ["sum", "mean", "amax", "amin"])
+def test_strided_inputs(device, dtype, kind, op):
+    skip_unsupported(device, dtype)
+    g = torch.Generator().manual_seed(5)
+    x = _strided(kind, dtype, device, g)
+    for dims in [None] + list(range(x.dim())) + [[0, -1]]:
+        _check_float(op, x, dims, False, dtype)
+
+
+@pytest.mark.parametrize("device", DEVICE_PARAMS)
+def test_sum_dtype_argument(device):
+    g = torch.Generator().manual_seed(9)
+    xf = rand(13, 17, dtype=torch.float32, device=device, generator=g) * 4
+    xh = rand(13, 17, dtype=torch.float16, device=device, generator=g)
+    xb = rand(13, 17, dtype=torch.bfloat16, device=device, generator=g)
+    xi = torch.randint(-50, 50, (13, 17), generator=g, dtype=torch.int32).to(device)
+    for dims in (None, [1], [0]):
+        # in-kernel widening
+        _assert_sum_close(torch_ops.sum(xh, dims, dtype=torch.float32), xh.float(), dims, False,
+                          torch.float32)
+        _assert_sum_close(torch_ops.sum(xb, dims, dtype=torch.float32), xb.float(), dims, False,
+                          torch.float32)
+        _assert_sum_close(torch_ops.mean(xb, dims, dtype=torch.float32), xb.float(), dims, False,
+                          torch.float32, mean=True)
+        # cast first (narrowing, int -> float)
+        _assert_sum_close(torch_ops.sum(xf, dims, dtype=torch.float16), xf.half(), dims, False,
+                          torch.float16)
+        _assert_sum_close(torch_ops.sum(xh, dims, dtype=torch.bfloat16), xh.bfloat16(), dims,
+                          False, torch.bfloat16)
+        _assert_sum_close(torch_ops.sum(xi, dims, dtype=torch.float32), xi.float(), dims, False,
+                          torch.float32)
+        _assert_sum_close(torch_ops.mean(xi, dims, dtype=torch.float32), xi.float(), dims, False,
+                          torch.float32, mean=True)
+        # float -> integer and integer narrowing: exact, like torch
+        d = _dims_arg(dims) or list(range(2))
+        for src, dt in ((xf, torch.int64), (xi, torch.int16), (xi, torch.int8), (xi, torch.bool),
+                        (xi, torch.uint8)):
+            _exact(torch_ops.sum(src, dims, dtype=dt), torch.sum(src.cpu(), d, dtype=dt))
+    if device == "cpu":
+        _assert_sum_close(torch_ops.sum(xf, dtype=torch.float64), xf.double(), None, False,
+                          torch.float64)
+
+
+@pytest.mark.parametrize("device", DEVICE_PARAMS)
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
+def test_nan_propagation(device, dtype):
+    g = torch.Generator().manual_seed(2)
+    x = rand(9, 70, dtype=dtype, device=device, generator=g)
+    x[3, 5] = float("nan")
+    x[7, 69] = float("nan")
+    for op in ("amax", "amin", "sum", "mean"):
+        for dims in (None, [0], [1]):
+            _check_float(op, x, dims, False, dtype)
+    xi = rand(9, 70, dtype=dtype, device=device, generator=g)
+    xi[2, 3] = float("inf")
+    xi[4, 4] = float("-inf")
+    for op in ("amax", "amin"):
+        _check_float(op, xi, [1], True, dtype)
+
+
+@pytest.mark.parametrize("device", DEVICE_PARAMS)
+def test_empty(device):
+    x = torch.empty(3, 0, 4, device=device)
+    _exact(torch_ops.sum(x), torch.zeros((), device=device))
+    _exact(torch_ops.sum(x, [1]), torch.zeros(3, 4, device=device))
+    _exact(torch_ops.sum(x, [1], True), torch.zeros(3, 1, 4, device=device))
+    _exact(torch_ops.sum(x, [0]), torch.zeros(0, 4, device=device))
+    assert bool(torch.isnan(torch_ops.mean(x)).item())
+    assert bool(torch.isnan(torch_ops.mean(x, [1])).all())
+    _exact(torch_ops.amax(x, [0]), torch.empty(0, 4, device=device))
+    _exact(torch_ops.amin(x, [0, 2], True), torch.empty(1, 0, 1, device=device))
+    xi = torch.empty(0, dtype=torch.int32, device=device)
+    _exact(torch_ops.sum(xi), torch.zeros((), dtype=torch.int64))
+    _exact(torch_ops.sum(torch.empty(0, dtype=torch.float16, device=device)),
+           torch.zeros((), dtype=torch.float16))
+
+
+@pytest.mark.parametrize("device", DEVICE_PARAMS)
+def test_errors(device):
+    x = torch.randn(3, 4, device=device)
+    for op in ("sum", "mean", "amax", "amin"):
+        with pytest.raises(RuntimeError, match=rf"gpukern::{op}: dimension 2 out of range"):
+            _call(op, x, [2], False)
+        with pytest.raises(RuntimeError, match=rf"gpukern::{op}: dimension -3 out of range"):
+            _call(op, x, [-3], False)
+        with pytest.raises(RuntimeError, match=rf"gpukern::{op}: dim 1 appears multiple times"):
+            _call(op, x, [1, -1], False)
+        with pytest.raises(RuntimeError, match=rf"gpukern::{op}: dimension 1 out of range"):
+            _call(op, torch.tensor(1.0, device=device), [1], False)
+    xi = torch.ones(3, 4, dtype=torch.int32, device=device)
+    with pytest.raises(RuntimeError, match=r"gpukern::mean: expected a floating point input"):
+        torch_ops.mean(xi)
+    with pytest.raises(RuntimeError, match=r"gpukern::mean: dtype must be a floating point"):
+        torch_ops.mean(x, dtype=torch.int64)
+    with pytest.raises(RuntimeError, match=r"gpukern::amax: expected a floating point input"):
+        torch_ops.amax(xi)
+    with pytest.raises(RuntimeError, match=r"gpukern::amin: expected a floating point input"):
+        torch_ops.amin(xi, [0])
+    e = torch.empty(3, 0, device=device)
+    with pytest.raises(RuntimeError, match=r"gpukern::amax: expected reduction dim 1 to have "
+                                           r"non-zero size"):
+        torch_ops.amax(e, [1])
+    with pytest.raises(RuntimeError, match=r"gpukern::amin: expected reduction dim to have "
+                                           r"non-zero size"):
+        torch_ops.amin(e)
+    with pytest.raises(RuntimeError, match=r"gpukern::sum: complex"):
+        torch_ops.sum(torch.ones(3, dtype=torch.complex64, device=device))
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("device", DEVICE_PARAMS[1:])
+def test_errors_cuda_float64(device):
+    x = torch.randn(5, device=device)
+    for op in ("sum", "mean", "amax", "amin"):
+        with pytest.raises(RuntimeError, match=rf"gpukern::{op}: .*Double.*float64 runs on CPU"):
+            _call(op, x.double(), None, False)
+    with pytest.raises(RuntimeError, match=r"gpukern::sum: result dtype Double"):
+        torch_ops.sum(x, dtype=torch.float64)
+
+
+# Shapes that select each CUDA path (reduce_cuda.cu): full single block / many blocks, rows
+# (lane groups of 32 and of 1), few long rows (blocks per row), columns (with and without split),
+# few strided outputs, non-mergeable reduced dims with many and with few outputs.
+CUDA_CASES = [
+    ("full_small", (1000,), None),
+    ("full_large", (2**24 + 3,), None),
+    ("full_offset", "offset", None),
+    ("full_strided", "sliced", None),
+    ("rows_256", (65536, 256), [-1]),
+    ("rows_short", (100_003, 7), [1]),
+    ("rows_few_long", (4, 2_000_001), [1]),
+    ("cols", (4096, 4096), [0]),
+    ("cols_many_out", (33, 70_001), [0]),
+    ("cols_transposed", "transposed", [1]),
+    ("cols_few_out", (1_000_003, 8), [0]),
+    ("generic_many", (8, 5000, 9), [0, 2]),
+    ("generic_few", (300, 5, 700), [0, 2]),
+]
+
+
+def _cuda_input(spec, dtype, g):
+    if spec == "offset":
+        return rand(3_000_001, dtype=dtype, device="cuda", generator=g)[1:]
+    if spec == "sliced":
+        return rand(3000, 1000, dtype=dtype, device="cuda", generator=g)[:, 3:997]
+    if spec == "transposed":
+        return rand(5000, 3001, dtype=dtype, device="cuda", generator=g).t()
+    return rand(*spec, dtype=dtype, device="cuda", generator=g)
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not HAS_CUDA, reason="needs CUDA")
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
+@pytest.mark.parametrize("op", ["sum", "mean", "amax", "amin"])
+@pytest.mark.parametrize("name,spec,dims", CUDA_CASES, ids=[c[0] for c in CUDA_CASES])
+def test_cuda_paths(dtype, op, name, spec, dims):
+    g = torch.Generator().manual_seed(4)
+    x = _cuda_input(spec, dtype, g)
+    _check_float(op, x, dims, False, dtype)
+    if op == "sum":
+        _assert_sum_close(torch_ops.sum(x, dims, dtype=torch.float32) if dtype != torch.float32
+                          else torch_ops.sum(x, dims), x.float(), dims, False, torch.float32)
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not HAS_CUDA, reason="needs CUDA")
+@pytest.mark.parametrize("dtype", INT_DTYPES)
+@pytest.mark.parametrize("name,spec,dims", CUDA_CASES, ids=[c[0] for c in CUDA_CASES])
+def test_cuda_int_paths(dtype, name, spec, dims):
+    g = torch.Generator().manual_seed(6)
+    x = _cuda_input(spec, torch.float32, g)
+    x = (x > 0) if dtype == torch.bool else (x * 40).to(dtype)
+    d = _dims_arg(dims) or list(range(x.dim()))
+    _exact(torch_ops.sum(x, dims), torch.sum(x.cpu(), d))
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not HAS_CUDA, reason="needs CUDA")
+def test_cuda_deterministic():
+    g = torch.Generator().manual_seed(8)
+    for dtype in (torch.float32, torch.bfloat16):
+        x = rand(100_000_007, dtype=dtype, device="cuda", generator=g)
+        a = torch_ops.sum(x)
+        for _ in range(3):
+            assert torch.equal(torch_ops.sum(x), a)
+        c = rand(8192, 2048, dtype=dtype, device="cuda", generator=g)
+        b = torch_ops.sum(c, 0)
+        assert torch.equal(torch_ops.sum(c, 0), b)
+        s = torch.cuda.Stream()
+        with torch.cuda.stream(s):
+            r = torch_ops.sum(x)
+        s.synchronize()
+        assert torch.equal(r, a)
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not HAS_CUDA, reason="needs CUDA")
+def test_cuda_large_index():
+    """> 2^31 elements (int8, 2.2 GB): the full sum and a sum over a 1.1e9-long dim."""
+    n = 2**31 + 2**27 + 5
+    gen = torch.Generator(device="cuda").manual_seed(1)
+    x = torch.randint(-3, 4, (n,), generator=gen, device="cuda", dtype=torch.int8)
+    expected = sum(int(torch.sum(c, dtype=torch.int64)) for c in x.split(2**28))
+    assert int(torch_ops.sum(x)) == expected
+    m = x[: n - 1].view(2, (n - 1) // 2)
+    got = torch_ops.sum(m, [1])
+    exp = torch.stack([torch.sum(r, dtype=torch.int64) for r in m])
+    _exact(got, exp)
+    del x, m
+    torch.cuda.empty_cache()
