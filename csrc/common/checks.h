@@ -1,9 +1,61 @@
 #pragma once
 // Argument checks for the host entries. Every message starts with the op's name,
 // "gpukern::<op>: ...", so a user sees which call went wrong. Kernels assume what these enforce.
+//
+// GK_CHECK builds its message with check_msg() below, not with std::ostream, for numbers and
+// int lists: on the GPU machine (g++ 13 headers, a newer libstdc++ at run time) the ostream
+// integer insertion that c10::str instantiates inside this extension crashed the process while
+// formatting an error. Strings, dtypes and devices go through c10::str, whose inserters live in
+// libstdc++/libc10 themselves.
 #include <ATen/ATen.h>
 
-#define GK_CHECK(cond, op, ...) TORCH_CHECK((cond), "gpukern::", op, ": ", __VA_ARGS__)
+#include <string>
+#include <type_traits>
+
+namespace gpukern {
+namespace detail {
+
+inline void append(std::string& s, const char* v) { s += v; }
+inline void append(std::string& s, const std::string& v) { s += v; }
+inline void append(std::string& s, bool v) { s += v ? "true" : "false"; }
+template <typename T, std::enable_if_t<std::is_integral_v<T>, int> = 0>
+void append(std::string& s, T v) {
+  s += std::to_string(v);
+}
+template <typename T, std::enable_if_t<std::is_floating_point_v<T>, int> = 0>
+void append(std::string& s, T v) {
+  s += std::to_string(v);
+}
+inline void append(std::string& s, c10::ArrayRef<int64_t> v) {
+  s += "[";
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (i) s += ", ";
+    s += std::to_string(v[i]);
+  }
+  s += "]";
+}
+inline void append(std::string& s, at::ScalarType v) { s += c10::toString(v); }
+inline void append(std::string& s, c10::DeviceType v) { s += c10::DeviceTypeName(v, true); }
+inline void append(std::string& s, const c10::Device& v) { s += v.str(); }
+inline void append(std::string& s, std::string_view v) { s.append(v.data(), v.size()); }
+
+template <typename... Args>
+std::string check_msg(const Args&... args) {
+  std::string s;
+  (append(s, args), ...);
+  return s;
+}
+
+}  // namespace detail
+}  // namespace gpukern
+
+#define GK_CHECK(cond, op, ...)                                                   \
+  do {                                                                            \
+    if (C10_UNLIKELY(!(cond))) {                                                  \
+      TORCH_CHECK(false, ::gpukern::detail::check_msg("gpukern::", op, ": ",      \
+                                                      __VA_ARGS__));              \
+    }                                                                             \
+  } while (0)
 
 namespace gpukern {
 
