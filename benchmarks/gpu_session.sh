@@ -16,8 +16,8 @@ if [[ $STEPS == *build* ]]; then
   echo "build: $(( $(date +%s) - t0 )) s"
 fi
 if [[ $STEPS == *test* ]]; then
-  timeout ${TEST_TIMEOUT:-420} python3 -m pytest -q -rfE ${PYTEST_ARGS:-tests} > "$OUT/pytest.log" 2>&1 || rc=1
-  grep -E "^(FAILED|ERROR)" "$OUT/pytest.log" | head -40
+  timeout ${TEST_TIMEOUT:-420} python3 -m pytest -q -rfEs ${PYTEST_ARGS:-tests} > "$OUT/pytest.log" 2>&1 || rc=1
+  grep -E "^(FAILED|ERROR)" "$OUT/pytest.log" | head -40; grep -E "^SKIPPED" "$OUT/pytest.log" | cut -c1-150 | sort | uniq -c | sort -rn | head -8
   tail -n 3 "$OUT/pytest.log"
 fi
 if [[ $STEPS == *bench* ]]; then
