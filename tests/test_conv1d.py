@@ -163,6 +163,11 @@ CUDA_PATHS = [
     ("rowwise8_k4_depthwise", 4, 64, 64, 4099, 4, 1, "same", 1, 64, True),
     ("rowwise8_k31_depthwise", 2, 48, 48, 2048, 31, 1, 15, 1, 48, False),
     ("rowwise16_k64_batched", 8, 1, 1, 65537, 64, 1, 0, 1, 1, True),
+    # odd L_out: output rows not 16-byte aligned (coalesced scalar stores), 63-output last tile
+    ("rowwise16_k64_batched_full", 6, 1, 1, 20000, 64, 1, 63, 1, 1, True),
+    ("rowwise8_k4_depthwise_full", 3, 40, 40, 4096, 4, 1, 3, 1, 40, True),
+    # L_out = 1020: fp32 rows 16-byte aligned (vector stores), half rows alternately 8/16-byte
+    ("rowwise8_rows_alternating_alignment", 3, 2, 2, 1020, 5, 1, 2, 1, 2, True),
     ("rowwise16_k1024", 1, 1, 1, 50001, 1024, 1, 1023, 1, 1, True),
     ("rowwise16_k127_depthwise", 2, 5, 5, 9000, 127, 1, "same", 1, 5, True),
     ("rowwise8dil_d3", 2, 6, 6, 5003, 7, 1, "same", 3, 6, True),
