@@ -52,7 +52,8 @@ constexpr int64_t kFftMinMacs = int64_t{1} << 30;
 //    measured on an H200, torch.fft beat the direct kernel only from K ~ 2048 on long signals
 //    (K = 1024: direct 1.2-1.4x faster; K = 8191, N = 1M: fft 3.6x faster). Whole-row transforms
 //    in float32 (cuFFT through at::fft_rfft / at::fft_irfft on the current stream, workspace from
-//    the caching allocator), then one epilogue kernel (padding offset, bias, cast).
+//    the caching allocator): a pack kernel, one batched r2c of the x rows and reversed filters,
+//    an in-place product, one c2r, and an epilogue kernel (padding offset, bias, cast).
 Conv1dAlgo choose_conv1d_algo(const Conv1dParams& p) {
   const bool one_row = p.c_per_group() == 1 && p.o_per_group() == 1;
   if (one_row && p.stride == 1 && p.dilation == 1 && p.K >= kFftMinTaps &&
@@ -135,33 +136,37 @@ int64_t fft_length(int64_t n) {
   return best;
 }
 
-// Full correlation of every row through float32 transforms of length >= L + K - 1 (no wrap),
-// then the epilogue kernel. x3 and weight are read through their strides by at::fft_rfft.
+// Full correlation of every row through float32 transforms of length >= L + K - 1 (no wrap):
+// pack kernel (x rows and reversed filter rows, one batch), one batched r2c, the spectra
+// multiplied in place, one c2r over the x rows, then the epilogue kernel.
 template <typename T>
-void launch_fft(const Conv1dParams& p, const at::Tensor& x3, const at::Tensor& weight,
-                cudaStream_t stream) {
+void launch_fft(const Conv1dParams& p, const at::Tensor& x3, cudaStream_t stream) {
+  constexpr int kThreads = 256;
+  constexpr int64_t kMaxBlocks = int64_t{1} << 20;
   const int64_t rlen = p.L + p.K - 1;
   const int64_t nfft = fft_length(rlen);
-  const at::Tensor xf = x3.to(at::kFloat);
-  const at::Tensor wf = weight.to(at::kFloat).flip({-1}).reshape({1, p.C, p.K});
-  at::Tensor spec = at::fft_rfft(xf, nfft, -1);
-  spec.mul_(at::fft_rfft(wf, nfft, -1));
-  const at::Tensor r = at::fft_irfft(spec, nfft, -1);  // [N, C, nfft], float, contiguous
+  const int64_t xrows = p.N * p.C;
+  at::Tensor buf = at::empty({xrows + p.C, nfft}, x3.options().dtype(at::kFloat));
+  const int64_t pack_blocks = std::min(ceil_div(buf.numel(), kThreads), kMaxBlocks);
+  conv1d_fft_pack_kernel<T><<<static_cast<int>(pack_blocks), kThreads, 0, stream>>>(
+      p, buf.mutable_data_ptr<float>(), nfft);
+  GK_CHECK_LAUNCH();
+  const at::Tensor spec = at::fft_rfft(buf, std::nullopt, -1);  // [N*C + C, nfft/2 + 1]
+  at::Tensor xs = spec.narrow(0, 0, xrows);
+  xs.view({p.N, p.C, spec.size(1)}).mul_(spec.narrow(0, xrows, p.C).unsqueeze(0));
+  const at::Tensor r = at::fft_irfft(xs, nfft, -1);  // [N*C, nfft]
   TORCH_INTERNAL_ASSERT(r.is_contiguous() && r.scalar_type() == at::kFloat);
-  constexpr int kThreads = 256;
-  const int64_t total = p.N * p.C * p.L_out;
-  const int64_t blocks = std::min<int64_t>(ceil_div(total, kThreads), int64_t{1} << 20);
+  const int64_t blocks = std::min(ceil_div(p.N * p.C * p.L_out, kThreads), kMaxBlocks);
   conv1d_fft_epilogue_kernel<T><<<static_cast<int>(blocks), kThreads, 0, stream>>>(
       p, r.const_data_ptr<float>(), nfft, rlen, p.K - 1 - p.pad_lo);
   GK_CHECK_LAUNCH();
 }
 
 template <typename T>
-void launch_conv1d(const Conv1dParams& p, const at::Tensor& x3, const at::Tensor& weight,
-                   cudaStream_t stream) {
+void launch_conv1d(const Conv1dParams& p, const at::Tensor& x3, cudaStream_t stream) {
   switch (choose_conv1d_algo(p)) {
     case Conv1dAlgo::kFft:
-      return launch_fft<T>(p, x3, weight, stream);
+      return launch_fft<T>(p, x3, stream);
     case Conv1dAlgo::kRowwise8:
       return launch_rowwise<T, Rowwise8>(p, stream);
     case Conv1dAlgo::kRowwise16:
@@ -185,7 +190,7 @@ at::Tensor conv1d_cuda_run(const ConvArgs& a, const at::Tensor& input, const at:
   const at::Tensor* b = bias.has_value() && bias->defined() ? &*bias : nullptr;
   const Conv1dParams p = conv1d_params(a, x3, weight, b, y3);
   GK_DISPATCH_FLOAT_CUDA(input.scalar_type(), kOp,
-                         [&] { launch_conv1d<scalar_t>(p, x3, weight, ctx.stream); });
+                         [&] { launch_conv1d<scalar_t>(p, x3, ctx.stream); });
   return out;
 }
 

@@ -420,6 +420,34 @@ __global__ void __launch_bounds__(Traits::kThreads)
 // FFT path epilogue
 // ------------------------------------------------------------------------------------------------
 
+// The FFT path's input buffer, one transform batch: rows r < N*C hold x[n, c, :] (r = n*C + c),
+// rows N*C + c hold w[c, 0, :] reversed (correlation as a convolution), each as float and
+// zero-padded to nfft (the linear convolution must not wrap). One pass replaces the dtype
+// conversion, the flip and the two padding copies that at::fft_rfft(x, n) would make.
+template <typename T>
+__global__ void conv1d_fft_pack_kernel(const Conv1dParams p, float* __restrict__ buf,
+                                       const int64_t nfft) {
+  const T* __restrict__ x = static_cast<const T*>(p.x);
+  const T* __restrict__ w = static_cast<const T*>(p.w);
+  const int64_t xrows = p.N * p.C;
+  const int64_t total = (xrows + p.C) * nfft;
+  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
+       i += step) {
+    const int64_t j = i % nfft;
+    const int64_t row = i / nfft;
+    float v = 0.f;
+    if (row < xrows) {
+      const int64_t n = row / p.C;
+      const int64_t c = row - n * p.C;
+      if (j < p.L) v = to_float(x[n * p.x_sn + c * p.x_sc + j * p.x_sl]);
+    } else if (j < p.K) {
+      v = to_float(w[(row - xrows) * p.w_so + (p.K - 1 - j) * p.w_sk]);
+    }
+    buf[i] = v;
+  }
+}
+
 // The FFT path (conv1d_cuda.cu) leaves the full correlation of each row in r (float, rows of
 // r_row floats, rlen valid: position m reads x[m - (K - 1) + k]); output l is position
 // l + shift, shift = K - 1 - pad_lo, zero outside [0, rlen) (padding wider than K - 1).
