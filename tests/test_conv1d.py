@@ -6,6 +6,7 @@ CUDA kernel paths (see choose_conv1d_algo in csrc/conv1d/conv1d_cuda.cu):
   rowwise8dil     the same with 1 < dilation <= 128
   general OT4     everything else with >= 4 output channels per group
   general OT1     everything else with < 4 output channels per group
+  fft             one row per output row, stride 1, dilation 1, K >= 2048, N*C*L_out*K >= 2^30
 """
 import zlib
 
@@ -163,6 +164,11 @@ CUDA_PATHS = [
     ("rowwise8_k4_depthwise", 4, 64, 64, 4099, 4, 1, "same", 1, 64, True),
     ("rowwise8_k31_depthwise", 2, 48, 48, 2048, 31, 1, 15, 1, 48, False),
     ("rowwise16_k64_batched", 8, 1, 1, 65537, 64, 1, 0, 1, 1, True),
+    # odd L_out: output rows not 16-byte aligned (coalesced scalar stores), 63-output last tile
+    ("rowwise16_k64_batched_full", 6, 1, 1, 20000, 64, 1, 63, 1, 1, True),
+    ("rowwise8_k4_depthwise_full", 3, 40, 40, 4096, 4, 1, 3, 1, 40, True),
+    # L_out = 1020: fp32 rows 16-byte aligned (vector stores), half rows alternately 8/16-byte
+    ("rowwise8_rows_alternating_alignment", 3, 2, 2, 1020, 5, 1, 2, 1, 2, True),
     ("rowwise16_k1024", 1, 1, 1, 50001, 1024, 1, 1023, 1, 1, True),
     ("rowwise16_k127_depthwise", 2, 5, 5, 9000, 127, 1, "same", 1, 5, True),
     ("rowwise8dil_d3", 2, 6, 6, 5003, 7, 1, "same", 3, 6, True),
@@ -194,6 +200,53 @@ def test_cuda_k8191_chunked(device):
     """K = 8191 single channel: the row-wise kernel streams the filter in 2048-tap chunks."""
     x, w, b = make(1, 1, 1, 12000, 8191, 1, True, torch.float32, device, seed=8191)
     check(x, w, b, 1, 8190, 1, 1)
+
+
+# FFT path: one input row per output row, stride 1, dilation 1, K >= 2048 and
+# N*C*L_out*K >= 2^30 (float32 cuFFT transforms). The float64 reference is a float64 FFT
+# correlation on the CPU (F.conv1d in float64 would unfold ~10 GB for these shapes); its error is
+# ~1e-13 relative, far below every tolerance.
+# (id, N, C, L, K, padding, bias, strided input)
+FFT_CASES = [
+    ("fft_full_k8191", 1, 1, 200000, 8191, 8190, True, False),
+    ("fft_same_depthwise_k4099", 2, 3, 60000, 4099, "same", True, False),
+    ("fft_padding_past_k", 1, 1, 150000, 8000, 8010, True, False),  # outputs past the correlation
+    ("fft_valid_k2048_strided", 3, 2, 100003, 2048, 0, False, True),
+]
+
+
+def fft_reference(x, w, b, padding):
+    """float64 depthwise correlation through torch.fft on the CPU, F.conv1d's padding rules."""
+    x, w = x.detach().to("cpu", torch.float64), w.detach().to("cpu", torch.float64)
+    L, K = x.shape[-1], w.shape[-1]
+    if padding == "same":
+        lo, hi = (K - 1) // 2, K - 1 - (K - 1) // 2
+    else:
+        lo = hi = padding
+    n = L + K - 1
+    full = torch.fft.irfft(torch.fft.rfft(x, n) * torch.fft.rfft(w.flip(-1)[:, 0], n), n)
+    # full[m] correlates x[m - (K - 1) + k]; output l sits at m = l - lo + K - 1
+    L_out = L + lo + hi - K + 1
+    out = torch.zeros(x.shape[:-1] + (L_out,), dtype=torch.float64)
+    m0 = K - 1 - lo
+    l_start, l_end = max(0, -m0), min(L_out, n - m0)
+    out[..., l_start:l_end] = full[..., l_start + m0:l_end + m0]
+    if b is not None:
+        out += b.detach().to("cpu", torch.float64)[:, None]
+    return out
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=str)
+@pytest.mark.parametrize("case", FFT_CASES, ids=lambda c: c[0])
+@pytest.mark.parametrize("device", [pytest.param("cuda", marks=cuda_only)])
+def test_cuda_fft_path(device, dtype, case):
+    _, N, C, L, K, padding, bias, strided = case
+    x, w, b = make(N, C, C, 2 * L if strided else L, K, C, bias, dtype, device, seed=K + L)
+    if strided:
+        x = x[..., ::2]
+    out = call(x, w, b, 1, padding, 1, C)
+    assert out.dtype == x.dtype
+    assert_close_ref(out, fft_reference(x, w, b, padding))
 
 
 @pytest.mark.parametrize("device", [pytest.param("cuda", marks=cuda_only)])

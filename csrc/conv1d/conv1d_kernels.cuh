@@ -1,5 +1,6 @@
 #pragma once
-// conv1d CUDA kernels (torch-free). Two kernels, chosen by conv1d_cuda.cu:
+// conv1d CUDA kernels (torch-free). Two kernels, chosen by conv1d_cuda.cu, plus the epilogue of
+// the FFT path (whose transforms are cuFFT calls made by the host):
 //
 //  conv1d_general_kernel  any stride / padding / dilation / groups / strides. A block computes a
 //                         tile of outputs for kOT output channels of one group; inputs and filters
@@ -207,42 +208,78 @@ __device__ __forceinline__ int rowwise_swizzle(int a) {
 }
 
 // Stage logical sx[0, n) <- x[g0 + j] as float, zero outside [0, L) (the padding), swizzled.
-// Contiguous rows (sl == 1) go through 16-byte loads of the aligned vectors that lie wholly inside
-// [0, L); the vectors holding the row's ends are read element by element with bounds checks.
+// Consecutive threads load consecutive elements (every warp load covers whole sectors, and the
+// shared stores hit 32 distinct banks), and each thread issues kStageBatch loads before it writes
+// any of them to shared memory, so that a block keeps a whole tile's bytes in flight. (Before:
+// one 16-byte vector per thread in flight, whose four shared stores conflicted 4 ways; the
+// short-filter cases stayed far from the bandwidth.)
+template <int kThreads, int kR, int kStageBatch, bool kUnit, typename T>
+__device__ __forceinline__ void rowwise_stage_rounds(float* sx, const T* __restrict__ row,
+                                                     int64_t sl, int64_t g0, int lo, int hi,
+                                                     int n) {
+  for (int j0 = threadIdx.x; j0 < n; j0 += kStageBatch * kThreads) {
+    float val[kStageBatch];
+#pragma unroll
+    for (int bi = 0; bi < kStageBatch; ++bi) {
+      const int j = j0 + bi * kThreads;
+      const int64_t gi = g0 + j;
+      val[bi] = (j >= lo && j < hi) ? to_float(row[kUnit ? gi : gi * sl]) : 0.f;
+    }
+#pragma unroll
+    for (int bi = 0; bi < kStageBatch; ++bi) {
+      const int j = j0 + bi * kThreads;
+      if (j < n) sx[rowwise_swizzle<kR>(j)] = val[bi];
+    }
+  }
+}
+
 template <typename T, int kThreads, int kR>
 __device__ __forceinline__ void rowwise_stage_input(float* sx, const T* __restrict__ row,
                                                     int64_t L, int64_t sl, int64_t g0, int n) {
-  const int tid = threadIdx.x;
+  // kR + 1 loads per thread: one round stages a whole tile (kThreads * kR) plus up to kThreads
+  // taps' halo, the common short-filter case, with kR + 1 more registers outside the compute.
+  constexpr int kStageBatch = kR + 1;
+  // [lo, hi): the staged positions inside the row, clamped to [0, n].
+  const int64_t lo64 = g0 < 0 ? -g0 : 0;
+  const int64_t hi64 = L - g0;
+  const int lo = static_cast<int>(lo64 < n ? lo64 : n);
+  const int hi = static_cast<int>(hi64 < lo ? lo : (hi64 < n ? hi64 : n));
   if (sl == 1) {
-    constexpr int V = kVec16<T>;
-    const int64_t row_elems = static_cast<int64_t>(reinterpret_cast<uintptr_t>(row) / sizeof(T));
-    const int mis = static_cast<int>(((row_elems + g0) % V + V) % V);
-    const int64_t gb = g0 - mis;  // row + gb is 16-byte aligned
-    const int slots = (n + mis + V - 1) / V;
-    for (int v = tid; v < slots; v += kThreads) {
-      const int64_t i0 = gb + static_cast<int64_t>(v) * V;
-      float val[V];
-      if (i0 >= 0 && i0 + V <= L) {
-        const Vec<T, V> vec = load_vec<T, V>(row + i0);
+    rowwise_stage_rounds<kThreads, kR, kStageBatch, true>(sx, row, sl, g0, lo, hi, n);
+  } else {
+    rowwise_stage_rounds<kThreads, kR, kStageBatch, false>(sx, row, sl, g0, lo, hi, n);
+  }
+}
+
+// Store y[l0 + j] <- logical so[j] (swizzled) for j < n, the tile's outputs collected in shared
+// memory by their owning threads. Consecutive threads write consecutive outputs, so every store
+// instruction covers whole 32-byte sectors: 16-byte vectors when the tile starts 16-byte aligned,
+// scalar coalesced stores otherwise. (Stores straight from the owning threads, kR outputs apart,
+// cost one L2 request per element on rows that are not 16-byte aligned, e.g. an odd L_out: that
+// made the batched and depthwise cases several times slower than their bandwidth.)
+template <typename T, int kThreads, int kR>
+__device__ __forceinline__ void rowwise_store_output(const float* so, T* __restrict__ row,
+                                                     int64_t sl, int64_t l0, int n) {
+  constexpr int V = kVec16<T>;
+  const int tid = threadIdx.x;
+  if (sl == 1 && is_aligned16(row + l0)) {
+    const int whole = n / V;
+    for (int v = tid; v < whole; v += kThreads) {
+      Vec<T, V> out;
 #pragma unroll
-        for (int e = 0; e < V; ++e) val[e] = to_float(vec.v[e]);
-      } else {
-#pragma unroll
-        for (int e = 0; e < V; ++e) {
-          const int64_t gi = i0 + e;
-          val[e] = (gi >= 0 && gi < L) ? to_float(row[gi]) : 0.f;
-        }
+      for (int q = 0; q < V; q += 4) {
+        const float4 f = *reinterpret_cast<const float4*>(so + rowwise_swizzle<kR>(v * V + q));
+        out.v[q] = from_float<T>(f.x), out.v[q + 1] = from_float<T>(f.y);
+        out.v[q + 2] = from_float<T>(f.z), out.v[q + 3] = from_float<T>(f.w);
       }
-#pragma unroll
-      for (int e = 0; e < V; ++e) {
-        const int j = v * V + e - mis;
-        if (j >= 0 && j < n) sx[rowwise_swizzle<kR>(j)] = val[e];
-      }
+      store_vec<T, V>(row + l0 + static_cast<int64_t>(v) * V, out);
+    }
+    for (int j = whole * V + tid; j < n; j += kThreads) {
+      row[l0 + j] = from_float<T>(so[rowwise_swizzle<kR>(j)]);
     }
   } else {
     for (int j = tid; j < n; j += kThreads) {
-      const int64_t gi = g0 + j;
-      sx[rowwise_swizzle<kR>(j)] = (gi >= 0 && gi < L) ? to_float(row[gi * sl]) : 0.f;
+      row[(l0 + j) * sl] = from_float<T>(so[rowwise_swizzle<kR>(j)]);
     }
   }
 }
@@ -259,6 +296,7 @@ __device__ __forceinline__ void rowwise_stage_input(float* sx, const T* __restri
 // Shared memory: sw[chunk] taps (zero past K), then sx: the tile's input plus halo for the chunk,
 // tile + chunk*d floats (covers the last window refill), swizzled by rowwise_swizzle.
 // Per chunk of taps: barrier (previous chunk's reads done), staging, barrier (visible), compute.
+// Per tile, after the last chunk: the outputs are collected in sx and stored coalesced.
 template <typename T, typename Traits>
 __global__ void __launch_bounds__(Traits::kThreads)
     conv1d_rowwise_kernel(const Conv1dParams p, const int chunk, const int64_t tiles) {
@@ -320,6 +358,9 @@ __global__ void __launch_bounds__(Traits::kThreads)
 #pragma unroll
           for (int q = 0; q < kR; ++q) xw[q] = sx[rowwise_swizzle<kR>(base + q * d)];
         }
+        // Unrolled twice: the window's half-shift (xw[i] = xw[i + kR]) becomes a register
+        // renaming instead of kR moves per kR*kR multiply-adds (12% of the issue slots at kR=8).
+#pragma unroll 2
         for (int kb = 0; kb < kcur_r; kb += kR) {
           if constexpr (kDil1) {
 #pragma unroll
@@ -350,31 +391,85 @@ __global__ void __launch_bounds__(Traits::kThreads)
       }
     }
 
+    // The tile's outputs go to global memory through shared memory (rowwise_store_output); sx
+    // holds at least tile_len floats. Barriers: every thread is done reading the staged input
+    // before it is overwritten, and the outputs are visible before the store. The next item's
+    // first barrier keeps its staging from overwriting outputs still being stored.
+    const float bias = b != nullptr ? to_float(b[c * p.b_s]) : 0.f;
+    __syncthreads();
     if (active) {
-      const float bias = b != nullptr ? to_float(b[c * p.b_s]) : 0.f;
-      T* yrow = y + n * p.y_sn + c * p.y_so;
-      const int64_t l = l0 + base;
-      constexpr int V = kVec16<T>;
-      bool vec = false;
-      if constexpr (kDil1 && (kR % V == 0)) {
-        vec = p.y_sl == 1 && l + kR <= p.L_out && is_aligned16(yrow + l);
-      }
-      if (vec) {
+      if constexpr (kDil1) {
 #pragma unroll
-        for (int q = 0; q < kR; q += V) {
-          Vec<T, V> out;
-#pragma unroll
-          for (int e = 0; e < V; ++e) out.v[e] = from_float<T>(acc[q + e] + bias);
-          store_vec<T, V>(yrow + l + q, out);
+        for (int q = 0; q < kR; q += 4) {
+          *reinterpret_cast<float4*>(sx + rowwise_swizzle<kR>(base + q)) =
+              make_float4(acc[q] + bias, acc[q + 1] + bias, acc[q + 2] + bias, acc[q + 3] + bias);
         }
       } else {
 #pragma unroll
-        for (int i = 0; i < kR; ++i) {
-          const int64_t li = l + static_cast<int64_t>(i) * d;
-          if (li < p.L_out) yrow[li * p.y_sl] = from_float<T>(acc[i] + bias);
-        }
+        for (int i = 0; i < kR; ++i) sx[rowwise_swizzle<kR>(base + i * d)] = acc[i] + bias;
       }
     }
+    __syncthreads();
+    const int64_t left = p.L_out - l0;
+    rowwise_store_output<T, kThreads, kR>(sx, y + n * p.y_sn + c * p.y_so, p.y_sl, l0,
+                                          static_cast<int>(left < tile_len ? left : tile_len));
+  }
+}
+
+// ------------------------------------------------------------------------------------------------
+// FFT path epilogue
+// ------------------------------------------------------------------------------------------------
+
+// The FFT path's input buffer, one transform batch: rows r < N*C hold x[n, c, :] (r = n*C + c),
+// rows N*C + c hold w[c, 0, :] reversed (correlation as a convolution), each as float and
+// zero-padded to nfft (the linear convolution must not wrap). One pass replaces the dtype
+// conversion, the flip and the two padding copies that at::fft_rfft(x, n) would make.
+template <typename T>
+__global__ void conv1d_fft_pack_kernel(const Conv1dParams p, float* __restrict__ buf,
+                                       const int64_t nfft) {
+  const T* __restrict__ x = static_cast<const T*>(p.x);
+  const T* __restrict__ w = static_cast<const T*>(p.w);
+  const int64_t xrows = p.N * p.C;
+  const int64_t total = (xrows + p.C) * nfft;
+  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
+       i += step) {
+    const int64_t j = i % nfft;
+    const int64_t row = i / nfft;
+    float v = 0.f;
+    if (row < xrows) {
+      const int64_t n = row / p.C;
+      const int64_t c = row - n * p.C;
+      if (j < p.L) v = to_float(x[n * p.x_sn + c * p.x_sc + j * p.x_sl]);
+    } else if (j < p.K) {
+      v = to_float(w[(row - xrows) * p.w_so + (p.K - 1 - j) * p.w_sk]);
+    }
+    buf[i] = v;
+  }
+}
+
+// The FFT path (conv1d_cuda.cu) leaves the full correlation of each row in r (float, rows of
+// r_row floats, rlen valid: position m reads x[m - (K - 1) + k]); output l is position
+// l + shift, shift = K - 1 - pad_lo, zero outside [0, rlen) (padding wider than K - 1).
+// Grid-stride over the N*C*L_out outputs, l fastest (coalesced reads of r and writes of y).
+template <typename T>
+__global__ void conv1d_fft_epilogue_kernel(const Conv1dParams p, const float* __restrict__ r,
+                                           const int64_t r_row, const int64_t rlen,
+                                           const int64_t shift) {
+  const T* __restrict__ b = static_cast<const T*>(p.b);
+  T* __restrict__ y = static_cast<T*>(p.y);
+  const int64_t total = p.N * p.C * p.L_out;
+  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
+       i += step) {
+    const int64_t l = i % p.L_out;
+    const int64_t row = i / p.L_out;
+    const int64_t n = row / p.C;
+    const int64_t c = row - n * p.C;
+    const int64_t m = l + shift;
+    float v = (m >= 0 && m < rlen) ? r[row * r_row + m] : 0.f;
+    if (b != nullptr) v += to_float(b[c * p.b_s]);
+    y[n * p.y_sn + c * p.y_so + l * p.y_sl] = from_float<T>(v);
   }
 }
 
