@@ -189,10 +189,16 @@ PATHS = {
     "dw_nchw_k7": dict(shape=(1, 2, 65, 64), k=(7, 7), groups=2, padding=(3, 1)),
     # single-channel image (groups == C == 1) through the same kernel
     "single_k7": dict(shape=(2, 1, 70, 131), k=(7, 7), groups=1, padding="same"),
-    # depthwise NCHW, runtime filter: non-square, dilation, large filter
+    # depthwise NCHW, runtime filter with row dilation: taps from shared memory
     "dw_nchw_rt": dict(shape=(1, 4, 41, 77), k=(4, 6), groups=4, padding=(1, 5),
                        dilation=(2, 1)),
+    # depthwise NCHW, runtime filter in register chunks of 8 rows (row dilation 1): one full
+    # chunk + remainder, only a remainder, only full chunks, with column dilation
     "single_k15": dict(shape=(1, 1, 80, 90), k=(15, 15), groups=1, padding="same"),
+    "dw_nchw_chunk_rem": dict(shape=(2, 3, 37, 66), k=(4, 6), groups=3, padding=(2, 3),
+                              dilation=(1, 2)),
+    "dw_nchw_chunk_full": dict(shape=(1, 2, 70, 65), k=(16, 3), groups=2, padding=(7, 1)),
+    "dw_nchw_k9": dict(shape=(1, 2, 67, 129), k=(9, 9), groups=2, padding="same"),
     # depthwise NHWC (channels_last), strided and dilated
     "dw_nhwc": dict(shape=(2, 40, 19, 23), k=(3, 3), groups=40, padding=1, stride=(2, 1),
                     channels_last=True),

@@ -28,7 +28,8 @@ enum class Algo {
 
 struct Plan {
   Algo algo = Algo::kGeneralDirect;
-  int static_k = 0;                  // depthwise NCHW: 3/5/7 = filter in registers, 0 = runtime
+  int static_k = 0;                  // depthwise NCHW: 3/5/7 = filter in registers, -1 = runtime
+                                     // filter in register chunks (row dilation 1), 0 = runtime
   conv2d::DepthwiseTile tile{0, 0};  // depthwise NCHW shared tile
   bool vec_ok = false;               // depthwise NCHW: 16-byte loads allowed
   int rows_per_chunk = 0;            // general staged: filter rows per staged chunk
@@ -44,7 +45,9 @@ int64_t round_up(int64_t a, int64_t m) { return ceil_div(a, m) * m; }
 //     dilation and padding;
 //  2. depthwise with multiplier 1, stride 1, tile + halo within DepthwiseTraits::kMaxSmemFloats:
 //     the NCHW tiled kernel (rows read through their stride, 16-byte loads when rows are
-//     contiguous and aligned), filter in registers for square 3/5/7 filters without dilation;
+//     contiguous and aligned), filter in registers for square 3/5/7 filters without dilation,
+//     else chunks of filter rows in registers when the row dilation is 1, else taps from shared
+//     memory;
 //  3. everything else: the general tiled kernel, staging input regions and filter rows in shared
 //     memory when the region of one filter row fits (GeneralTraits budget), else reading
 //     directly from global memory (huge stride or dilation).
@@ -67,7 +70,7 @@ Plan choose_algo(const Conv2dParams& p, int64_t elem_size) {
     if (rows <= Tr::kMaxSmemFloats && pitch <= Tr::kMaxSmemFloats &&
         floats <= Tr::kMaxSmemFloats) {
       plan.algo = Algo::kDepthwiseNchw;
-      plan.static_k = square_small ? static_cast<int>(p.KH) : 0;
+      plan.static_k = square_small ? static_cast<int>(p.KH) : (p.dil_h == 1 ? -1 : 0);
       plan.tile = {static_cast<int>(rows), static_cast<int>(pitch)};
       plan.vec_ok = p.x_sw == 1 && p.x_sh % V == 0 && (p.N == 1 || p.x_sn % V == 0) &&
                     (p.C == 1 || p.x_sc % V == 0) && is_aligned16(p.x);
@@ -118,14 +121,16 @@ void launch(const Conv2dParams& p, const Plan& plan, cudaStream_t stream) {
                       static_cast<unsigned>(std::min(p.N * p.C, kMaxGridY)));
       auto go = [&](auto kernel) {
         allow_dynamic_smem(kernel, plan.smem_bytes);
-        kernel<<<grid, Tr::kNThreads, plan.smem_bytes, stream>>>(p, plan.tile, tiles_w,
-                                                                 plan.vec_ok);
+        kernel<<<grid, Tr::threads(plan.static_k), plan.smem_bytes, stream>>>(p, plan.tile,
+                                                                               tiles_w,
+                                                                               plan.vec_ok);
         GK_CHECK_LAUNCH();
       };
       switch (plan.static_k) {
         case 3: go(conv2d::conv2d_depthwise_nchw_kernel<T, 3>); break;
         case 5: go(conv2d::conv2d_depthwise_nchw_kernel<T, 5>); break;
         case 7: go(conv2d::conv2d_depthwise_nchw_kernel<T, 7>); break;
+        case -1: go(conv2d::conv2d_depthwise_nchw_kernel<T, -1>); break;
         default: go(conv2d::conv2d_depthwise_nchw_kernel<T, 0>); break;
       }
       break;
