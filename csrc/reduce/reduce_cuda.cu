@@ -13,6 +13,7 @@
 #include <ATen/ATen.h>
 
 #include <algorithm>
+#include <atomic>
 #include <map>
 #include <mutex>
 #include <utility>
@@ -43,6 +44,21 @@ int ticket_base(int device, cudaStream_t stream) {
   return it->second * red::kTicketsPerSlot;
 }
 
+// Resident blocks per SM of a kernel at kThreads threads (registers decide it), read once per
+// device: a grid of exactly sms * this is one full wave, with no partial second wave.
+template <typename Kernel>
+int64_t resident_blocks_per_sm(Kernel kernel, int device) {
+  static std::atomic<int> cache[64];  // 0 = not read yet
+  const int slot = device & 63;
+  int n = cache[slot].load(std::memory_order_relaxed);
+  if (n == 0) {
+    C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, red::kThreads, 0));
+    n = std::max(n, 1);
+    cache[slot].store(n, std::memory_order_relaxed);
+  }
+  return n;
+}
+
 int64_t clamp64(int64_t v, int64_t lo, int64_t hi) { return std::max(lo, std::min(v, hi)); }
 
 template <typename T, typename Op>
@@ -53,7 +69,9 @@ void launch_reduce(const ReduceLayout& L, const red::ReduceOut& o, const at::Ten
   constexpr int V = kVec16<T>;
   const int64_t sms = device_props().multiProcessorCount;
   const int64_t target_blocks = sms * (2048 / kThreads);  // one full wave of resident blocks
-  const int64_t per_block_min = static_cast<int64_t>(kThreads) * V * red::kSegUnroll;
+  // Elements per block below which splitting a segment further does not pay: four vectors per
+  // thread (a single round trip; more blocks rather than longer rounds for small inputs).
+  const int64_t per_block_min = static_cast<int64_t>(kThreads) * V * 4;
   const T* xp = reinterpret_cast<const T*>(x.data_ptr());
   const auto ws_opts = x.options().dtype(std::is_same<Acc, float>::value ? at::kFloat : at::kLong);
   const bool contig_rows = L.nr == 1 && L.rstride[0] == 1;
@@ -79,14 +97,20 @@ void launch_reduce(const ReduceLayout& L, const red::ReduceOut& o, const at::Ten
   };
 
   if (L.n_out == 1) {
-    launch_seg(contig_rows, std::min(target_blocks, ceil_div(L.R, per_block_min)));
+    // Grid = one full wave of resident blocks (not 8 per SM regardless of registers, which left a
+    // partial second wave), each thread with kSegUnroll 16-byte loads in flight per round.
+    const int64_t wave =
+        sms * (contig_rows ? resident_blocks_per_sm(red::seg_reduce_kernel<T, Op, true>, x.get_device())
+                           : resident_blocks_per_sm(red::seg_reduce_kernel<T, Op, false>, x.get_device()));
+    launch_seg(contig_rows, std::min(wave, ceil_div(L.R, per_block_min)));
     return;
   }
   if (contig_rows) {
     const bool many_rows = L.n_out >= std::min<int64_t>(red::kTicketsPerSlot, sms * 32);
     if (many_rows || L.R <= 4 * per_block_min) {
-      // Lanes per row: about two 16-byte vectors per lane, at most a warp.
-      const int64_t need = ceil_div(L.R, 2 * V);
+      // Lanes per row: about kRowUnroll 16-byte vectors per lane (all in flight at once), at
+      // most a warp; short rows pack several rows per warp.
+      const int64_t need = ceil_div(L.R, int64_t{red::kRowUnroll} * V);
       int lg = 0;
       while (lg < 5 && (int64_t{1} << lg) < need) ++lg;
       const int64_t rows_per_block = kThreads >> lg;

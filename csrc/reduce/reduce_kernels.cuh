@@ -25,7 +25,8 @@ constexpr int kThreads = 256;  // every reduction block
 constexpr int kColX = 32;      // col kernel: outputs per block (one warp wide)
 constexpr int kColY = kThreads / kColX;  // col kernel: row lanes per block
 constexpr int kColUnroll = 8;  // col kernel: independent loads in flight per thread
-constexpr int kSegUnroll = 4;  // seg kernel: 16-byte vectors in flight per thread
+constexpr int kSegUnroll = 8;  // seg kernel: 16-byte vectors in flight per thread
+constexpr int kRowUnroll = 4;  // row kernel: 16-byte vectors per lane (lanes per row chosen to match)
 static_assert(kColX * kColY == kThreads, "col block shape");
 
 // Arrival counters for the last-block finish. Static device memory is zeroed when the module is
@@ -100,7 +101,9 @@ __device__ __forceinline__ int64_t head_to_align16(const T* p) {
 
 // Thread step over a contiguous run p[0, n): thread t of nthr takes the misaligned head elements
 // t, t + nthr, ..., then aligned vectors t, t + nthr, ..., then tail element t. Fixed per (t, nthr).
-template <typename T, typename Op, typename Acc>
+// Vectors go U at a time: full rounds unpredicated, then one predicated round for the rest, so
+// every load of a thread's last round (often its only one, for short rows) is in flight together.
+template <int U, typename T, typename Op, typename Acc>
 __device__ __forceinline__ Acc accumulate_contig(const T* p, int64_t n, int64_t t, int64_t nthr,
                                                  Acc acc, Op op) {
   constexpr int V = kVec16<T>;
@@ -110,23 +113,37 @@ __device__ __forceinline__ Acc accumulate_contig(const T* p, int64_t n, int64_t 
   const int64_t nvec = (n - h) / V;
   const Vec<T, V>* vp = reinterpret_cast<const Vec<T, V>*>(p + h);
   int64_t i = t;
-  for (; i + (kSegUnroll - 1) * nthr < nvec; i += kSegUnroll * nthr) {
-    Vec<T, V> v[kSegUnroll];
+  for (; i + (U - 1) * nthr < nvec; i += U * nthr) {
+    Vec<T, V> v[U];
 #pragma unroll
-    for (int u = 0; u < kSegUnroll; ++u) v[u] = vp[i + u * nthr];
+    for (int u = 0; u < U; ++u) v[u] = vp[i + u * nthr];
 #pragma unroll
-    for (int u = 0; u < kSegUnroll; ++u) {
+    for (int u = 0; u < U; ++u) {
 #pragma unroll
       for (int e = 0; e < V; ++e) acc = op(acc, to_acc(v[u].v[e]));
     }
   }
-  for (; i < nvec; i += nthr) {
-    const Vec<T, V> v = vp[i];
+  if (i < nvec) {  // fewer than U vectors left for this thread
+    Vec<T, V> v[U - 1];
 #pragma unroll
-    for (int e = 0; e < V; ++e) acc = op(acc, to_acc(v.v[e]));
+    for (int u = 0; u < U - 1; ++u) {
+      if (i + u * nthr < nvec) v[u] = vp[i + u * nthr];
+    }
+#pragma unroll
+    for (int u = 0; u < U - 1; ++u) {
+      if (i + u * nthr < nvec) {
+#pragma unroll
+        for (int e = 0; e < V; ++e) acc = op(acc, to_acc(v[u].v[e]));
+      }
+    }
   }
   for (int64_t j = h + nvec * V + t; j < n; j += nthr) acc = op(acc, to_acc(p[j]));
   return acc;
+}
+
+// Offset of kept index o: one kept dim (no 64-bit division) or the general decode.
+__device__ __forceinline__ int64_t kept_offset(const ReduceLayout& L, int64_t o) {
+  return L.nk == 1 ? o * L.kstride[0] : offset_of(o, L.nk, L.ksize, L.kstride);
 }
 
 // Offset of reduced element r: one strided dim (no division) or the general decode.
@@ -155,7 +172,7 @@ __global__ void __launch_bounds__(kThreads)
     const T* base = x + offset_of(seg, L.nk, L.ksize, L.kstride);
     Acc acc = Acc(Op::identity());
     if (kContig) {
-      acc = accumulate_contig<T, Op, Acc>(base, L.R, t, nthr, acc, op);
+      acc = accumulate_contig<kSegUnroll, T, Op, Acc>(base, L.R, t, nthr, acc, op);
     } else {
       for (int64_t r = t; r < L.R; r += nthr) acc = op(acc, to_acc(base[reduced_offset(L, r)]));
     }
@@ -205,8 +222,8 @@ __global__ void __launch_bounds__(kThreads)
     const int64_t row = row0 + grp;
     Acc acc = Acc(Op::identity());
     if (row < L.n_out) {
-      const T* p = x + offset_of(row, L.nk, L.ksize, L.kstride);
-      acc = accumulate_contig<T, Op, Acc>(p, L.R, lane, G, acc, op);
+      const T* p = x + kept_offset(L, row);
+      acc = accumulate_contig<kRowUnroll, T, Op, Acc>(p, L.R, lane, G, acc, op);
     }
     for (int off = G >> 1; off > 0; off >>= 1) {
       acc = op(acc, __shfl_xor_sync(0xffffffffu, acc, off));
@@ -241,7 +258,7 @@ __global__ void __launch_bounds__(kThreads)
     const int64_t o = tile * kColX + tx;
     Acc acc = Acc(Op::identity());
     if (o < L.n_out) {
-      const T* p = x + offset_of(o, L.nk, L.ksize, L.kstride);
+      const T* p = x + kept_offset(L, o);
       int64_t r = r0 + ty;
       if (L.nr == 1) {
         const int64_t rs = L.rstride[0];
