@@ -45,10 +45,9 @@ int ticket_base(int device, cudaStream_t stream) {
 }
 
 // Resident blocks per SM of a kernel at kThreads threads (registers decide it), read once per
-// device: a grid of exactly sms * this is one full wave, with no partial second wave.
-template <typename Kernel>
-int64_t resident_blocks_per_sm(Kernel kernel, int device) {
-  static std::atomic<int> cache[64];  // 0 = not read yet
+// device into the caller's cache: a grid of exactly sms * this is one full wave, with no partial
+// second wave.
+int64_t cached_blocks_per_sm(std::atomic<int>* cache, const void* kernel, int device) {
   const int slot = device & 63;
   int n = cache[slot].load(std::memory_order_relaxed);
   if (n == 0) {
@@ -57,6 +56,20 @@ int64_t resident_blocks_per_sm(Kernel kernel, int device) {
     cache[slot].store(n, std::memory_order_relaxed);
   }
   return n;
+}
+
+template <typename T, typename Op, bool kContig>
+int64_t seg_resident_blocks_per_sm(int device) {
+  static std::atomic<int> cache[64];  // per instance; 0 = not read yet
+  return cached_blocks_per_sm(
+      cache, reinterpret_cast<const void*>(red::seg_reduce_kernel<T, Op, kContig>), device);
+}
+
+template <typename T, typename Op>
+int64_t col_vec_resident_blocks_per_sm(int device) {
+  static std::atomic<int> cache[64];
+  return cached_blocks_per_sm(
+      cache, reinterpret_cast<const void*>(red::col_vec_reduce_kernel<T, Op>), device);
 }
 
 int64_t clamp64(int64_t v, int64_t lo, int64_t hi) { return std::max(lo, std::min(v, hi)); }
@@ -75,6 +88,7 @@ void launch_reduce(const ReduceLayout& L, const red::ReduceOut& o, const at::Ten
   const T* xp = reinterpret_cast<const T*>(x.data_ptr());
   const auto ws_opts = x.options().dtype(std::is_same<Acc, float>::value ? at::kFloat : at::kLong);
   const bool contig_rows = L.nr == 1 && L.rstride[0] == 1;
+  const int dev = x.get_device();
 
   // bps > 1 needs n_out <= kTicketsPerSlot (one counter per segment, gridDim.y == n_out).
   auto launch_seg = [&](bool contig, int64_t bps) {
@@ -99,9 +113,8 @@ void launch_reduce(const ReduceLayout& L, const red::ReduceOut& o, const at::Ten
   if (L.n_out == 1) {
     // Grid = one full wave of resident blocks (not 8 per SM regardless of registers, which left a
     // partial second wave), each thread with kSegUnroll 16-byte loads in flight per round.
-    const int64_t wave =
-        sms * (contig_rows ? resident_blocks_per_sm(red::seg_reduce_kernel<T, Op, true>, x.get_device())
-                           : resident_blocks_per_sm(red::seg_reduce_kernel<T, Op, false>, x.get_device()));
+    const int64_t wave = sms * (contig_rows ? seg_resident_blocks_per_sm<T, Op, true>(dev)
+                                            : seg_resident_blocks_per_sm<T, Op, false>(dev));
     launch_seg(contig_rows, std::min(wave, ceil_div(L.R, per_block_min)));
     return;
   }
@@ -120,8 +133,39 @@ void launch_reduce(const ReduceLayout& L, const red::ReduceOut& o, const at::Ten
       GK_CHECK_LAUNCH();
       return;
     }
-    launch_seg(true, std::min(ceil_div(target_blocks, L.n_out), ceil_div(L.R, per_block_min)));
+    const int64_t wave = sms * seg_resident_blocks_per_sm<T, Op, true>(dev);
+    launch_seg(true, std::min(ceil_div(wave, L.n_out), ceil_div(L.R, per_block_min)));
     return;
+  }
+  if constexpr (std::is_same<Acc, float>::value) {
+    // Contiguous outputs, aligned rows: one 16-byte vector of outputs per thread. Splits of R
+    // make one resident wave (no partial second wave); each keeps a few unrolled rounds.
+    if (L.n_out >= red::kColX * V && L.nk == 1 && L.kstride[0] == 1 && L.nr == 1 &&
+        L.rstride[0] % V == 0 && L.n_out % V == 0 && is_aligned16(xp)) {
+      const int64_t ntiles = ceil_div(L.n_out, int64_t{red::kColX} * V);
+      const int64_t wave = sms * col_vec_resident_blocks_per_sm<T, Op>(dev);
+      int64_t splits = 1;
+      if (ntiles < wave && ntiles <= red::kTicketsPerSlot) {
+        splits = std::min({wave / ntiles,
+                           ceil_div(L.R, int64_t{red::kColY} * red::kColVecUnroll * 2),
+                           int64_t{64}});
+        splits = std::max<int64_t>(splits, 1);
+      }
+      const int64_t rchunk = ceil_div(L.R, splits);
+      splits = ceil_div(L.R, rchunk);
+      at::Tensor ws;
+      float* wsp = nullptr;
+      if (splits > 1) {
+        ws = at::empty({splits * L.n_out}, ws_opts);
+        wsp = ws.data_ptr<float>();
+      }
+      const int64_t gx = splits > 1 ? ntiles : std::min(ntiles, sms * 64);
+      const dim3 grid(static_cast<unsigned>(gx), static_cast<unsigned>(splits));
+      red::col_vec_reduce_kernel<T, Op><<<grid, dim3(red::kColX, red::kColY), 0, stream>>>(
+          xp, L, o, wsp, tbase, rchunk);
+      GK_CHECK_LAUNCH();
+      return;
+    }
   }
   if (L.n_out >= red::kColX) {
     const int64_t ntiles = ceil_div(L.n_out, red::kColX);
