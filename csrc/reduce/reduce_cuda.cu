@@ -5,6 +5,8 @@
 //                                        (no workspace, no ticket) when R is small
 //   reduced dim innermost, stride 1      row kernel (1..32 lanes per row) when rows are many or
 //                                        short; otherwise seg kernel, blocks split each row
+//   one strided reduced dim, contiguous  col vec kernel (float types: a 16-byte vector of
+//   outputs, rows 16-byte aligned        outputs per thread, R split into one resident wave)
 //   reduced dims strided, n_out >= 32    col kernel (threads across outputs, R split across
 //                                        blocks when the outputs alone cannot fill the GPU)
 //   reduced dims strided, n_out < 32     seg kernel (blocks split each output's elements)
