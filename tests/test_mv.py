@@ -121,6 +121,9 @@ CUDA_CASES = [
     ("cols_T_split", (1000, 100_000), "transposed"),
     ("cols_T_odd", (1001, 7777), "transposed"),
     ("cols_T_few_rows", (3, 1_000_000), "transposed"),
+    # 21 splits: not a multiple of the finish's split batch (8 / 4 / 32 per round).
+    ("cols_T_21_splits", (4096, 1300), "transposed"),
+    ("cols_T_21_splits_scalar", (1001, 1300), "transposed"),
     ("general", (999, 4001), "both_strided"),
 ]
 

@@ -266,18 +266,24 @@ def test_errors_cuda_float64(device):
         torch_ops.sum(x, dtype=torch.float64)
 
 
-# Shapes that select each CUDA path (reduce_cuda.cu): full single block / many blocks, rows
-# (lane groups of 32 and of 1), few long rows (blocks per row), columns (with and without split),
-# few strided outputs, non-mergeable reduced dims with many and with few outputs.
+# Shapes that select each CUDA path (reduce_cuda.cu): full single block / many blocks / one
+# partial round per thread (1M), rows (lane groups of 16, 32 and 1; misaligned row heads and
+# partial last rounds: 301, 1000), few long rows (blocks per row), columns (16-byte vectors of
+# outputs, with a partial last tile; scalar; with and without split), few strided outputs,
+# non-mergeable reduced dims with many and with few outputs.
 CUDA_CASES = [
     ("full_small", (1000,), None),
     ("full_large", (2**24 + 3,), None),
     ("full_offset", "offset", None),
     ("full_strided", "sliced", None),
+    ("full_1M", (1_000_000,), None),
     ("rows_256", (65536, 256), [-1]),
+    ("rows_301", (5000, 301), [1]),
+    ("rows_1000", (3000, 1000), [1]),
     ("rows_short", (100_003, 7), [1]),
     ("rows_few_long", (4, 2_000_001), [1]),
     ("cols", (4096, 4096), [0]),
+    ("cols_vec_tail", (1000, 4104), [0]),
     ("cols_many_out", (33, 70_001), [0]),
     ("cols_transposed", "transposed", [1]),
     ("cols_few_out", (1_000_003, 8), [0]),

@@ -67,9 +67,9 @@ void launch_mv(const at::Tensor& self, const at::Tensor& vec, const at::Tensor& 
     const int64_t nrb = ceil_div(p.M, rows_per_block);
     int64_t splits = 1;
     if (nrb < target_blocks / 2 && nrb <= mvk::kTicketsPerSlot) {
-      // At least 64 columns per split; at most 32 partials per row keep the finish short.
-      splits = std::min({ceil_div(target_blocks / 2, nrb), ceil_div(p.N, int64_t{64}),
-                         int64_t{32}});
+      // About 4 blocks per SM (all resident at once), at least 64 columns per split; at most 64
+      // partials per row (the finishing block loads them 8 at a time).
+      splits = std::min({ceil_div(sms * 4, nrb), ceil_div(p.N, int64_t{64}), int64_t{64}});
       splits = std::max<int64_t>(splits, 1);
     }
     p.split_len = ceil_div(p.N, splits);

@@ -21,7 +21,7 @@ constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / kWarpSize;
 constexpr int kRowUnroll = 4;   // rows kernel: 16-byte vectors in flight per lane
 constexpr int kColChunk = kThreads;  // cols kernel: x elements staged per round (one per thread)
-constexpr int kColUnroll = 4;
+constexpr int kColUnroll = 8;  // cols kernel: 16-byte loads of A in flight per thread
 
 // Arrival counters (see reduce_kernels.cuh for the scheme): zeroed at module load, reset by the
 // last block, one slot of counters per stream.
@@ -35,8 +35,11 @@ __device__ unsigned int g_tickets[kTicketSlots * kTicketsPerSlot];
 // kTicketsPerSlot). kVecA: s1 == 1, A 16-byte aligned, s0 and split_len multiples of V; x is
 // read with vectors too when x_vec (contiguous and aligned), else element by element.
 // smem: one partial per warp; barriers: after the warps write it, before it is reused.
+// At least 4 resident blocks per SM (<= 64 registers): the fp32 vector path otherwise took 128
+// registers (2 blocks, 16 warps per SM, too few loads in flight), and 4 blocks also make the
+// 1024-block grid of an 8192-row matrix two even waves.
 template <typename T, bool kVecA>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kThreads, 4)
     mv_rows_kernel(const T* __restrict__ A, const T* __restrict__ x, T* __restrict__ y,
                    float* __restrict__ ws, MvParams p, int rpb, bool x_vec, int ticket_base) {
   constexpr int V = kVec16<T>;
@@ -211,13 +214,35 @@ __global__ void __launch_bounds__(kThreads)
       __syncthreads();  // s_last visible
       if (s_last) {
         __threadfence();
+        // The thread's RPT rows x kFin splits are loaded together (32 loads in flight), then
+        // added per row in split order: a few L2 round trips instead of one per split and row.
+        constexpr int kFin = 32 / RPT;
+        float v[RPT];
+#pragma unroll
+        for (int r = 0; r < RPT; ++r) v[r] = 0.f;
+        const unsigned S = gridDim.y;
+        for (unsigned s0 = 0; s0 < S; s0 += kFin) {
+          float w[kFin][RPT];
+#pragma unroll
+          for (int u = 0; u < kFin; ++u) {
+#pragma unroll
+            for (int r = 0; r < RPT; ++r) {
+              w[u][r] = (s0 + u < S && i0 + r < p.M)
+                            ? __ldcg(&ws[static_cast<int64_t>(s0 + u) * p.M + i0 + r])
+                            : 0.f;
+            }
+          }
+#pragma unroll
+          for (int u = 0; u < kFin; ++u) {
+#pragma unroll
+            for (int r = 0; r < RPT; ++r) {
+              if (s0 + u < S) v[r] += w[u][r];
+            }
+          }
+        }
 #pragma unroll
         for (int r = 0; r < RPT; ++r) {
-          if (i0 + r < p.M) {
-            float v = 0.f;
-            for (unsigned s = 0; s < gridDim.y; ++s) v += __ldcg(&ws[s * p.M + i0 + r]);
-            y[i0 + r] = from_float<T>(v);
-          }
+          if (i0 + r < p.M) y[i0 + r] = from_float<T>(v[r]);
         }
         if (threadIdx.x == 0) *ticket = 0u;
       }

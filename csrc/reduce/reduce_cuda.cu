@@ -5,6 +5,8 @@
 //                                        (no workspace, no ticket) when R is small
 //   reduced dim innermost, stride 1      row kernel (1..32 lanes per row) when rows are many or
 //                                        short; otherwise seg kernel, blocks split each row
+//   one strided reduced dim, contiguous  col vec kernel (float types: a 16-byte vector of
+//   outputs, rows 16-byte aligned        outputs per thread, R split into one resident wave)
 //   reduced dims strided, n_out >= 32    col kernel (threads across outputs, R split across
 //                                        blocks when the outputs alone cannot fill the GPU)
 //   reduced dims strided, n_out < 32     seg kernel (blocks split each output's elements)
@@ -13,6 +15,7 @@
 #include <ATen/ATen.h>
 
 #include <algorithm>
+#include <atomic>
 #include <map>
 #include <mutex>
 #include <utility>
@@ -43,6 +46,34 @@ int ticket_base(int device, cudaStream_t stream) {
   return it->second * red::kTicketsPerSlot;
 }
 
+// Resident blocks per SM of a kernel at kThreads threads (registers decide it), read once per
+// device into the caller's cache: a grid of exactly sms * this is one full wave, with no partial
+// second wave.
+int64_t cached_blocks_per_sm(std::atomic<int>* cache, const void* kernel, int device) {
+  const int slot = device & 63;
+  int n = cache[slot].load(std::memory_order_relaxed);
+  if (n == 0) {
+    C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, red::kThreads, 0));
+    n = std::max(n, 1);
+    cache[slot].store(n, std::memory_order_relaxed);
+  }
+  return n;
+}
+
+template <typename T, typename Op, bool kContig>
+int64_t seg_resident_blocks_per_sm(int device) {
+  static std::atomic<int> cache[64];  // per instance; 0 = not read yet
+  return cached_blocks_per_sm(
+      cache, reinterpret_cast<const void*>(red::seg_reduce_kernel<T, Op, kContig>), device);
+}
+
+template <typename T, typename Op>
+int64_t col_vec_resident_blocks_per_sm(int device) {
+  static std::atomic<int> cache[64];
+  return cached_blocks_per_sm(
+      cache, reinterpret_cast<const void*>(red::col_vec_reduce_kernel<T, Op>), device);
+}
+
 int64_t clamp64(int64_t v, int64_t lo, int64_t hi) { return std::max(lo, std::min(v, hi)); }
 
 template <typename T, typename Op>
@@ -53,10 +84,13 @@ void launch_reduce(const ReduceLayout& L, const red::ReduceOut& o, const at::Ten
   constexpr int V = kVec16<T>;
   const int64_t sms = device_props().multiProcessorCount;
   const int64_t target_blocks = sms * (2048 / kThreads);  // one full wave of resident blocks
-  const int64_t per_block_min = static_cast<int64_t>(kThreads) * V * red::kSegUnroll;
+  // Elements per block below which splitting a segment further does not pay: four vectors per
+  // thread (a single round trip; more blocks rather than longer rounds for small inputs).
+  const int64_t per_block_min = static_cast<int64_t>(kThreads) * V * 4;
   const T* xp = reinterpret_cast<const T*>(x.data_ptr());
   const auto ws_opts = x.options().dtype(std::is_same<Acc, float>::value ? at::kFloat : at::kLong);
   const bool contig_rows = L.nr == 1 && L.rstride[0] == 1;
+  const int dev = x.get_device();
 
   // bps > 1 needs n_out <= kTicketsPerSlot (one counter per segment, gridDim.y == n_out).
   auto launch_seg = [&](bool contig, int64_t bps) {
@@ -79,14 +113,19 @@ void launch_reduce(const ReduceLayout& L, const red::ReduceOut& o, const at::Ten
   };
 
   if (L.n_out == 1) {
-    launch_seg(contig_rows, std::min(target_blocks, ceil_div(L.R, per_block_min)));
+    // Grid = one full wave of resident blocks (not 8 per SM regardless of registers, which left a
+    // partial second wave), each thread with kSegUnroll 16-byte loads in flight per round.
+    const int64_t wave = sms * (contig_rows ? seg_resident_blocks_per_sm<T, Op, true>(dev)
+                                            : seg_resident_blocks_per_sm<T, Op, false>(dev));
+    launch_seg(contig_rows, std::min(wave, ceil_div(L.R, per_block_min)));
     return;
   }
   if (contig_rows) {
     const bool many_rows = L.n_out >= std::min<int64_t>(red::kTicketsPerSlot, sms * 32);
     if (many_rows || L.R <= 4 * per_block_min) {
-      // Lanes per row: about two 16-byte vectors per lane, at most a warp.
-      const int64_t need = ceil_div(L.R, 2 * V);
+      // Lanes per row: about kRowUnroll 16-byte vectors per lane (all in flight at once), at
+      // most a warp; short rows pack several rows per warp.
+      const int64_t need = ceil_div(L.R, int64_t{red::kRowUnroll} * V);
       int lg = 0;
       while (lg < 5 && (int64_t{1} << lg) < need) ++lg;
       const int64_t rows_per_block = kThreads >> lg;
@@ -96,8 +135,39 @@ void launch_reduce(const ReduceLayout& L, const red::ReduceOut& o, const at::Ten
       GK_CHECK_LAUNCH();
       return;
     }
-    launch_seg(true, std::min(ceil_div(target_blocks, L.n_out), ceil_div(L.R, per_block_min)));
+    const int64_t wave = sms * seg_resident_blocks_per_sm<T, Op, true>(dev);
+    launch_seg(true, std::min(ceil_div(wave, L.n_out), ceil_div(L.R, per_block_min)));
     return;
+  }
+  if constexpr (std::is_same<Acc, float>::value) {
+    // Contiguous outputs, aligned rows: one 16-byte vector of outputs per thread. Splits of R
+    // make one resident wave (no partial second wave); each keeps a few unrolled rounds.
+    if (L.n_out >= red::kColX * V && L.nk == 1 && L.kstride[0] == 1 && L.nr == 1 &&
+        L.rstride[0] % V == 0 && L.n_out % V == 0 && is_aligned16(xp)) {
+      const int64_t ntiles = ceil_div(L.n_out, int64_t{red::kColX} * V);
+      const int64_t wave = sms * col_vec_resident_blocks_per_sm<T, Op>(dev);
+      int64_t splits = 1;
+      if (ntiles < wave && ntiles <= red::kTicketsPerSlot) {
+        splits = std::min({wave / ntiles,
+                           ceil_div(L.R, int64_t{red::kColY} * red::kColVecUnroll * 2),
+                           int64_t{64}});
+        splits = std::max<int64_t>(splits, 1);
+      }
+      const int64_t rchunk = ceil_div(L.R, splits);
+      splits = ceil_div(L.R, rchunk);
+      at::Tensor ws;
+      float* wsp = nullptr;
+      if (splits > 1) {
+        ws = at::empty({splits * L.n_out}, ws_opts);
+        wsp = ws.data_ptr<float>();
+      }
+      const int64_t gx = splits > 1 ? ntiles : std::min(ntiles, sms * 64);
+      const dim3 grid(static_cast<unsigned>(gx), static_cast<unsigned>(splits));
+      red::col_vec_reduce_kernel<T, Op><<<grid, dim3(red::kColX, red::kColY), 0, stream>>>(
+          xp, L, o, wsp, tbase, rchunk);
+      GK_CHECK_LAUNCH();
+      return;
+    }
   }
   if (L.n_out >= red::kColX) {
     const int64_t ntiles = ceil_div(L.n_out, red::kColX);

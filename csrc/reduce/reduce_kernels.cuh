@@ -9,6 +9,9 @@
 //   col_reduce_kernel  many outputs whose reduced elements are strided (reduced dim not
 //                      innermost): threads across outputs (coalesced), 8 row lanes per block,
 //                      R split across blocks (gridDim.y) with a last-block finish.
+//   col_vec_reduce_kernel  the same for float types when the outputs are contiguous and every
+//                      reduced row is 16-byte aligned: each thread owns one 16-byte vector of
+//                      outputs (16-byte loads instead of 4/2-byte ones).
 // Every combination order is fixed by the launch shape, which the host derives from the problem
 // shape and the device only, so results are bitwise reproducible run to run. No float atomics.
 #include <cstdint>
@@ -25,7 +28,9 @@ constexpr int kThreads = 256;  // every reduction block
 constexpr int kColX = 32;      // col kernel: outputs per block (one warp wide)
 constexpr int kColY = kThreads / kColX;  // col kernel: row lanes per block
 constexpr int kColUnroll = 8;  // col kernel: independent loads in flight per thread
-constexpr int kSegUnroll = 4;  // seg kernel: 16-byte vectors in flight per thread
+constexpr int kSegUnroll = 4;  // seg kernel: 16-byte vectors per round (all in flight together)
+constexpr int kColVecUnroll = 4;  // col vec kernel: 16-byte loads in flight per thread
+constexpr int kRowUnroll = 4;  // row kernel: 16-byte vectors per lane (lanes per row chosen to match)
 static_assert(kColX * kColY == kThreads, "col block shape");
 
 // Arrival counters for the last-block finish. Static device memory is zeroed when the module is
@@ -100,7 +105,13 @@ __device__ __forceinline__ int64_t head_to_align16(const T* p) {
 
 // Thread step over a contiguous run p[0, n): thread t of nthr takes the misaligned head elements
 // t, t + nthr, ..., then aligned vectors t, t + nthr, ..., then tail element t. Fixed per (t, nthr).
-template <typename T, typename Op, typename Acc>
+// Vectors go in rounds of U (i, i + nthr, ..., i + (U-1) nthr), software-pipelined: the next
+// round's loads are issued before the current round is accumulated. Written as one unrolled
+// round, ptxas placed each load next to its first use and kept only ~2 of the U loads in flight;
+// loads issued in the loop's prologue / previous iteration cannot be sunk past the adds. Every
+// slot is predicated, so a thread's last partial round (often its only one, for short rows) is
+// also one batch of loads. Slot u has its own accumulator, combined in slot order at the end.
+template <int U, typename T, typename Op, typename Acc>
 __device__ __forceinline__ Acc accumulate_contig(const T* p, int64_t n, int64_t t, int64_t nthr,
                                                  Acc acc, Op op) {
   constexpr int V = kVec16<T>;
@@ -109,24 +120,48 @@ __device__ __forceinline__ Acc accumulate_contig(const T* p, int64_t n, int64_t 
   for (int64_t j = t; j < h; j += nthr) acc = op(acc, to_acc(p[j]));
   const int64_t nvec = (n - h) / V;
   const Vec<T, V>* vp = reinterpret_cast<const Vec<T, V>*>(p + h);
+  Acc a[U];
+#pragma unroll
+  for (int u = 0; u < U; ++u) a[u] = Acc(Op::identity());
   int64_t i = t;
-  for (; i + (kSegUnroll - 1) * nthr < nvec; i += kSegUnroll * nthr) {
-    Vec<T, V> v[kSegUnroll];
+  if (i < nvec) {
+    Vec<T, V> v[U];
 #pragma unroll
-    for (int u = 0; u < kSegUnroll; ++u) v[u] = vp[i + u * nthr];
+    for (int u = 0; u < U; ++u) {
+      if (i + u * nthr < nvec) v[u] = vp[i + u * nthr];
+    }
+    for (;;) {
+      const int64_t in = i + U * nthr;
+      const bool more = in < nvec;
+      Vec<T, V> w[U];
+      if (more) {
 #pragma unroll
-    for (int u = 0; u < kSegUnroll; ++u) {
+        for (int u = 0; u < U; ++u) {
+          if (in + u * nthr < nvec) w[u] = vp[in + u * nthr];
+        }
+      }
 #pragma unroll
-      for (int e = 0; e < V; ++e) acc = op(acc, to_acc(v[u].v[e]));
+      for (int u = 0; u < U; ++u) {
+        if (i + u * nthr < nvec) {
+#pragma unroll
+          for (int e = 0; e < V; ++e) a[u] = op(a[u], to_acc(v[u].v[e]));
+        }
+      }
+      if (!more) break;
+      i = in;
+#pragma unroll
+      for (int u = 0; u < U; ++u) v[u] = w[u];
     }
   }
-  for (; i < nvec; i += nthr) {
-    const Vec<T, V> v = vp[i];
 #pragma unroll
-    for (int e = 0; e < V; ++e) acc = op(acc, to_acc(v.v[e]));
-  }
+  for (int u = 0; u < U; ++u) acc = op(acc, a[u]);
   for (int64_t j = h + nvec * V + t; j < n; j += nthr) acc = op(acc, to_acc(p[j]));
   return acc;
+}
+
+// Offset of kept index o: one kept dim (no 64-bit division) or the general decode.
+__device__ __forceinline__ int64_t kept_offset(const ReduceLayout& L, int64_t o) {
+  return L.nk == 1 ? o * L.kstride[0] : offset_of(o, L.nk, L.ksize, L.kstride);
 }
 
 // Offset of reduced element r: one strided dim (no division) or the general decode.
@@ -155,7 +190,7 @@ __global__ void __launch_bounds__(kThreads)
     const T* base = x + offset_of(seg, L.nk, L.ksize, L.kstride);
     Acc acc = Acc(Op::identity());
     if (kContig) {
-      acc = accumulate_contig<T, Op, Acc>(base, L.R, t, nthr, acc, op);
+      acc = accumulate_contig<kSegUnroll, T, Op, Acc>(base, L.R, t, nthr, acc, op);
     } else {
       for (int64_t r = t; r < L.R; r += nthr) acc = op(acc, to_acc(base[reduced_offset(L, r)]));
     }
@@ -205,8 +240,8 @@ __global__ void __launch_bounds__(kThreads)
     const int64_t row = row0 + grp;
     Acc acc = Acc(Op::identity());
     if (row < L.n_out) {
-      const T* p = x + offset_of(row, L.nk, L.ksize, L.kstride);
-      acc = accumulate_contig<T, Op, Acc>(p, L.R, lane, G, acc, op);
+      const T* p = x + kept_offset(L, row);
+      acc = accumulate_contig<kRowUnroll, T, Op, Acc>(p, L.R, lane, G, acc, op);
     }
     for (int off = G >> 1; off > 0; off >>= 1) {
       acc = op(acc, __shfl_xor_sync(0xffffffffu, acc, off));
@@ -241,7 +276,7 @@ __global__ void __launch_bounds__(kThreads)
     const int64_t o = tile * kColX + tx;
     Acc acc = Acc(Op::identity());
     if (o < L.n_out) {
-      const T* p = x + offset_of(o, L.nk, L.ksize, L.kstride);
+      const T* p = x + kept_offset(L, o);
       int64_t r = r0 + ty;
       if (L.nr == 1) {
         const int64_t rs = L.rstride[0];
@@ -282,6 +317,104 @@ __global__ void __launch_bounds__(kThreads)
           Acc v = Acc(Op::identity());
           for (unsigned s = 0; s < gridDim.y; ++s) v = op(v, __ldcg(&ws[s * L.n_out + o]));
           store_out<T, Acc>(out, o, v);
+        }
+        if (tx == 0 && ty == 0) *ticket = 0u;
+      }
+    }
+    __syncthreads();  // smem and s_last free for the next tile
+  }
+}
+
+// Column reduction with 16-byte loads (float types). Host guarantees: nr == 1, nk == 1,
+// kstride[0] == 1, x 16-byte aligned, rstride[0] % V == 0 and n_out % V == 0, so every thread's V
+// outputs o..o+V-1 are in range together and each row's vector is aligned. Block (kColX, kColY):
+// thread (tx, ty) owns outputs tile * kColX * V + tx * V + [0, V) and rows ty, ty + kColY, ... of
+// its split (grid.y = splits, as in col_reduce_kernel; S > 1 needs gridDim.x == number of tiles
+// <= kTicketsPerSlot). Row lanes are combined in order through smem; the S partials of an output
+// are combined in split order by the last block of the tile (all its threads, one output each).
+// Barriers: after the smem partials are written, around the ticket, at the end of each tile.
+template <typename T, typename Op>
+__global__ void __launch_bounds__(kThreads)
+    col_vec_reduce_kernel(const T* __restrict__ x, ReduceLayout L, ReduceOut out,
+                          float* __restrict__ ws, int ticket_base, int64_t rchunk) {
+  constexpr int V = kVec16<T>;
+  constexpr int U = kColVecUnroll;
+  constexpr int kTileOut = kColX * V;
+  __shared__ float part[kColY][kTileOut];
+  __shared__ bool s_last;
+  const Op op{};
+  const int tx = threadIdx.x;
+  const int ty = threadIdx.y;
+  const int64_t r0 = static_cast<int64_t>(blockIdx.y) * rchunk;
+  const int64_t r1 = r0 + rchunk < L.R ? r0 + rchunk : L.R;
+  const int64_t rs = L.rstride[0];
+  const int64_t ntiles = (L.n_out + kTileOut - 1) / kTileOut;
+  for (int64_t tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
+    const int64_t o = tile * kTileOut + static_cast<int64_t>(tx) * V;
+    float acc[V];
+#pragma unroll
+    for (int e = 0; e < V; ++e) acc[e] = Op::identity();
+    if (o < L.n_out) {
+      const T* p = x + o;
+      int64_t r = r0 + ty;
+      for (; r + (U - 1) * kColY < r1; r += U * kColY) {
+        Vec<T, V> v[U];
+#pragma unroll
+        for (int u = 0; u < U; ++u) v[u] = load_vec<T, V>(p + (r + u * kColY) * rs);
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+#pragma unroll
+          for (int e = 0; e < V; ++e) acc[e] = op(acc[e], to_float(v[u].v[e]));
+        }
+      }
+      // Fewer than U rows left for this lane: one predicated round.
+      Vec<T, V> v[U - 1];
+#pragma unroll
+      for (int u = 0; u < U - 1; ++u) {
+        if (r + u * kColY < r1) v[u] = load_vec<T, V>(p + (r + u * kColY) * rs);
+      }
+#pragma unroll
+      for (int u = 0; u < U - 1; ++u) {
+        if (r + u * kColY < r1) {
+#pragma unroll
+          for (int e = 0; e < V; ++e) acc[e] = op(acc[e], to_float(v[u].v[e]));
+        }
+      }
+    }
+#pragma unroll
+    for (int e = 0; e < V; ++e) part[ty][tx * V + e] = acc[e];
+    __syncthreads();  // all row lanes' partials in smem
+    if (ty == 0) {
+#pragma unroll
+      for (int y = 1; y < kColY; ++y) {
+#pragma unroll
+        for (int e = 0; e < V; ++e) acc[e] = op(acc[e], part[y][tx * V + e]);
+      }
+      if (o < L.n_out) {
+        if (gridDim.y == 1) {
+#pragma unroll
+          for (int e = 0; e < V; ++e) store_out<T, float>(out, o + e, acc[e]);
+        } else {
+#pragma unroll
+          for (int e = 0; e < V; ++e) ws[static_cast<int64_t>(blockIdx.y) * L.n_out + o + e] = acc[e];
+          __threadfence();  // partials visible device-wide before the ticket
+        }
+      }
+    }
+    if (gridDim.y > 1) {
+      __syncthreads();  // the y == 0 warp has written and fenced its partials
+      unsigned int* ticket = &g_tickets[ticket_base + tile];
+      if (tx == 0 && ty == 0) s_last = atomicAdd(ticket, 1u) == gridDim.y - 1;
+      __syncthreads();  // s_last visible to the block
+      if (s_last) {
+        __threadfence();
+        for (int i = ty * kColX + tx; i < kTileOut; i += kThreads) {
+          const int64_t oo = tile * kTileOut + i;
+          if (oo < L.n_out) {
+            float v = Op::identity();
+            for (unsigned s = 0; s < gridDim.y; ++s) v = op(v, __ldcg(&ws[s * L.n_out + oo]));
+            store_out<T, float>(out, oo, v);
+          }
         }
         if (tx == 0 && ty == 0) *ticket = 0u;
       }
