@@ -24,19 +24,6 @@
 namespace gpukern {
 namespace {
 
-// Base index of this (device, stream)'s slot in mvk::g_tickets (round-robin per device; more than
-// kTicketSlots streams running split mv concurrently on one device would share slots).
-int ticket_base(int device, cudaStream_t stream) {
-  static std::mutex mu;
-  static std::map<std::pair<int, cudaStream_t>, int> slots;
-  static std::map<int, int> next;
-  std::lock_guard<std::mutex> lock(mu);
-  const auto key = std::make_pair(device, stream);
-  auto it = slots.find(key);
-  if (it == slots.end()) it = slots.emplace(key, next[device]++ % mvk::kTicketSlots).first;
-  return it->second * mvk::kTicketsPerSlot;
-}
-
 template <typename T>
 void launch_mv(const at::Tensor& self, const at::Tensor& vec, const at::Tensor& out,
                cudaStream_t stream, int tbase) {
@@ -66,7 +53,7 @@ void launch_mv(const at::Tensor& self, const at::Tensor& vec, const at::Tensor& 
     const int64_t rows_per_block = static_cast<int64_t>(kThreads) * (vec_a ? V : 1);
     const int64_t nrb = ceil_div(p.M, rows_per_block);
     int64_t splits = 1;
-    if (nrb < target_blocks / 2 && nrb <= mvk::kTicketsPerSlot) {
+    if (nrb < target_blocks / 2 && nrb <= kTicketsPerSlot) {
       // About 4 blocks per SM (all resident at once), at least 64 columns per split; at most 64
       // partials per row (the finishing block loads them 8 at a time).
       splits = std::min({ceil_div(sms * 4, nrb), ceil_div(p.N, int64_t{64}), int64_t{64}});
@@ -108,7 +95,7 @@ void launch_mv(const at::Tensor& self, const at::Tensor& vec, const at::Tensor& 
   at::Tensor ws;
   float* wsp = nullptr;
   if (splits > 1) {
-    TORCH_INTERNAL_ASSERT(groups <= mvk::kTicketsPerSlot);
+    TORCH_INTERNAL_ASSERT(groups <= kTicketsPerSlot);
     ws = at::empty({splits * p.M}, ws_opts);
     wsp = ws.data_ptr<float>();
   }
@@ -128,7 +115,7 @@ void launch_mv(const at::Tensor& self, const at::Tensor& vec, const at::Tensor& 
 
 void mv_cuda(const at::Tensor& self, const at::Tensor& vec, const at::Tensor& out) {
   CudaLaunchContext ctx(self);
-  const int tbase = ticket_base(self.device().index(), ctx.stream);
+  const int tbase = ticket_slot_base(self.device().index(), ctx.stream);
   GK_DISPATCH_FLOAT_CUDA(self.scalar_type(), "mv",
                          [&] { launch_mv<scalar_t>(self, vec, out, ctx.stream, tbase); });
 }

@@ -11,6 +11,7 @@
 #include <cstdint>
 
 #include "common/reduce.cuh"
+#include "common/tickets.cuh"
 #include "common/vec.cuh"
 #include "mv/mv.h"
 
@@ -23,10 +24,7 @@ constexpr int kRowUnroll = 4;   // rows kernel: 16-byte vectors in flight per la
 constexpr int kColChunk = kThreads;  // cols kernel: x elements staged per round (one per thread)
 constexpr int kColUnroll = 8;  // cols kernel: 16-byte loads of A in flight per thread
 
-// Arrival counters (see reduce_kernels.cuh for the scheme): zeroed at module load, reset by the
-// last block, one slot of counters per stream.
-constexpr int kTicketSlots = 64;
-constexpr int kTicketsPerSlot = 2048;
+// Arrival counters for the last-block finish (scheme and slots: common/tickets.cuh).
 __device__ unsigned int g_tickets[kTicketSlots * kTicketsPerSlot];
 
 // Block = kWarps warps; a block owns rpb rows (1 or kWarps) with wpr = kWarps / rpb warps per

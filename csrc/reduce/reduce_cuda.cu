@@ -29,23 +29,6 @@
 namespace gpukern {
 namespace {
 
-// Base index of this (device, stream)'s slot in red::g_tickets. Slots are handed out round-robin
-// per device; more than kTicketSlots streams running reductions concurrently on one device would
-// share slots (documented limit).
-int ticket_base(int device, cudaStream_t stream) {
-  static std::mutex mu;
-  static std::map<std::pair<int, cudaStream_t>, int> slots;
-  static std::map<int, int> next;
-  std::lock_guard<std::mutex> lock(mu);
-  const auto key = std::make_pair(device, stream);
-  auto it = slots.find(key);
-  if (it == slots.end()) {
-    const int slot = next[device]++ % red::kTicketSlots;
-    it = slots.emplace(key, slot).first;
-  }
-  return it->second * red::kTicketsPerSlot;
-}
-
 // Resident blocks per SM of a kernel at kThreads threads (registers decide it), read once per
 // device into the caller's cache: a grid of exactly sms * this is one full wave, with no partial
 // second wave.
@@ -98,7 +81,7 @@ void launch_reduce(const ReduceLayout& L, const red::ReduceOut& o, const at::Ten
     at::Tensor ws;
     Acc* wsp = nullptr;
     if (bps > 1) {
-      TORCH_INTERNAL_ASSERT(L.n_out <= red::kTicketsPerSlot);
+      TORCH_INTERNAL_ASSERT(L.n_out <= kTicketsPerSlot);
       ws = at::empty({bps * L.n_out}, ws_opts);
       wsp = reinterpret_cast<Acc*>(ws.data_ptr());
     }
@@ -121,7 +104,7 @@ void launch_reduce(const ReduceLayout& L, const red::ReduceOut& o, const at::Ten
     return;
   }
   if (contig_rows) {
-    const bool many_rows = L.n_out >= std::min<int64_t>(red::kTicketsPerSlot, sms * 32);
+    const bool many_rows = L.n_out >= std::min<int64_t>(kTicketsPerSlot, sms * 32);
     if (many_rows || L.R <= 4 * per_block_min) {
       // Lanes per row: about kRowUnroll 16-byte vectors per lane (all in flight at once), at
       // most a warp; short rows pack several rows per warp.
@@ -147,7 +130,7 @@ void launch_reduce(const ReduceLayout& L, const red::ReduceOut& o, const at::Ten
       const int64_t ntiles = ceil_div(L.n_out, int64_t{red::kColX} * V);
       const int64_t wave = sms * col_vec_resident_blocks_per_sm<T, Op>(dev);
       int64_t splits = 1;
-      if (ntiles < wave && ntiles <= red::kTicketsPerSlot) {
+      if (ntiles < wave && ntiles <= kTicketsPerSlot) {
         splits = std::min({wave / ntiles,
                            ceil_div(L.R, int64_t{red::kColY} * red::kColVecUnroll * 2),
                            int64_t{64}});
@@ -172,7 +155,7 @@ void launch_reduce(const ReduceLayout& L, const red::ReduceOut& o, const at::Ten
   if (L.n_out >= red::kColX) {
     const int64_t ntiles = ceil_div(L.n_out, red::kColX);
     int64_t splits = 1;
-    if (ntiles < target_blocks && ntiles <= red::kTicketsPerSlot) {
+    if (ntiles < target_blocks && ntiles <= kTicketsPerSlot) {
       // Each split keeps at least a few unrolled rounds per thread; at most 64 partials per
       // output keep the finishing block short.
       splits = std::min({ceil_div(target_blocks, ntiles),
@@ -202,7 +185,7 @@ void launch_reduce(const ReduceLayout& L, const red::ReduceOut& o, const at::Ten
 void reduce_cuda(const ReduceLayout& L, ReduceKind kind, ReduceOutKind out_kind,
                  const at::Tensor& x, const at::Tensor& out) {
   CudaLaunchContext ctx(x);
-  const int tbase = ticket_base(x.device().index(), ctx.stream);
+  const int tbase = ticket_slot_base(x.device().index(), ctx.stream);
   red::ReduceOut o;
   o.ptr = out.data_ptr();
   o.kind = out_kind;

@@ -18,6 +18,7 @@
 #include <type_traits>
 
 #include "common/reduce.cuh"
+#include "common/tickets.cuh"
 #include "common/vec.cuh"
 #include "reduce/reduce.h"
 
@@ -33,13 +34,7 @@ constexpr int kColVecUnroll = 4;  // col vec kernel: 16-byte loads in flight per
 constexpr int kRowUnroll = 4;  // row kernel: 16-byte vectors per lane (lanes per row chosen to match)
 static_assert(kColX * kColY == kThreads, "col block shape");
 
-// Arrival counters for the last-block finish. Static device memory is zeroed when the module is
-// loaded (once per device) and the last block puts its counter back to 0, so no memset launch is
-// needed per call. Each stream gets its own slot of counters (assigned by the host), so kernels
-// running concurrently on different streams never share a counter; kernels on one stream are
-// serialised, so they may reuse it.
-constexpr int kTicketSlots = 64;
-constexpr int kTicketsPerSlot = 2048;
+// Arrival counters for the last-block finish (scheme and slots: common/tickets.cuh).
 __device__ unsigned int g_tickets[kTicketSlots * kTicketsPerSlot];
 
 struct SumI64Op {
