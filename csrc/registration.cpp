@@ -4,6 +4,8 @@
 #include <Python.h>
 #include <torch/library.h>
 
+#include "common/algo.h"
+
 extern "C" {
 // Importing torch_ops._C runs the static registrations above and below; the module itself is
 // empty but for WITH_CUDA (the ops are reached through torch.ops.gpukern).
@@ -44,4 +46,23 @@ TORCH_LIBRARY(gpukern, m) {
       "-> Tensor");
   m.def("amax(Tensor self, int[1] dim=[], bool keepdim=False) -> Tensor");
   m.def("amin(Tensor self, int[1] dim=[], bool keepdim=False) -> Tensor");
+
+  // Testing and introspection (common/algo.h): force a family's CUDA algorithm by name ("" =
+  // automatic), read the setting back, and ask which algorithm a call would run.
+  m.def("_set_algorithm(str family, str name) -> ()", &gpukern::set_forced_algorithm);
+  m.def("_forced_algorithm(str family) -> str", &gpukern::get_forced_algorithm);
+  m.def(
+      "_algorithm_conv1d(Tensor input, Tensor weight, SymInt[1] stride=1, SymInt[1] padding=0, "
+      "SymInt[1] dilation=1, SymInt groups=1) -> str");
+  m.def(
+      "_algorithm_conv1d.padding(Tensor input, Tensor weight, SymInt[1] stride=1, "
+      "str padding=\"valid\", SymInt[1] dilation=1, SymInt groups=1) -> str");
+  m.def(
+      "_algorithm_conv2d(Tensor input, Tensor weight, SymInt[2] stride=1, SymInt[2] padding=0, "
+      "SymInt[2] dilation=1, SymInt groups=1) -> str");
+  m.def(
+      "_algorithm_conv2d.padding(Tensor input, Tensor weight, SymInt[2] stride=1, "
+      "str padding=\"valid\", SymInt[2] dilation=1, SymInt groups=1) -> str");
+  m.def("_algorithm_mv(Tensor self, Tensor vec) -> str");
+  m.def("_algorithm_reduce(Tensor self, int[1]? dim, str kind=\"sum\") -> str");
 }

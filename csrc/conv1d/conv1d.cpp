@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <optional>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -127,8 +128,48 @@ at::Tensor conv1d_padding_cpu(const at::Tensor& input, const at::Tensor& weight,
   return conv1d_cpu_run(a, input, weight, bias);
 }
 
+// gpukern::_algorithm_conv1d: the CUDA algorithm a call with these arguments would run (see
+// common/algo.h). Only sizes, strides and dtype are read; meta tensors work.
+std::string conv1d_algorithm_run(const ConvArgs& a, const at::Tensor& input,
+                                 const at::Tensor& weight) {
+#ifdef GPUKERN_WITH_CUDA
+  const at::Tensor xm = at::empty_strided(input.sizes(), input.strides(),
+                                          input.options().device(at::kMeta));
+  const at::Tensor wm = at::empty_strided(weight.sizes(), weight.strides(),
+                                          weight.options().device(at::kMeta));
+  const at::Tensor out = conv_output(a, xm, wm);
+  if (out.numel() == 0) return "empty";
+  return conv1d_cuda_algorithm(
+      conv1d_params(a, conv_batched_input(a, xm), wm, nullptr, conv_batched_output(a, out)));
+#else
+  (void)a, (void)input, (void)weight;
+  return "cpu (built without CUDA kernels)";
+#endif
+}
+
+std::string conv1d_algorithm(const at::Tensor& input, const at::Tensor& weight,
+                             at::IntArrayRef stride, at::IntArrayRef padding,
+                             at::IntArrayRef dilation, int64_t groups) {
+  const ConvArgs a = conv_args(kOp, 1, input, weight, std::nullopt, stride, padding, dilation,
+                               groups);
+  return conv1d_algorithm_run(a, input, weight);
+}
+
+std::string conv1d_padding_algorithm(const at::Tensor& input, const at::Tensor& weight,
+                                     at::IntArrayRef stride, c10::string_view padding,
+                                     at::IntArrayRef dilation, int64_t groups) {
+  const ConvArgs a = conv_args(kOp, 1, input, weight, std::nullopt, stride,
+                               std::string_view(padding.data(), padding.size()), dilation, groups);
+  return conv1d_algorithm_run(a, input, weight);
+}
+
 }  // namespace
 }  // namespace gpukern
+
+TORCH_LIBRARY_IMPL(gpukern, CompositeExplicitAutograd, m) {
+  m.impl("_algorithm_conv1d", &gpukern::conv1d_algorithm);
+  m.impl("_algorithm_conv1d.padding", &gpukern::conv1d_padding_algorithm);
+}
 
 TORCH_LIBRARY_IMPL(gpukern, CPU, m) {
   m.impl("conv1d", &gpukern::conv1d_cpu);

@@ -3,6 +3,7 @@
 // Torch-free on purpose: conv1d_kernels.cuh includes it, and kernel headers include no torch
 // headers (the host-side builder below only forward-declares at::Tensor).
 #include <cstdint>
+#include <string>
 
 namespace at {
 class Tensor;
@@ -40,5 +41,9 @@ struct Conv1dParams {
 // bias may be nullptr. Defined in conv1d.cpp, used by the CPU and the CUDA host entries.
 Conv1dParams conv1d_params(const ConvArgs& args, const at::Tensor& x3, const at::Tensor& weight,
                            const at::Tensor* bias, const at::Tensor& y3);
+
+// The name of the CUDA algorithm a call with these params runs (the forced one when set);
+// defined in conv1d_cuda.cu, in CUDA builds only.
+std::string conv1d_cuda_algorithm(const Conv1dParams& p);
 
 }  // namespace gpukern

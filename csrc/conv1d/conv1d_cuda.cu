@@ -6,8 +6,11 @@
 #include <algorithm>
 #include <climits>
 #include <optional>
+#include <string>
 #include <string_view>
+#include <vector>
 
+#include "common/algo.h"
 #include "common/checks.h"
 #include "common/conv_args.h"
 #include "common/dispatch.h"
@@ -54,18 +57,54 @@ constexpr int64_t kFftMinMacs = int64_t{1} << 30;
 //    in float32 (cuFFT through at::fft_rfft / at::fft_irfft on the current stream, workspace from
 //    the caching allocator): a pack kernel, one batched r2c of the x rows and reversed filters,
 //    an in-place product, one c2r, and an epilogue kernel (padding offset, bias, cast).
-Conv1dAlgo choose_conv1d_algo(const Conv1dParams& p) {
-  const bool one_row = p.c_per_group() == 1 && p.o_per_group() == 1;
-  if (one_row && p.stride == 1 && p.dilation == 1 && p.K >= kFftMinTaps &&
+// Names of the algorithms, in Conv1dAlgo order: what _set_algorithm accepts and _algorithm_conv1d
+// returns.
+const std::vector<std::string>& conv1d_algo_names() {
+  static const std::vector<std::string> names = {"rowwise8",    "rowwise16",   "rowwise8_dilated",
+                                                 "general_ot1", "general_ot4", "fft"};
+  return names;
+}
+
+bool one_row(const Conv1dParams& p) { return p.c_per_group() == 1 && p.o_per_group() == 1; }
+
+// Whether an algorithm can run a shape at all (the automatic choice below adds speed rules).
+bool conv1d_algo_applies(Conv1dAlgo a, const Conv1dParams& p) {
+  switch (a) {
+    case Conv1dAlgo::kFft:
+    case Conv1dAlgo::kRowwise8:
+    case Conv1dAlgo::kRowwise16:
+      return one_row(p) && p.stride == 1 && p.dilation == 1;
+    case Conv1dAlgo::kRowwise8Dilated:
+      return one_row(p) && p.stride == 1 && p.dilation <= Rowwise8Dilated::kMaxDilation;
+    case Conv1dAlgo::kGeneralOT1:
+    case Conv1dAlgo::kGeneralOT4:
+      return true;
+  }
+  return false;
+}
+
+Conv1dAlgo choose_conv1d_algo_auto(const Conv1dParams& p) {
+  if (one_row(p) && p.stride == 1 && p.dilation == 1 && p.K >= kFftMinTaps &&
       p.N * p.C * p.L_out >= kFftMinMacs / p.K) {
     return Conv1dAlgo::kFft;
   }
-  if (one_row && p.stride == 1 && p.dilation <= Rowwise8Dilated::kMaxDilation &&
+  if (one_row(p) && p.stride == 1 && p.dilation <= Rowwise8Dilated::kMaxDilation &&
       p.L_out * 4 >= Rowwise8::kMaxTile) {
     if (p.dilation > 1) return Conv1dAlgo::kRowwise8Dilated;
     return p.K > 32 ? Conv1dAlgo::kRowwise16 : Conv1dAlgo::kRowwise8;
   }
   return p.o_per_group() >= 4 ? Conv1dAlgo::kGeneralOT4 : Conv1dAlgo::kGeneralOT1;
+}
+
+// The automatic choice, or the forced one (common/algo.h) when it can run the shape.
+Conv1dAlgo choose_conv1d_algo(const Conv1dParams& p) {
+  const std::string forced = forced_algorithm(kOp);
+  if (forced.empty()) return choose_conv1d_algo_auto(p);
+  const auto a = static_cast<Conv1dAlgo>(algorithm_index(kOp, forced, conv1d_algo_names()));
+  GK_CHECK(conv1d_algo_applies(a, p), kOp, "forced algorithm '", forced,
+           "' cannot run this shape (C=", p.C, ", O=", p.O, ", groups=", p.groups,
+           ", stride=", p.stride, ", dilation=", p.dilation, ")");
+  return a;
 }
 
 int grid_for(int64_t work_items) {
@@ -211,6 +250,11 @@ at::Tensor conv1d_padding_cuda(const at::Tensor& input, const at::Tensor& weight
 }
 
 }  // namespace
+
+std::string conv1d_cuda_algorithm(const Conv1dParams& p) {
+  return conv1d_algo_names()[static_cast<int>(choose_conv1d_algo(p))];
+}
+
 }  // namespace gpukern
 
 TORCH_LIBRARY_IMPL(gpukern, CUDA, m) {

@@ -1,0 +1,69 @@
+"""Which CUDA algorithm an op runs, and forcing one for tests and benchmarks.
+
+Each op family picks its CUDA algorithm from the shape alone; :func:`algorithm` asks that choice
+for a call's arguments (meta tensors are enough, no GPU needed) and :func:`force_algorithm`
+overrides it inside a ``with`` block, process-wide. A forced algorithm that cannot run a shape
+makes the call raise instead of silently falling back.
+"""
+import contextlib
+from typing import Iterator, Optional, Sequence, Union
+
+import torch
+
+_ops = torch.ops.gpukern
+
+FAMILIES = ("conv1d", "conv2d", "mv", "reduce")
+_REDUCE_OPS = ("sum", "mean", "amax", "amin")
+
+
+def _seq(v: Union[int, Sequence[int]]) -> list:
+    return [v] if isinstance(v, int) else list(v)
+
+
+def algorithm(op: str, *args, **kwargs) -> str:
+    """The CUDA algorithm ``torch_ops.<op>(*args, **kwargs)`` would run, by name.
+
+    ``op`` is one of conv1d, conv2d, mv, sum, mean, amax, amin; the arguments are those of the op
+    (tensors may be on any device, including ``meta``). Honours :func:`force_algorithm`.
+    """
+    if op in ("conv1d", "conv2d"):
+        names = ("input", "weight", "bias", "stride", "padding", "dilation", "groups")
+        a = dict(zip(names, args))
+        a.update(kwargs)
+        stride, padding = _seq(a.get("stride", 1)), a.get("padding", 0)
+        dilation, groups = _seq(a.get("dilation", 1)), a.get("groups", 1)
+        q = getattr(_ops, "_algorithm_" + op)
+        if isinstance(padding, str):
+            return q.padding(a["input"], a["weight"], stride, padding, dilation, groups)
+        return q.default(a["input"], a["weight"], stride, _seq(padding), dilation, groups)
+    if op == "mv":
+        return _ops._algorithm_mv(*args, **kwargs)
+    if op in _REDUCE_OPS:
+        x = args[0]
+        dim = args[1] if len(args) > 1 else kwargs.get("dim")
+        if isinstance(dim, int):
+            dim = [dim]
+        return _ops._algorithm_reduce(x, dim, op)
+    raise ValueError(f"torch_ops.algorithm: unknown op {op!r}; expected one of "
+                     f"conv1d, conv2d, mv, {', '.join(_REDUCE_OPS)}")
+
+
+def forced_algorithm(family: str) -> Optional[str]:
+    """The algorithm forced for a family, or None when the choice is automatic."""
+    name = _ops._forced_algorithm(family)
+    return name or None
+
+
+@contextlib.contextmanager
+def force_algorithm(family: str, name: str) -> Iterator[None]:
+    """Run a family's CUDA calls with the named algorithm inside the block (restored after).
+
+    ``family`` is conv1d, conv2d, mv or reduce. Calls whose shape the algorithm cannot run raise
+    RuntimeError; an unknown name raises at the first call, naming the valid ones.
+    """
+    previous = _ops._forced_algorithm(family)
+    _ops._set_algorithm(family, name)
+    try:
+        yield
+    finally:
+        _ops._set_algorithm(family, previous)
