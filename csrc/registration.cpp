@@ -35,6 +35,9 @@ TORCH_LIBRARY(gpukern, m) {
   m.def(
       "conv2d.padding(Tensor input, Tensor weight, Tensor? bias=None, SymInt[2] stride=1, "
       "str padding=\"valid\", SymInt[2] dilation=1, SymInt groups=1) -> Tensor");
+  // True convolution (flipped filter) along the last dim, leading dims broadcast, modes as
+  // numpy.convolve / torchaudio.functional.convolve: "full", "same", "valid".
+  m.def("convolve(Tensor x, Tensor h, str mode=\"full\") -> Tensor");
   m.def("mv(Tensor self, Tensor vec) -> Tensor");
   m.def("sum(Tensor self, *, ScalarType? dtype=None) -> Tensor");
   m.def(

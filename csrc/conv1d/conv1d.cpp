@@ -128,6 +128,14 @@ at::Tensor conv1d_padding_cpu(const at::Tensor& input, const at::Tensor& weight,
   return conv1d_cpu_run(a, input, weight, bias);
 }
 
+}  // namespace
+
+void conv1d_cpu_launch(const Conv1dParams& p, c10::ScalarType st) {
+  GK_DISPATCH_FLOAT_CPU(st, kOp, [&] { conv1d_cpu_kernel<scalar_t>(p); });
+}
+
+namespace {
+
 // gpukern::_algorithm_conv1d: the CUDA algorithm a call with these arguments would run (see
 // common/algo.h). Only sizes, strides and dtype are read; meta tensors work.
 std::string conv1d_algorithm_run(const ConvArgs& a, const at::Tensor& input,

@@ -8,6 +8,9 @@
 namespace at {
 class Tensor;
 }  // namespace at
+namespace c10 {
+enum class ScalarType : int8_t;
+}  // namespace c10
 
 namespace gpukern {
 
@@ -41,6 +44,14 @@ struct Conv1dParams {
 // bias may be nullptr. Defined in conv1d.cpp, used by the CPU and the CUDA host entries.
 Conv1dParams conv1d_params(const ConvArgs& args, const at::Tensor& x3, const at::Tensor& weight,
                            const at::Tensor* bias, const at::Tensor& y3);
+
+// Runs conv1d on CUDA for params built over x3 (the batched input view; the FFT path takes its
+// dtype and device for workspace), on the current stream of the current device (the caller holds
+// the device guard). Defined in conv1d_cuda.cu, in CUDA builds only; used by conv1d and convolve.
+void conv1d_cuda_launch(const Conv1dParams& p, const at::Tensor& x3);
+
+// Runs conv1d's CPU kernel for params over CPU tensors of dtype st. Defined in conv1d.cpp.
+void conv1d_cpu_launch(const Conv1dParams& p, c10::ScalarType st);
 
 // The name of the CUDA algorithm a call with these params runs (the forced one when set);
 // defined in conv1d_cuda.cu, in CUDA builds only.

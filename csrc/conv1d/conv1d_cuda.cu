@@ -251,6 +251,11 @@ at::Tensor conv1d_padding_cuda(const at::Tensor& input, const at::Tensor& weight
 
 }  // namespace
 
+void conv1d_cuda_launch(const Conv1dParams& p, const at::Tensor& x3) {
+  const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
+  GK_DISPATCH_FLOAT_CUDA(x3.scalar_type(), kOp, [&] { launch_conv1d<scalar_t>(p, x3, stream); });
+}
+
 std::string conv1d_cuda_algorithm(const Conv1dParams& p) {
   return conv1d_algo_names()[static_cast<int>(choose_conv1d_algo(p))];
 }
