@@ -1,7 +1,9 @@
 """Timers for benchmarks/run.py (method: ../shared/PERF.md).
 
-- time_cuda(): CUDA events around each call, the L2 flushed before each one (a 256 MiB write),
-  warm-up first, median of the repetitions.
+- time_cuda(): CUDA events around each call, the L2 flushed before each one by reading a 256 MiB
+  buffer (a read leaves the cache full of clean lines: a flush by writing would leave ~50 MB of
+  dirty lines whose write-back then lands inside the next timed call, ~10 us on an H200, and
+  bias every short case), warm-up first, median of the repetitions.
 - time_cuda_graph(): for launch-bound cases, many calls captured in one CUDA graph; the replay
   time divided by the number of calls is the per-call kernel time without launch gaps.
 - time_cpu(): wall clock median, for machines without a GPU.
@@ -17,8 +19,9 @@ _FLUSH = {}
 def _flush_l2(device):
     buf = _FLUSH.get(device)
     if buf is None:
-        buf = _FLUSH[device] = torch.empty(64 * 1024 * 1024, dtype=torch.float32, device=device)
-    buf.fill_(1.0)
+        buf = _FLUSH[device] = torch.ones(64 * 1024 * 1024, dtype=torch.float32, device=device)
+        _FLUSH[(device, "sink")] = torch.empty((), dtype=torch.float32, device=device)
+    torch.sum(buf, out=_FLUSH[(device, "sink")])
 
 
 def time_cuda(fn, reps=30, warmup=5, flush=True, max_seconds=3.0):
