@@ -1,7 +1,8 @@
 """gpukern::conv1d / conv1d.padding against torch.nn.functional.conv1d (float64 references).
 
 CUDA kernel paths (see choose_conv1d_algo in csrc/conv1d/conv1d_cuda.cu):
-  rowwise8        stride 1, C == O == groups, dilation 1, K <= 32, L_out >= 256
+  rowwise_short   stride 1, C == O == groups, dilation 1, K <= 32, L_out >= 256 (streaming)
+  rowwise8        forced only (the same shapes; any K)
   rowwise16       the same with K > 32 (K chunked through shared memory past 2048 taps)
   rowwise8dil     the same with 1 < dilation <= 128
   general OT4     everything else with >= 4 output channels per group
@@ -263,6 +264,101 @@ def test_cuda_views_and_alignment(device):
             check(x, w, None, 1, "same", 1, 3)
             check(x, w64, None, 1, 3, 1, 3)
         check(big[:, :, ::2], w, None, 1, 7, 1, 3)
+
+
+# rowwise_short: tiles of 1024 (fp32) / 2048 (fp16, bf16) outputs, 32 bytes per thread each way.
+SHORT_TILE = {torch.float32: 1024, torch.float16: 2048, torch.bfloat16: 2048}
+SHORT_MAX_K = 32
+
+
+def _short_cases(dtype):
+    t = SHORT_TILE[dtype]
+    # (N, C, L_out, K, padding, bias, x view: "plain" | "offset1" | "strided")
+    return [
+        (1, 1, t - 1, 16, 15, True, "plain"),
+        (1, 1, t, 16, 15, False, "offset1"),
+        (2, 1, t + 1, 16, 15, True, "plain"),
+        (3, 5, t + 1, 1, 0, True, "offset1"),            # K = 1
+        (2, 3, 2 * t + 7, SHORT_MAX_K, 31, True, "plain"),  # K at the limit, full
+        (2, 3, 3 * t - 5, SHORT_MAX_K, "same", False, "offset1"),
+        (2, 4, t + 3, 31, 15, True, "strided"),
+        (4, 6, 4099, 4, 3, True, "offset1"),             # depthwise K4, odd L_out (row alignments vary)
+        (1, 2, 37, 5, 2, True, "plain"),                 # row shorter than a warp's outputs
+        (1, 1, 5000, 7, 0, True, "strided"),             # 'valid' padding
+    ]
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=str)
+@pytest.mark.parametrize("idx", range(10))
+@pytest.mark.parametrize("device", [pytest.param("cuda", marks=cuda_only)])
+def test_cuda_rowwise_short_forced(device, dtype, idx):
+    N, C, L_out, K, padding, bias, view = _short_cases(dtype)[idx]
+    pad_total = K - 1 if padding == "same" else 2 * padding
+    L = L_out - pad_total + K - 1
+    x, w, b = make(N, C, C, 2 * L + 1, K, C, bias, dtype, device, seed=1000 + idx + K + L)
+    if view == "plain":
+        x = x[..., :L].contiguous()
+    elif view == "offset1":
+        x = x[..., 1:L + 1]
+    else:
+        x = x[..., ::2][..., :L]
+    args = (1, padding, 1, C)
+    if L_out >= 64:  # shorter rows go to the general kernel unless forced
+        assert torch_ops.algorithm("conv1d", x, w, b, *args) == "rowwise_short"
+    with torch_ops.force_algorithm("conv1d", "rowwise_short"):
+        out = check(x, w, b, *args)
+    assert out.shape[-1] == L_out
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("device", [pytest.param("cuda", marks=cuda_only)])
+def test_cuda_rowwise_short_many_rows(device, dtype):
+    """N*C > 65535 rows (1-D grid of tiles, 32-bit item arithmetic) with an odd L_out."""
+    x, w, b = make(3, 22000, 22000, 45, 3, 22000, True, dtype, device, seed=65536)
+    with torch_ops.force_algorithm("conv1d", "rowwise_short"):
+        check(x, w, b, 1, 1, 1, 22000)
+
+
+# Every direct path forced on a shape it can run: (name, N, C, O, L, K, stride, pad, dil, groups)
+FORCED = [
+    ("rowwise_short", 2, 3, 3, 3001, 9, 1, 4, 1, 3),
+    ("rowwise8", 2, 3, 3, 3001, 9, 1, 4, 1, 3),
+    ("rowwise16", 1, 2, 2, 5003, 40, 1, 39, 1, 2),
+    ("rowwise8_dilated", 1, 2, 2, 3001, 5, 1, 4, 2, 2),
+    ("general_ot1", 2, 3, 3, 1001, 9, 1, 4, 1, 3),
+    ("general_ot4", 2, 4, 8, 1001, 5, 2, 2, 1, 1),
+]
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=str)
+@pytest.mark.parametrize("case", FORCED, ids=lambda c: c[0])
+@pytest.mark.parametrize("device", [pytest.param("cuda", marks=cuda_only)])
+def test_cuda_forced_paths(device, dtype, case):
+    name, N, C, O, L, K, stride, pad, dil, groups = case
+    x, w, b = make(N, C, O, L, K, groups, True, dtype, device, seed=L + K)
+    with torch_ops.force_algorithm("conv1d", name):
+        assert torch_ops.algorithm("conv1d", x, w, b, stride, pad, dil, groups) == name
+        check(x, w, b, stride, pad, dil, groups)
+
+
+@pytest.mark.parametrize("device", [pytest.param("cuda", marks=cuda_only)])
+def test_cuda_forced_errors(device):
+    g = torch.Generator().manual_seed(5)
+    x = rand(1, 2, 500, device=device, generator=g)
+    w33 = rand(2, 1, SHORT_MAX_K + 1, device=device, generator=g)
+    w3 = rand(2, 1, 3, device=device, generator=g)
+    with torch_ops.force_algorithm("conv1d", "rowwise_short"):
+        with pytest.raises(RuntimeError, match="cannot run this shape"):
+            call(x, w33, None, 1, 0, 1, 2)                 # K past the limit
+        with pytest.raises(RuntimeError, match="cannot run this shape"):
+            call(x, w3, None, 1, 0, 2, 2)                  # dilation
+        with pytest.raises(RuntimeError, match="cannot run this shape"):
+            call(x, w3, None, 2, 0, 1, 2)                  # stride
+        with pytest.raises(RuntimeError, match="cannot run this shape"):
+            call(x, rand(4, 1, 3, device=device, generator=g), None, 1, 0, 1, 2)  # multiplier
+    with pytest.raises(RuntimeError, match="rowwise_short"):
+        with torch_ops.force_algorithm("conv1d", "no_such_algorithm"):
+            call(x, w3, None, 1, 0, 1, 2)
 
 
 @pytest.mark.parametrize("device", [pytest.param("cuda", marks=cuda_only)])

@@ -29,7 +29,21 @@ using Rowwise8 = Conv1dRowwiseTraits<128, 8, true>;
 using Rowwise16 = Conv1dRowwiseTraits<128, 16, true>;
 using Rowwise8Dilated = Conv1dRowwiseTraits<128, 8, false>;
 
-enum class Conv1dAlgo { kRowwise8, kRowwise16, kRowwise8Dilated, kGeneralOT1, kGeneralOT4, kFft };
+enum class Conv1dAlgo {
+  kRowwise8,
+  kRowwise16,
+  kRowwise8Dilated,
+  kGeneralOT1,
+  kGeneralOT4,
+  kFft,
+  kRowwiseShort,
+};
+
+// Longest filter of the short-filter streaming kernel (the same for every dtype).
+constexpr int64_t kShortMaxK = Conv1dShortTraits<float>::kMaxK;
+static_assert(Conv1dShortTraits<__half>::kMaxK == kShortMaxK &&
+                  Conv1dShortTraits<__nv_bfloat16>::kMaxK == kShortMaxK,
+              "one limit for every dtype");
 
 // FFT path thresholds (see the algorithm choice below).
 constexpr int64_t kFftMinTaps = 2048;
@@ -41,7 +55,14 @@ constexpr int64_t kFftMinMacs = int64_t{1} << 30;
 //    stride 1, with dilation <= 128 (a tile holds at least one thread per dilation phase) and an
 //    output row of at least a quarter of its 1024-output tile (shorter rows would mostly compute
 //    padding; the general kernel sizes its tile to the row instead). Within it:
-//      dilation 1, K <= 32: 8 outputs per thread (bandwidth-bound taps, few wasted on padding);
+//      dilation 1, K <= 32: rowwise_short, the streaming kernel (bandwidth-bound taps). It
+//        replaced rowwise8 there (still forceable): rowwise8 stages 4-byte (bf16: 2-byte) loads
+//        through shared memory with two barriers per 1024-output block, so it kept too few bytes
+//        in flight: on an H200 it ran at 61% of the copy bandwidth for 1 x 64M samples K = 16,
+//        55% (fp32) and 27% (bf16, the same time as fp32) for depthwise K = 4, ~50% for
+//        depthwise K = 31. The crossover at K = 32 is the short kernel's limit: its taps are
+//        fully unrolled, and past ~32 taps the case is FMA-bound, where rowwise16's 16x16
+//        register blocks issue fewer shared loads per multiply-add.
 //      dilation 1, K > 32: 16 outputs per thread (FMA-bound: 16x16 FMAs per 4 float4 loads);
 //      dilation > 1: 8 outputs per thread on one dilation phase, scalar shared reads.
 //  - General kernel otherwise (strides > 1, grouped and dense channels, depthwise multipliers,
@@ -61,7 +82,8 @@ constexpr int64_t kFftMinMacs = int64_t{1} << 30;
 // returns.
 const std::vector<std::string>& conv1d_algo_names() {
   static const std::vector<std::string> names = {"rowwise8",    "rowwise16",   "rowwise8_dilated",
-                                                 "general_ot1", "general_ot4", "fft"};
+                                                 "general_ot1", "general_ot4", "fft",
+                                                 "rowwise_short"};
   return names;
 }
 
@@ -76,6 +98,8 @@ bool conv1d_algo_applies(Conv1dAlgo a, const Conv1dParams& p) {
       return one_row(p) && p.stride == 1 && p.dilation == 1;
     case Conv1dAlgo::kRowwise8Dilated:
       return one_row(p) && p.stride == 1 && p.dilation <= Rowwise8Dilated::kMaxDilation;
+    case Conv1dAlgo::kRowwiseShort:
+      return one_row(p) && p.stride == 1 && p.dilation == 1 && p.K <= kShortMaxK;
     case Conv1dAlgo::kGeneralOT1:
     case Conv1dAlgo::kGeneralOT4:
       return true;
@@ -91,7 +115,7 @@ Conv1dAlgo choose_conv1d_algo_auto(const Conv1dParams& p) {
   if (one_row(p) && p.stride == 1 && p.dilation <= Rowwise8Dilated::kMaxDilation &&
       p.L_out * 4 >= Rowwise8::kMaxTile) {
     if (p.dilation > 1) return Conv1dAlgo::kRowwise8Dilated;
-    return p.K > 32 ? Conv1dAlgo::kRowwise16 : Conv1dAlgo::kRowwise8;
+    return p.K > kShortMaxK ? Conv1dAlgo::kRowwise16 : Conv1dAlgo::kRowwiseShort;
   }
   return p.o_per_group() >= 4 ? Conv1dAlgo::kGeneralOT4 : Conv1dAlgo::kGeneralOT1;
 }
@@ -103,7 +127,7 @@ Conv1dAlgo choose_conv1d_algo(const Conv1dParams& p) {
   const auto a = static_cast<Conv1dAlgo>(algorithm_index(kOp, forced, conv1d_algo_names()));
   GK_CHECK(conv1d_algo_applies(a, p), kOp, "forced algorithm '", forced,
            "' cannot run this shape (C=", p.C, ", O=", p.O, ", groups=", p.groups,
-           ", stride=", p.stride, ", dilation=", p.dilation, ")");
+           ", stride=", p.stride, ", dilation=", p.dilation, ", K=", p.K, ")");
   return a;
 }
 
@@ -127,6 +151,38 @@ void launch_rowwise(const Conv1dParams& p, cudaStream_t stream) {
   TORCH_INTERNAL_ASSERT(smem <= static_cast<size_t>(Traits::max_smem_bytes()));
   conv1d_rowwise_kernel<T, Traits><<<grid_for(p.N * p.C * tiles), Traits::kThreads, smem,
                                       stream>>>(p, static_cast<int>(chunk), tiles);
+  GK_CHECK_LAUNCH();
+}
+
+// Persistent grid: as many blocks as fit at once (each streams its tiles with the next tile's
+// loads in flight), or fewer when there are fewer tiles.
+template <typename T>
+void launch_rowwise_short(const Conv1dParams& p, cudaStream_t stream) {
+  using Traits = Conv1dShortTraits<T>;
+  constexpr int kV = Traits::kV;
+  TORCH_INTERNAL_ASSERT(one_row(p) && p.stride == 1 && p.dilation == 1 && p.K <= Traits::kMaxK);
+  // A row's first tile starts up to kV - 1 outputs early (at the aligned position). When every
+  // row start has the same alignment the tile count is exact; otherwise some rows may get one
+  // empty tile, which the kernel skips.
+  int64_t early = kV - 1;
+  if (p.y_sl == 1 && (p.C == 1 || p.y_so % kV == 0) && (p.N == 1 || p.y_sn % kV == 0)) {
+    early = static_cast<int64_t>((reinterpret_cast<uintptr_t>(p.y) / sizeof(T)) % kV);
+  }
+  const int64_t tiles = ceil_div(p.L_out + early, Traits::kTile);
+  const int64_t total = p.N * p.C * tiles;
+  GK_CHECK(total <= INT_MAX, kOp, "too many rows for the rowwise_short kernel (", p.N * p.C,
+           " rows of ", tiles, " tiles)");
+  static const int per_sm = [] {
+    int n = 0;
+    C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+        &n, conv1d_rowwise_short_kernel<T, Traits>, Traits::kThreads, Traits::smem_bytes()));
+    return std::max(n, 1);
+  }();
+  const int64_t grid =
+      std::min<int64_t>(total, static_cast<int64_t>(device_props().multiProcessorCount) * per_sm);
+  conv1d_rowwise_short_kernel<T, Traits>
+      <<<static_cast<int>(grid), Traits::kThreads, Traits::smem_bytes(), stream>>>(
+          p, static_cast<uint32_t>(tiles), static_cast<uint32_t>(total));
   GK_CHECK_LAUNCH();
 }
 
@@ -206,6 +262,8 @@ void launch_conv1d(const Conv1dParams& p, const at::Tensor& x3, cudaStream_t str
   switch (choose_conv1d_algo(p)) {
     case Conv1dAlgo::kFft:
       return launch_fft<T>(p, x3, stream);
+    case Conv1dAlgo::kRowwiseShort:
+      return launch_rowwise_short<T>(p, stream);
     case Conv1dAlgo::kRowwise8:
       return launch_rowwise<T, Rowwise8>(p, stream);
     case Conv1dAlgo::kRowwise16:

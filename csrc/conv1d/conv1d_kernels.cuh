@@ -1,5 +1,5 @@
 #pragma once
-// conv1d CUDA kernels (torch-free). Two kernels, chosen by conv1d_cuda.cu, plus the epilogue of
+// conv1d CUDA kernels (torch-free). Three kernels, chosen by conv1d_cuda.cu, plus the epilogue of
 // the FFT path (whose transforms are cuFFT calls made by the host):
 //
 //  conv1d_general_kernel  any stride / padding / dilation / groups / strides. A block computes a
@@ -8,6 +8,9 @@
 //  conv1d_rowwise_kernel  stride 1 and one input row per output row (C == O == groups: single-
 //                         channel signals, depthwise). Sliding register windows over a shared-
 //                         memory tile, 16-byte loads, filter streamed in chunks of taps.
+//  conv1d_rowwise_short_kernel  the same rows at dilation 1 with K <= 32: a streaming kernel
+//                         (16-byte loads and stores, next tile's loads in flight during the
+//                         current tile's multiply-adds, one barrier per tile).
 //
 // Both accumulate in float32 and stage data in shared memory as float, whatever scalar_t is.
 #include <cstdint>
@@ -413,6 +416,243 @@ __global__ void __launch_bounds__(Traits::kThreads)
     const int64_t left = p.L_out - l0;
     rowwise_store_output<T, kThreads, kR>(sx, y + n * p.y_sn + c * p.y_so, p.y_sl, l0,
                                           static_cast<int>(left < tile_len ? left : tile_len));
+  }
+}
+
+// ------------------------------------------------------------------------------------------------
+// Short-filter row-wise kernel (stride 1, dilation 1, K <= kMaxK, one input row per output row)
+// ------------------------------------------------------------------------------------------------
+
+// Short filters are bandwidth-bound: the kernel must keep enough bytes in flight and spend few
+// instructions per element. Each thread owns kE consecutive outputs = 32 bytes of input and of
+// output (two 16-byte vectors each way: kE = 8 for fp32, 16 for fp16/bf16, so bf16 costs the
+// same instructions per byte as fp32); a block streams tiles of kTile outputs in a loop and
+// issues the next tile's 16-byte loads (into registers) before computing the current one.
+template <typename T>
+struct Conv1dShortTraits {
+  static constexpr int kThreads = 128;
+  static constexpr int kV = kVec16<T>;                   // elements of T per 16-byte vector
+  static constexpr int kE = 2 * kV;                      // outputs per thread
+  static constexpr int kMain = kE / kV;                  // tile vectors loaded per thread
+  static constexpr int kTile = kThreads * kE;            // outputs per tile
+  static constexpr int kMaxK = 32;                       // longest filter
+  // Taps after the alignment shift (up to kV - 1 leading zeros), in whole 4-tap blocks.
+  static constexpr int kMaxTaps = (kMaxK + kV - 1 + 3) / 4 * 4;
+  static constexpr int kMaxHalo = (kMaxTaps + kV - 1) / kV;   // halo vectors per tile
+  static constexpr int kStaged = (kTile + kMaxHalo * kV + 31) / 32 * 32;  // whole swizzle rows
+  static constexpr int kBuf = kStaged + kMaxTaps;        // floats per buffer: input, then taps
+  static_assert(kE == 8 || kE == 16, "rowwise_swizzle is derived for 8 and 16 floats a thread");
+  static_assert(kMaxHalo <= kThreads && kMaxTaps <= kThreads, "one halo vector / tap a thread");
+  static_assert(kBuf % 4 == 0 && kStaged % 32 == 0, "float4-aligned buffers and taps");
+  static constexpr int smem_bytes() { return 2 * kBuf * static_cast<int>(sizeof(float)); }
+};
+
+// One tile of one row. Thread t's outputs are l0 + t*kE + i (i < kE); l0 = tile*kTile - my,
+// my = the row's output misalignment in elements, so every thread's outputs start 16-byte
+// aligned (vector stores). Staged float s holds x[a0 + s], a0 = l0 - pad_lo - off with off in
+// [0, kV) chosen so that x + a0 is 16-byte aligned (vector loads); the taps are shifted by off
+// to match (tap k' = w[k' - off], zero outside [0, K)), so output s reads staged s + k',
+// k' < kp: float4-aligned shared reads whatever the padding and the row alignments are.
+template <typename T>
+struct Conv1dShortItem {
+  const T* xrow;
+  T* yrow;
+  int64_t l0;  // output of staged position 0; > -kV, and the tile is empty when >= L_out
+  int64_t a0;  // input position of staged position 0
+  int64_t c;   // channel: filter row and bias
+  int off;     // leading zero taps
+  int kp;      // shifted taps rounded up to whole 4-tap blocks, <= kMaxTaps
+};
+
+// Item = row * tiles + tile (tile fastest: neighbouring blocks share halos in L2). 32-bit
+// division: the launcher checks that items fit (they are >= 1024x fewer than the outputs).
+template <typename T, typename Traits>
+__device__ __forceinline__ Conv1dShortItem<T> short_item(const Conv1dParams& p, uint32_t item,
+                                                         uint32_t tiles) {
+  constexpr int kV = Traits::kV;
+  Conv1dShortItem<T> it;
+  const uint32_t tile = item % tiles;
+  const uint32_t row = item / tiles;
+  const uint32_t C = static_cast<uint32_t>(p.C);
+  const uint32_t n = row / C;
+  it.c = row - n * C;
+  it.xrow = static_cast<const T*>(p.x) + static_cast<int64_t>(n) * p.x_sn + it.c * p.x_sc;
+  it.yrow = static_cast<T*>(p.y) + static_cast<int64_t>(n) * p.y_sn + it.c * p.y_so;
+  const int my =
+      p.y_sl == 1 ? static_cast<int>((reinterpret_cast<uintptr_t>(it.yrow) / sizeof(T)) % kV) : 0;
+  it.l0 = static_cast<int64_t>(tile) * Traits::kTile - my;
+  int off = 0;
+  if (p.x_sl == 1) {
+    const int mx = static_cast<int>((reinterpret_cast<uintptr_t>(it.xrow) / sizeof(T)) % kV);
+    const int64_t g = mx + it.l0 - p.pad_lo;
+    off = static_cast<int>(((g % kV) + kV) % kV);
+  }
+  it.off = off;
+  it.a0 = it.l0 - p.pad_lo - off;
+  it.kp = static_cast<int>((p.K + off + 3) / 4 * 4);
+  return it;
+}
+
+// x[gi, gi + kV) of a row: one 16-byte load inside the row (gi is aligned by construction when
+// the row is unit-stride), element by element with zeros (the padding) at the row's ends.
+template <typename T, int kV>
+__device__ __forceinline__ Vec<T, kV> short_load(const Conv1dParams& p, const T* xrow,
+                                                 int64_t gi) {
+  Vec<T, kV> v;
+  if (p.x_sl == 1 && gi >= 0 && gi + kV <= p.L) {
+    v = load_vec<T, kV>(xrow + gi);
+  } else {
+#pragma unroll
+    for (int e = 0; e < kV; ++e) {
+      const int64_t g = gi + e;
+      v.v[e] = (g >= 0 && g < p.L) ? xrow[g * p.x_sl] : from_float<T>(0.f);
+    }
+  }
+  return v;
+}
+
+// A tile's data in flight: the raw input vectors, one shifted tap and the bias.
+template <typename T, typename Traits>
+struct Conv1dShortRegs {
+  Vec<T, Traits::kV> main[Traits::kMain];
+  Vec<T, Traits::kV> halo;
+  float tap;
+  float bias;
+};
+
+template <typename T, typename Traits>
+__device__ __forceinline__ void short_prefetch(const Conv1dParams& p, const Conv1dShortItem<T>& it,
+                                               Conv1dShortRegs<T, Traits>& r) {
+  constexpr int kV = Traits::kV;
+  const int tid = threadIdx.x;
+#pragma unroll
+  for (int m = 0; m < Traits::kMain; ++m) {
+    const int j = tid + m * Traits::kThreads;  // consecutive threads, consecutive vectors
+    r.main[m] = short_load<T, kV>(p, it.xrow, it.a0 + static_cast<int64_t>(j) * kV);
+  }
+  if (tid < (it.kp + kV - 1) / kV) {
+    r.halo = short_load<T, kV>(p, it.xrow, it.a0 + static_cast<int64_t>(Traits::kTile + tid * kV));
+  }
+  const T* w = static_cast<const T*>(p.w);
+  const int k = tid - it.off;
+  r.tap = (k >= 0 && k < p.K) ? to_float(w[it.c * p.w_so + k * p.w_sk]) : 0.f;
+  const T* b = static_cast<const T*>(p.b);
+  r.bias = b != nullptr ? to_float(b[it.c * p.b_s]) : 0.f;
+}
+
+template <typename T, typename Traits>
+__device__ __forceinline__ void short_stage_vec(float* sx, int j, const Vec<T, Traits::kV>& v) {
+#pragma unroll
+  for (int q = 0; q < Traits::kV; q += 4) {
+    *reinterpret_cast<float4*>(sx + rowwise_swizzle<Traits::kE>(j * Traits::kV + q)) =
+        make_float4(to_float(v.v[q]), to_float(v.v[q + 1]), to_float(v.v[q + 2]),
+                    to_float(v.v[q + 3]));
+  }
+}
+
+// Grid: 1-D, at most as many blocks as fit on the device at once; block i runs the non-empty
+// items i, i + gridDim.x, ... (see Conv1dShortItem).
+// Block: kThreads threads, thread t owns the kE outputs at staged positions t*kE + i.
+// Shared memory: two buffers of [kStaged input floats (swizzled, rowwise_swizzle<kE>) | kMaxTaps
+// taps]. Per tile: the raw registers are converted into buffer `buf`; barrier (staged data
+// visible); the next tile's loads are issued into the registers; multiply-adds from shared
+// memory (one float4 of input and one of taps per 4 taps x kE outputs); 16-byte stores straight
+// from the registers. One barrier per tile suffices: a buffer is rewritten two tiles later,
+// after every thread has passed the barrier of the tile in between, hence finished reading it.
+// Warps whose outputs all lie past the row skip the multiply-adds (the short last tiles).
+template <typename T, typename Traits>
+__global__ void __launch_bounds__(Traits::kThreads)
+    conv1d_rowwise_short_kernel(const Conv1dParams p, const uint32_t tiles,
+                                const uint32_t total) {
+  constexpr int kE = Traits::kE;
+  constexpr int kV = Traits::kV;
+  extern __shared__ float4 conv1d_short_smem[];
+  float* const smem = reinterpret_cast<float*>(conv1d_short_smem);
+  const int tid = threadIdx.x;
+
+  // total + gridDim.x < 2^32 (the launcher keeps total <= INT_MAX).
+  uint32_t item = blockIdx.x;
+  Conv1dShortItem<T> it;
+  for (;; item += gridDim.x) {
+    if (item >= total) return;
+    it = short_item<T, Traits>(p, item, tiles);
+    if (it.l0 < p.L_out) break;
+  }
+  Conv1dShortRegs<T, Traits> r;
+  short_prefetch<T, Traits>(p, it, r);
+
+  for (int buf = 0;; buf ^= 1) {
+    float* const sx = smem + buf * Traits::kBuf;
+    float* const sw = sx + Traits::kStaged;
+#pragma unroll
+    for (int m = 0; m < Traits::kMain; ++m) {
+      short_stage_vec<T, Traits>(sx, tid + m * Traits::kThreads, r.main[m]);
+    }
+    const int nh = (it.kp + kV - 1) / kV;
+    if (tid < nh) short_stage_vec<T, Traits>(sx, Traits::kTile / kV + tid, r.halo);
+    if (tid < it.kp) sw[tid] = r.tap;
+    const float bias = r.bias;
+    __syncthreads();  // this tile's input and taps visible to every thread
+
+    uint32_t next = item + gridDim.x;
+    Conv1dShortItem<T> nit;
+    bool more = false;
+    for (; next < total; next += gridDim.x) {
+      nit = short_item<T, Traits>(p, next, tiles);
+      if (nit.l0 < p.L_out) {
+        more = true;
+        break;
+      }
+    }
+    if (more) short_prefetch<T, Traits>(p, nit, r);
+
+    const int base = tid * kE;
+    if (it.l0 + (tid & ~31) * kE < p.L_out) {  // warp-uniform
+      float acc[kE];
+#pragma unroll
+      for (int i = 0; i < kE; ++i) acc[i] = 0.f;
+      float xw[kE + 4];
+#pragma unroll
+      for (int q = 0; q < kE; q += 4) {
+        const float4 v = *reinterpret_cast<const float4*>(sx + rowwise_swizzle<kE>(base + q));
+        xw[q] = v.x, xw[q + 1] = v.y, xw[q + 2] = v.z, xw[q + 3] = v.w;
+      }
+      // Fully unrolled (kp <= kMaxTaps): the window shift below is a register renaming.
+#pragma unroll
+      for (int kb = 0; kb < Traits::kMaxTaps; kb += 4) {
+        if (kb >= it.kp) break;
+        const float4 v =
+            *reinterpret_cast<const float4*>(sx + rowwise_swizzle<kE>(base + kb + kE));
+        xw[kE] = v.x, xw[kE + 1] = v.y, xw[kE + 2] = v.z, xw[kE + 3] = v.w;
+        const float4 wv = *reinterpret_cast<const float4*>(sw + kb);  // broadcast
+        const float wr[4] = {wv.x, wv.y, wv.z, wv.w};
+#pragma unroll
+        for (int k = 0; k < 4; ++k)
+#pragma unroll
+          for (int i = 0; i < kE; ++i) acc[i] = fmaf(wr[k], xw[i + k], acc[i]);
+#pragma unroll
+        for (int i = 0; i < kE; ++i) xw[i] = xw[i + 4];
+      }
+
+      const int64_t l = it.l0 + base;
+      if (p.y_sl == 1 && l >= 0 && l + kE <= p.L_out) {
+#pragma unroll
+        for (int m = 0; m < Traits::kMain; ++m) {
+          Vec<T, kV> o;
+#pragma unroll
+          for (int e = 0; e < kV; ++e) o.v[e] = from_float<T>(acc[m * kV + e] + bias);
+          store_vec<T, kV>(it.yrow + l + m * kV, o);
+        }
+      } else {
+#pragma unroll
+        for (int i = 0; i < kE; ++i) {
+          if (l + i >= 0 && l + i < p.L_out) it.yrow[(l + i) * p.y_sl] = from_float<T>(acc[i] + bias);
+        }
+      }
+    }
+    if (!more) return;
+    it = nit;
+    item = next;
   }
 }
 
