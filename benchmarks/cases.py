@@ -98,11 +98,13 @@ def conv1d_case(cid, desc, B, C, L, K, groups, dtype, padding, target, graph=Fal
     return Case(cid, desc, "conv1d", make, target, graph, _TOL[dtype])
 
 
-def conv2d_case(cid, desc, N, C, H, W, K, dtype, target, depthwise):
+def conv2d_case(cid, desc, N, C, H, W, K, dtype, target, depthwise, channels_last=False):
     def make(device, scale):
         h = max(int(H * math.sqrt(scale)), 2 * K) if scale != 1 else H
         w_ = max(int(W * math.sqrt(scale)), 2 * K) if scale != 1 else W
         x = _randn((N, C, h, w_), dtype, device, 3)
+        if channels_last:  # ours and the baselines read the same channels_last input
+            x = x.to(memory_format=torch.channels_last)
         groups = C if depthwise else 1
         wt = _randn((C, 1, K, K) if depthwise else (1, C, K, K), dtype, device, 4)
         o = wt.shape[0]
@@ -190,6 +192,10 @@ CASES: List[Case] = [
     conv2d_case("dw2_3_f32", "conv2d depthwise N32 C256 56x56 3x3 fp32 NCHW", 32, 256, 56, 56, 3,
                 f32, ("roof", 0.85), True),
     conv2d_case("dw2_3_bf16", "same, bf16", 32, 256, 56, 56, 3, bf16, ("roof", 0.85), True),
+    conv2d_case("dw2_3_f32_nhwc", "dw2_3_f32 in channels_last", 32, 256, 56, 56, 3, f32,
+                ("speedup", 1.0), True, channels_last=True),
+    conv2d_case("dw2_3_bf16_nhwc", "dw2_3_bf16 in channels_last", 32, 256, 56, 56, 3, bf16,
+                ("speedup", 1.0), True, channels_last=True),
     conv2d_case("dw2_7_f32", "conv2d depthwise N8 C384 64x64 7x7 fp32", 8, 384, 64, 64, 7, f32,
                 ("roof", 0.75), True),
     conv2d_case("dw2_13_f32", "same, 13x13", 8, 384, 64, 64, 13, f32, ("roof", 0.75), True),

@@ -13,7 +13,8 @@ pytestmark = pytest.mark.filterwarnings("ignore:Using padding='same' with even k
 
 ALL_DTYPES = FLOAT_DTYPES + [torch.float64]
 
-# Tile sizes of the CUDA kernels (conv2d_kernels.cuh): general 32x32, depthwise NCHW 64x64.
+# Tile sizes of the CUDA kernels (conv2d_kernels.cuh): general 32x32, depthwise NCHW 64x64
+# (the rows kernel's strips are 128 columns, segments 4 * 2^k columns: see FORCED_DW below).
 GENERAL_TILE = 32
 DEPTHWISE_TILE = 64
 
@@ -183,7 +184,9 @@ def test_empty(device):
 # Each CUDA kernel path (choose_algo in conv2d_cuda.cu); the shapes also run on CPU, kept small.
 # --------------------------------------------------------------------------------------------
 PATHS = {
-    # depthwise NCHW, filter in registers (square 3/5/7, dilation 1)
+    # square 3/5/7, dilation 1, column padding <= 4: the rows kernel (depthwise_rows); the
+    # 64x64-tile kernel's register-filter instances run these only when forced
+    # (test_cuda_forced_paths)
     "dw_nchw_k3": dict(shape=(2, 5, 67, 70), k=(3, 3), groups=5, padding="same"),
     "dw_nchw_k5": dict(shape=(1, 3, 30, 129), k=(5, 5), groups=3, padding=2),
     "dw_nchw_k7": dict(shape=(1, 2, 65, 64), k=(7, 7), groups=2, padding=(3, 1)),
@@ -364,3 +367,137 @@ def test_opcheck(device):
     ]
     for op, args in cases:
         torch.library.opcheck(op, args)
+
+
+# --------------------------------------------------------------------------------------------
+# Algorithm choice (choose_algo in conv2d_cuda.cu): the query op, forcing, and each path on its
+# own over edge shapes.
+# --------------------------------------------------------------------------------------------
+ALGOS = ["depthwise_nhwc", "depthwise_rows", "depthwise_nchw", "general_staged", "general_direct"]
+
+
+def _meta(shape, k, groups, o=None, channels_last=False, dtype=torch.float32):
+    x = torch.empty(shape, device="meta", dtype=dtype)
+    if channels_last:
+        x = x.to(memory_format=torch.channels_last)
+    w = torch.empty(o or shape[1], shape[1] // groups, *k, device="meta", dtype=dtype)
+    return x, w
+
+
+def _cuda_choice_built():
+    x, w = _meta((1, 1, 8, 8), (3, 3), 1)
+    return not torch_ops.algorithm("conv2d", x, w, None, 1, 1).startswith("cpu")
+
+
+def test_algorithm_query_auto():
+    x, w = _meta((1, 1, 8, 8), (3, 3), 1)
+    if not _cuda_choice_built():
+        assert torch_ops.algorithm("conv2d", x, w, None, 1, 1) == "cpu (built without CUDA kernels)"
+        return
+    q = lambda *a, **k: torch_ops.algorithm("conv2d", *a, **k)  # noqa: E731
+    assert q(*_meta((1, 1, 8192, 8192), (3, 3), 1), None, 1, "same") == "depthwise_rows"
+    assert q(*_meta((32, 256, 56, 56), (3, 3), 256), None, 1, "same", 1, 256) == "depthwise_rows"
+    assert q(*_meta((32, 256, 56, 56), (3, 3), 256, dtype=torch.bfloat16), None, 1, "same", 1,
+             256) == "depthwise_rows"
+    assert q(*_meta((8, 384, 64, 64), (7, 7), 384), None, 1, "same", 1, 384) == "depthwise_rows"
+    assert q(*_meta((8, 384, 64, 64), (13, 13), 384), None, 1, "same", 1, 384) == "depthwise_nchw"
+    assert q(*_meta((1, 1, 64, 64), (3, 3), 1), None, 1, 0, 2) == "depthwise_nchw"  # dilated
+    assert q(*_meta((1, 1, 64, 64), (3, 3), 1), None, 1, (1, 5)) == "depthwise_nchw"  # pad > 4
+    assert q(*_meta((2, 8, 9, 9), (3, 3), 8, channels_last=True), None, 1, 1, 1,
+             8) == "depthwise_nhwc"
+    assert q(*_meta((2, 4, 9, 9), (3, 3), 1, o=6), None, 1, 1) == "general_staged"
+    assert q(*_meta((1, 2, 50, 61), (3, 2), 1, o=3), None, 9, 2) == "general_direct"
+    x0 = torch.empty(0, 1, 8, 8, device="meta")
+    assert q(x0, torch.empty(1, 1, 3, 3, device="meta"), None, 1, 1) == "empty"
+
+
+def test_algorithm_forcing_errors():
+    if not _cuda_choice_built():
+        pytest.skip("the CPU-only build has no CUDA algorithm choice")
+    x, w = _meta((1, 4, 9, 9), (3, 3), 1, o=4)
+    for name in ALGOS:
+        with torch_ops.force_algorithm("conv2d", name):
+            if name.startswith("depthwise"):
+                with pytest.raises(RuntimeError, match=f"forced algorithm '{name}' cannot run"):
+                    torch_ops.algorithm("conv2d", x, w, None, 1, 1)
+            else:
+                assert torch_ops.algorithm("conv2d", x, w, None, 1, 1) == name
+    with torch_ops.force_algorithm("conv2d", "nope"):
+        with pytest.raises(RuntimeError, match="forced algorithm 'nope' is not one of: "
+                                               "depthwise_nhwc, depthwise_rows"):
+            torch_ops.algorithm("conv2d", x, w, None, 1, 1)
+    xd, wd = _meta((1, 4, 9, 9), (3, 3), 4)
+    with torch_ops.force_algorithm("conv2d", "depthwise_rows"):
+        for args in [(2, 1, 1), (1, 1, 2), (1, 5, 1)]:  # stride; dilation; padding beyond the halo
+            with pytest.raises(RuntimeError, match="cannot run this shape"):
+                torch_ops.algorithm("conv2d", xd, wd, None, args[0], args[1], args[2], 4)
+        w5 = torch.empty(4, 1, 3, 5, device="meta")
+        with pytest.raises(RuntimeError, match="cannot run this shape"):  # not square
+            torch_ops.algorithm("conv2d", xd, w5, None, 1, 1, 1, 4)
+    assert torch_ops.algorithm("conv2d", xd, wd, None, 1, 1, 1, 4) == "depthwise_rows"
+
+
+# Depthwise / single-channel shapes every depthwise path can run (stride 1, dilation 1, 'same'
+# or padding within the rows kernel's halo): sizes 1, primes, around the rows kernel's segment
+# widths (4 * 2^k columns) and strip (128), and the tile kernel's 64.
+FORCED_DW = [
+    ((1, 1, 1, 1), 3, "same"),
+    ((2, 3, 5, 4), 3, "same"),
+    ((1, 2, 7, 5), 5, "same"),
+    ((3, 5, 13, 9), 3, (0, 1)),
+    ((1, 3, 17, 63), 7, "same"),
+    ((2, 2, 65, 127), 3, "same"),
+    ((1, 1, 31, 129), 5, (2, 0)),
+    ((1, 1, 70, 131), 7, (3, 4)),
+    ((1, 2, 130, 257), 3, (1, 1)),
+    ((33, 3, 6, 7), 3, "same"),    # many narrow planes, several per warp
+]
+FORCED_OTHER = {  # forced path -> extra shapes (N, C, H, W), O, (KH, KW), groups, stride, pad, dil
+    "depthwise_nhwc": [((2, 5, 9, 11), 5, (3, 2), 5, (2, 1), 1, (1, 2))],
+    "depthwise_nchw": [((1, 3, 40, 70), 3, (4, 6), 3, 1, (1, 5), (2, 1))],
+    "general_staged": [((2, 4, 33, 31), 6, (3, 3), 2, (1, 2), 1, 1)],
+    "general_direct": [((1, 2, 20, 25), 4, (3, 2), 1, 3, 2, (1, 2))],
+}
+
+
+def _layouts(x):
+    """The input as given, channels_last, and a strided view with a storage offset that breaks
+    16-byte alignment (sliced from a bigger tensor)."""
+    n, c, h, w_ = x.shape
+    big = torch.zeros(n, c + 1, h + 2, w_ + 5, dtype=x.dtype, device=x.device)
+    view = big[:, 1:, 1:h + 1, 3:w_ + 3]
+    view.copy_(x)
+    return [x, x.to(memory_format=torch.channels_last), view]
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA device and the CUDA build of gpukern")
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
+@pytest.mark.parametrize("algo", ALGOS)
+def test_cuda_forced_paths(algo, dtype):
+    """Each CUDA path on its own (forced), over edge shapes, layouts and strided views."""
+    for i, (shape, k, padding) in enumerate(FORCED_DW):
+        n, c, h, w_ = shape
+        x, w, b = make(n, c, h, w_, c, k, k, c, i % 2 == 0, dtype, "cuda", seed=100 + i)
+        for xx in _layouts(x):
+            with torch_ops.force_algorithm("conv2d", algo):
+                check(xx, w, b, 1, padding, 1, c)
+    for i, (shape, o, k, groups, stride, padding, dil) in enumerate(FORCED_OTHER.get(algo, [])):
+        n, c, h, w_ = shape
+        x, w, b = make(n, c, h, w_, o, *k, groups, True, dtype, "cuda", seed=200 + i)
+        for xx in _layouts(x):
+            with torch_ops.force_algorithm("conv2d", algo):
+                check(xx, w, b, stride, padding, dil, groups)
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA device and the CUDA build of gpukern")
+def test_cuda_rows_batched_images():
+    """Batched single-channel images (the issue's N=64 1x1024x1024) and multi-row chunks."""
+    g = torch.Generator(device="cuda").manual_seed(21)
+    x = torch.randn(64, 1, 1024, 1024, device="cuda", generator=g)
+    for k in (3, 5, 7):
+        w = torch.randn(1, 1, k, k, device="cuda", generator=g)
+        assert torch_ops.algorithm("conv2d", x, w, None, 1, "same") == "depthwise_rows"
+        out = torch_ops.conv2d(x, w, None, 1, "same")
+        assert_close_ref(out, F.conv2d(x.double(), w.double(), None, 1, "same"))

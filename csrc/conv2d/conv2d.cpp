@@ -6,6 +6,7 @@
 #include <torch/library.h>
 
 #include <algorithm>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -48,10 +49,10 @@ Conv2dParams make_conv2d_params(const ConvArgs& a, const at::Tensor& x, const at
   p.y_so = y.stride(1);
   p.y_sh = y.stride(2);
   p.y_sw = y.stride(3);
-  p.x = x.data_ptr();
-  p.w = w.data_ptr();
+  p.x = x.const_data_ptr();
+  p.w = w.const_data_ptr();
   const bool has_bias = bias.has_value() && bias->defined();
-  p.b = has_bias ? bias->data_ptr() : nullptr;
+  p.b = has_bias ? bias->const_data_ptr() : nullptr;
   p.b_s = has_bias ? bias->stride(0) : 0;
   p.y = y.data_ptr();
   return p;
@@ -149,8 +150,49 @@ at::Tensor conv2d_padding_cpu(const at::Tensor& input, const at::Tensor& weight,
   return conv2d_cpu_run(args, input, weight, bias);
 }
 
+// gpukern::_algorithm_conv2d: the CUDA algorithm a call with these arguments would run (see
+// common/algo.h). Only sizes, strides and dtype are read; meta tensors work.
+std::string conv2d_algorithm_run(const ConvArgs& a, const at::Tensor& input,
+                                 const at::Tensor& weight) {
+#ifdef GPUKERN_WITH_CUDA
+  const at::Tensor xm = at::empty_strided(input.sizes(), input.strides(),
+                                          input.options().device(at::kMeta));
+  const at::Tensor wm = at::empty_strided(weight.sizes(), weight.strides(),
+                                          weight.options().device(at::kMeta));
+  const at::Tensor out = conv_output(a, xm, wm);
+  if (out.numel() == 0) return "empty";
+  return conv2d_cuda_algorithm(make_conv2d_params(a, conv_batched_input(a, xm), wm, std::nullopt,
+                                                  conv_batched_output(a, out)),
+                               input.element_size());
+#else
+  (void)a, (void)input, (void)weight;
+  return "cpu (built without CUDA kernels)";
+#endif
+}
+
+std::string conv2d_algorithm(const at::Tensor& input, const at::Tensor& weight,
+                             at::IntArrayRef stride, at::IntArrayRef padding,
+                             at::IntArrayRef dilation, int64_t groups) {
+  const ConvArgs a = conv_args(kOp, 2, input, weight, std::nullopt, stride, padding, dilation,
+                               groups);
+  return conv2d_algorithm_run(a, input, weight);
+}
+
+std::string conv2d_padding_algorithm(const at::Tensor& input, const at::Tensor& weight,
+                                     at::IntArrayRef stride, c10::string_view padding,
+                                     at::IntArrayRef dilation, int64_t groups) {
+  const ConvArgs a = conv_args(kOp, 2, input, weight, std::nullopt, stride,
+                               std::string_view(padding.data(), padding.size()), dilation, groups);
+  return conv2d_algorithm_run(a, input, weight);
+}
+
 }  // namespace
 }  // namespace gpukern
+
+TORCH_LIBRARY_IMPL(gpukern, CompositeExplicitAutograd, m) {
+  m.impl("_algorithm_conv2d", &gpukern::conv2d_algorithm);
+  m.impl("_algorithm_conv2d.padding", &gpukern::conv2d_padding_algorithm);
+}
 
 TORCH_LIBRARY_IMPL(gpukern, CPU, m) {
   m.impl("conv2d", &gpukern::conv2d_cpu);

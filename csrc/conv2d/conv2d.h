@@ -4,6 +4,7 @@
 // forward-declared, the definitions live in the host files.
 #include <cstdint>
 #include <optional>
+#include <string>
 
 namespace at {
 class Tensor;
@@ -39,5 +40,9 @@ struct Conv2dParams {
 Conv2dParams make_conv2d_params(const ConvArgs& args, const at::Tensor& input4d,
                                 const at::Tensor& weight, const std::optional<at::Tensor>& bias,
                                 const at::Tensor& output4d);
+
+// The name of the CUDA algorithm a call with these params and element size runs (the forced one
+// when set, common/algo.h); defined in conv2d_cuda.cu, in CUDA builds only.
+std::string conv2d_cuda_algorithm(const Conv2dParams& p, int64_t elem_size);
 
 }  // namespace gpukern

@@ -3,7 +3,11 @@
 #include <torch/library.h>
 
 #include <algorithm>
+#include <string>
 #include <string_view>
+#include <vector>
+
+#include "common/algo.h"
 
 #include "common/checks.h"
 #include "common/conv_args.h"
@@ -20,81 +24,176 @@ constexpr int64_t kMaxGridY = 65535;
 constexpr int64_t kMaxGridX = 2147483647;
 
 enum class Algo {
-  kDepthwiseNchw,  // conv2d_depthwise_nchw_kernel
   kDepthwiseNhwc,  // conv2d_depthwise_nhwc_kernel
+  kDepthwiseRows,  // conv2d_depthwise_rows_kernel<T, 3/5/7>
+  kDepthwiseNchw,  // conv2d_depthwise_nchw_kernel
   kGeneralStaged,  // conv2d_general_kernel<T, true>
   kGeneralDirect,  // conv2d_general_kernel<T, false>
 };
 
+// Names in Algo order: what _set_algorithm("conv2d", ...) accepts and _algorithm_conv2d returns.
+const std::vector<std::string>& conv2d_algo_names() {
+  static const std::vector<std::string> names = {"depthwise_nhwc", "depthwise_rows",
+                                                 "depthwise_nchw", "general_staged",
+                                                 "general_direct"};
+  return names;
+}
+
 struct Plan {
   Algo algo = Algo::kGeneralDirect;
   int static_k = 0;                  // depthwise NCHW: 3/5/7 = filter in registers, -1 = runtime
-                                     // filter in register chunks (row dilation 1), 0 = runtime
+                                     // filter in register chunks (row dilation 1), 0 = runtime;
+                                     // rows: the filter size
   conv2d::DepthwiseTile tile{0, 0};  // depthwise NCHW shared tile
   bool vec_ok = false;               // depthwise NCHW: 16-byte loads allowed
   int rows_per_chunk = 0;            // general staged: filter rows per staged chunk
   int region_cols = 0;               // general staged: staged input columns
+  conv2d::RowsShape rows{};          // depthwise rows: work decomposition
   size_t smem_bytes = 0;
 };
 
 int64_t round_up(int64_t a, int64_t m) { return ceil_div(a, m) * m; }
 
-// The algorithm for a shape (first match wins):
-//  1. depthwise with multiplier 1 (groups == C == O; C == 1 is a single-channel image) whose
-//     channels are the contiguous dim (channels_last, C > 1): the NHWC kernel, any stride,
-//     dilation and padding;
-//  2. depthwise with multiplier 1, stride 1, tile + halo within DepthwiseTraits::kMaxSmemFloats:
-//     the NCHW tiled kernel (rows read through their stride, 16-byte loads when rows are
-//     contiguous and aligned), filter in registers for square 3/5/7 filters without dilation,
-//     else chunks of filter rows in registers when the row dilation is 1, else taps from shared
-//     memory;
-//  3. everything else: the general tiled kernel, staging input regions and filter rows in shared
-//     memory when the region of one filter row fits (GeneralTraits budget), else reading
-//     directly from global memory (huge stride or dilation).
-Plan choose_algo(const Conv2dParams& p, int64_t elem_size) {
-  Plan plan;
-  const bool dw1 = p.groups == p.C && p.O == p.C;
-  if (dw1 && p.C > 1 && p.x_sc == 1 && p.x_sw != 1) {
-    plan.algo = Algo::kDepthwiseNhwc;
-    return plan;
+bool depthwise1(const Conv2dParams& p) { return p.groups == p.C && p.O == p.C; }
+
+// Warps of work the rows kernel aims for (row chunks are cut until there are about this many):
+// ~2 waves of 132 SMs x 16 resident warps (the 7x7 instance's occupancy), fewer chunks = fewer
+// re-read halo rows.
+constexpr int64_t kRowsTargetWarps = 4096;
+
+// The rows kernel indexes columns and image rows in int (offsets in int64).
+constexpr int64_t kMaxRowsDim = int64_t{1} << 30;
+
+// Each plan_* fills the plan of one algorithm and says whether it can run the shape at all.
+bool plan_rows(const Conv2dParams& p, int64_t elem_size, Plan& plan) {
+  using Tr = conv2d::RowsTraits;
+  const bool k_ok = p.KH == p.KW && (p.KH == 3 || p.KH == 5 || p.KH == 7);
+  if (!depthwise1(p) || p.stride_h != 1 || p.stride_w != 1 || p.dil_h != 1 || p.dil_w != 1 ||
+      !k_ok || p.pad_w > Tr::kHalo || p.KW - 1 - p.pad_w > Tr::kHalo ||
+      std::max({p.H, p.W, p.OW}) > kMaxRowsDim || p.pad_h > kMaxRowsDim) {
+    return false;
   }
-  if (dw1 && p.stride_h == 1 && p.stride_w == 1) {
-    using Tr = conv2d::DepthwiseTraits;
-    const int64_t V = 16 / elem_size;
-    const int64_t off = ((-p.pad_w) % V + V) % V;
-    const int64_t rows = Tr::kTileH + (p.KH - 1) * p.dil_h;
-    const int64_t pitch = round_up(off + Tr::kTileW + (p.KW - 1) * p.dil_w, V);
-    const bool square_small = p.KH == p.KW && p.dil_h == 1 && p.dil_w == 1 &&
-                              (p.KH == 3 || p.KH == 5 || p.KH == 7);
-    const int64_t floats = rows * pitch + (square_small ? 0 : p.KH * p.KW);
-    if (rows <= Tr::kMaxSmemFloats && pitch <= Tr::kMaxSmemFloats &&
-        floats <= Tr::kMaxSmemFloats) {
-      plan.algo = Algo::kDepthwiseNchw;
-      plan.static_k = square_small ? static_cast<int>(p.KH) : (p.dil_h == 1 ? -1 : 0);
-      plan.tile = {static_cast<int>(rows), static_cast<int>(pitch)};
-      plan.vec_ok = p.x_sw == 1 && p.x_sh % V == 0 && (p.N == 1 || p.x_sn % V == 0) &&
-                    (p.C == 1 || p.x_sc % V == 0) && is_aligned16(p.x);
-      plan.smem_bytes = static_cast<size_t>(floats) * sizeof(float);
-      return plan;
-    }
+  conv2d::RowsShape& s = plan.rows;
+  int S = 1;
+  while (S < 32 && S * Tr::kItems < p.OW) S *= 2;
+  s.seg_lanes = S;
+  s.strips = ceil_div(p.OW, static_cast<int64_t>(S) * Tr::kItems);
+  const int64_t groups = ceil_div(p.N * p.C, 32 / S);
+  s.chunks = std::max<int64_t>(
+      1, std::min(ceil_div(p.OH, 16), ceil_div(kRowsTargetWarps, groups * s.strips)));
+  s.rows = ceil_div(p.OH, s.chunks);
+  s.chunks = ceil_div(p.OH, s.rows);
+  s.units = groups * s.chunks * s.strips;
+  const int64_t I = Tr::kItems;
+  s.x_vec = p.x_sw == 1 && p.x_sh % I == 0 && (p.N == 1 || p.x_sn % I == 0) &&
+            (p.C == 1 || p.x_sc % I == 0) && is_aligned16(p.x);
+  s.y_vec = p.y_sw == 1 && p.y_sh % I == 0 && (p.N == 1 || p.y_sn % I == 0) &&
+            (p.O == 1 || p.y_so % I == 0) && is_aligned16(p.y);
+  plan.algo = Algo::kDepthwiseRows;
+  plan.static_k = static_cast<int>(p.KH);
+  plan.smem_bytes = static_cast<size_t>(Tr::kWarps) * Tr::kStages * Tr::slot(S) * elem_size;
+  return true;
+}
+
+bool plan_depthwise_nchw(const Conv2dParams& p, int64_t elem_size, Plan& plan) {
+  if (!depthwise1(p) || p.stride_h != 1 || p.stride_w != 1) return false;
+  using Tr = conv2d::DepthwiseTraits;
+  const int64_t V = 16 / elem_size;
+  const int64_t off = ((-p.pad_w) % V + V) % V;
+  const int64_t rows = Tr::kTileH + (p.KH - 1) * p.dil_h;
+  const int64_t pitch = round_up(off + Tr::kTileW + (p.KW - 1) * p.dil_w, V);
+  const bool square_small = p.KH == p.KW && p.dil_h == 1 && p.dil_w == 1 &&
+                            (p.KH == 3 || p.KH == 5 || p.KH == 7);
+  const int64_t floats = rows * pitch + (square_small ? 0 : p.KH * p.KW);
+  if (rows > Tr::kMaxSmemFloats || pitch > Tr::kMaxSmemFloats || floats > Tr::kMaxSmemFloats) {
+    return false;
   }
+  plan.algo = Algo::kDepthwiseNchw;
+  plan.static_k = square_small ? static_cast<int>(p.KH) : (p.dil_h == 1 ? -1 : 0);
+  plan.tile = {static_cast<int>(rows), static_cast<int>(pitch)};
+  plan.vec_ok = p.x_sw == 1 && p.x_sh % V == 0 && (p.N == 1 || p.x_sn % V == 0) &&
+                (p.C == 1 || p.x_sc % V == 0) && is_aligned16(p.x);
+  plan.smem_bytes = static_cast<size_t>(floats) * sizeof(float);
+  return true;
+}
+
+bool plan_general_staged(const Conv2dParams& p, Plan& plan) {
   using Tr = conv2d::GeneralTraits;
   const int64_t region_cols = (Tr::kTileW - 1) * p.stride_w + (p.KW - 1) * p.dil_w + 1;
   const int64_t one_row = (Tr::kTileH - 1) * p.stride_h + 1;  // region rows of one filter row
-  if (p.KW <= Tr::kMaxTaps && region_cols <= Tr::kMaxRegion &&
-      one_row * region_cols <= Tr::kMaxRegion) {
-    // Most filter rows R with region rows one_row + (R-1)*dil_h and R*KW taps inside budget.
-    const int64_t by_region = (Tr::kMaxRegion / region_cols - one_row) / p.dil_h + 1;
-    const int64_t by_taps = Tr::kMaxTaps / p.KW;
-    const int64_t R = std::max<int64_t>(1, std::min({p.KH, by_region, by_taps}));
-    const int64_t region_rows = one_row + (R - 1) * p.dil_h;
-    plan.algo = Algo::kGeneralStaged;
-    plan.rows_per_chunk = static_cast<int>(R);
-    plan.region_cols = static_cast<int>(region_cols);
-    plan.smem_bytes = static_cast<size_t>(R * p.KW + region_rows * region_cols) * sizeof(float);
+  if (p.KW > Tr::kMaxTaps || region_cols > Tr::kMaxRegion ||
+      one_row * region_cols > Tr::kMaxRegion) {
+    return false;
+  }
+  // Most filter rows R with region rows one_row + (R-1)*dil_h and R*KW taps inside budget.
+  const int64_t by_region = (Tr::kMaxRegion / region_cols - one_row) / p.dil_h + 1;
+  const int64_t by_taps = Tr::kMaxTaps / p.KW;
+  const int64_t R = std::max<int64_t>(1, std::min({p.KH, by_region, by_taps}));
+  const int64_t region_rows = one_row + (R - 1) * p.dil_h;
+  plan.algo = Algo::kGeneralStaged;
+  plan.rows_per_chunk = static_cast<int>(R);
+  plan.region_cols = static_cast<int>(region_cols);
+  plan.smem_bytes = static_cast<size_t>(R * p.KW + region_rows * region_cols) * sizeof(float);
+  return true;
+}
+
+// Whether algorithm a can run the shape; fills its plan when it can.
+bool plan_for(Algo a, const Conv2dParams& p, int64_t elem_size, Plan& plan) {
+  switch (a) {
+    case Algo::kDepthwiseNhwc:
+      if (!depthwise1(p)) return false;  // reads through any strides; fast when x_sc == 1
+      plan.algo = a;
+      return true;
+    case Algo::kDepthwiseRows: return plan_rows(p, elem_size, plan);
+    case Algo::kDepthwiseNchw: return plan_depthwise_nchw(p, elem_size, plan);
+    case Algo::kGeneralStaged: return plan_general_staged(p, plan);
+    case Algo::kGeneralDirect: plan.algo = a; return true;
+  }
+  return false;
+}
+
+// The automatic choice: a pure function of the shape, strides and dtype (never of the data
+// pointers; alignment only switches vector loads on or off inside a kernel). First match wins:
+//  1. depthwise_nhwc: depthwise with multiplier 1 (groups == C == O) whose channels are the
+//     contiguous dim (channels_last, C > 1): threads across channels, any stride, dilation and
+//     padding; the input is read in place.
+//  2. depthwise_rows: depthwise with multiplier 1 (C == 1: single-channel images, batched or
+//     not), stride 1, dilation 1, square 3x3/5x5/7x7 filter, column padding pw with pw <= 4 and
+//     K-1-pw <= 4 (all 'same' shapes): warps stream down row strips, 4 input rows in flight per
+//     warp through cp.async, every input element read once, narrow planes packed several per
+//     warp. Replaces the 64x64-tile kernel for these filters: the tile kernel's one tile per
+//     block behind a barrier left ~8 KB in flight per SM (c2_3 measured 52% of the copy roof,
+//     dw2_3 39%, the 56-wide planes wasting 23% of the tile).
+//  3. depthwise_nchw: depthwise with multiplier 1, stride 1, 64x64 tile + halo within
+//     DepthwiseTraits::kMaxSmemFloats (larger or dilated filters, other paddings): filter in
+//     register chunks when the row dilation is 1, else taps from shared memory.
+//  4. general_staged: anything whose tile region of one filter row fits GeneralTraits' shared
+//     budget (grouped / dense channels, strides, depthwise multipliers).
+//  5. general_direct: everything else (huge stride or dilation).
+Plan choose_algo_auto(const Conv2dParams& p, int64_t elem_size) {
+  Plan plan;
+  if (depthwise1(p) && p.C > 1 && p.x_sc == 1 && p.x_sw != 1) {
+    plan.algo = Algo::kDepthwiseNhwc;
     return plan;
   }
+  for (Algo a : {Algo::kDepthwiseRows, Algo::kDepthwiseNchw, Algo::kGeneralStaged}) {
+    Plan candidate;
+    if (plan_for(a, p, elem_size, candidate)) return candidate;
+  }
   plan.algo = Algo::kGeneralDirect;
+  return plan;
+}
+
+// The automatic choice, or the forced one (common/algo.h) when it can run the shape.
+Plan choose_algo(const Conv2dParams& p, int64_t elem_size) {
+  const std::string forced = forced_algorithm(kOp);
+  if (forced.empty()) return choose_algo_auto(p, elem_size);
+  const auto a = static_cast<Algo>(algorithm_index(kOp, forced, conv2d_algo_names()));
+  Plan plan;
+  GK_CHECK(plan_for(a, p, elem_size, plan), kOp, "forced algorithm '", forced,
+           "' cannot run this shape (C=", p.C, ", O=", p.O, ", groups=", p.groups, ", kernel=",
+           p.KH, "x", p.KW, ", stride=", p.stride_h, "x", p.stride_w, ", dilation=", p.dil_h,
+           "x", p.dil_w, ", padding=", p.pad_h, "x", p.pad_w, ")");
   return plan;
 }
 
@@ -110,6 +209,23 @@ void launch(const Conv2dParams& p, const Plan& plan, cudaStream_t stream) {
                       static_cast<unsigned>(std::min(p.N * p.OH, kMaxGridY)));
       conv2d::conv2d_depthwise_nhwc_kernel<T><<<grid, Tr::kNThreads, 0, stream>>>(p, tiles_w);
       GK_CHECK_LAUNCH();
+      break;
+    }
+    case Algo::kDepthwiseRows: {
+      using Tr = conv2d::RowsTraits;
+      const int64_t blocks = ceil_div(plan.rows.units, Tr::kWarps);
+      GK_CHECK(blocks <= kMaxGridX, kOp, "output too large for the grid (", blocks, " blocks)");
+      auto go = [&](auto kernel) {
+        allow_dynamic_smem(kernel, plan.smem_bytes);
+        kernel<<<static_cast<unsigned>(blocks), Tr::kNThreads, plan.smem_bytes, stream>>>(
+            p, plan.rows);
+        GK_CHECK_LAUNCH();
+      };
+      switch (plan.static_k) {
+        case 3: go(conv2d::conv2d_depthwise_rows_kernel<T, 3>); break;
+        case 5: go(conv2d::conv2d_depthwise_rows_kernel<T, 5>); break;
+        default: go(conv2d::conv2d_depthwise_rows_kernel<T, 7>); break;
+      }
       break;
     }
     case Algo::kDepthwiseNchw: {
@@ -187,6 +303,11 @@ at::Tensor conv2d_padding_cuda(const at::Tensor& input, const at::Tensor& weight
 }
 
 }  // namespace
+
+std::string conv2d_cuda_algorithm(const Conv2dParams& p, int64_t elem_size) {
+  return conv2d_algo_names()[static_cast<int>(choose_algo(p, elem_size).algo)];
+}
+
 }  // namespace gpukern
 
 TORCH_LIBRARY_IMPL(gpukern, CUDA, m) {
