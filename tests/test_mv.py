@@ -125,6 +125,8 @@ CUDA_CASES = [
     ("cols_T_21_splits", (4096, 1300), "transposed"),
     ("cols_T_21_splits_scalar", (1001, 1300), "transposed"),
     ("general", (999, 4001), "both_strided"),
+    # mvT of the benchmark: 64 row blocks x 8 splits (f32), 32 x 16 (16-bit).
+    ("cols_T_8192sq", (8192, 8192), "transposed"),
 ]
 
 
@@ -147,3 +149,83 @@ def test_mv_cuda_paths(device, dtype, name, shape, layout):
     _check(a, v, dtype)
     # Deterministic: split paths finish in a fixed order.
     assert torch.equal(torch_ops.mv(a, v), torch_ops.mv(a, v))
+
+
+# ---------------------------------------------------------------- algorithm query and forcing
+
+MV_ALGOS = ["rows_vec", "rows", "cols_vec", "cols"]
+
+
+def _meta(*shape):
+    return torch.empty(*shape, device="meta")
+
+
+def test_mv_algorithm_query():
+    a, v = _meta(8192, 8192), _meta(8192)
+    if not torch_ops.has_cuda_kernels():
+        assert torch_ops.algorithm("mv", a, v) == "cpu (built without CUDA kernels)"
+        return
+    assert torch_ops.algorithm("mv", a, v) == "rows_vec"
+    assert torch_ops.algorithm("mv", a.t(), v) == "cols_vec"
+    assert torch_ops.algorithm("mv", _meta(100_003, 7), _meta(7)) == "cols"
+    assert torch_ops.algorithm("mv", _meta(1, 1_000_003), _meta(1_000_003)) == "rows_vec"
+    off = _meta(64 * 256 + 1)[1:].view(64, 256)  # storage offset breaks 16-byte alignment
+    assert torch_ops.algorithm("mv", off, _meta(256)) == "rows"
+    assert torch_ops.algorithm("mv", _meta(999, 8002)[:, ::2], _meta(4001)) == "rows"
+    assert torch_ops.algorithm("mv", _meta(4001, 999).t()[:, ::1], _meta(4001)) == "cols"
+    assert torch_ops.algorithm("mv", _meta(0, 5), _meta(5)) == "empty"
+    with torch_ops.force_algorithm("mv", "cols"):
+        assert torch_ops.algorithm("mv", a, v) == "cols"
+    with torch_ops.force_algorithm("mv", "rows"):
+        assert torch_ops.algorithm("mv", a.t(), v) == "rows"
+    with torch_ops.force_algorithm("mv", "cols_vec"):
+        with pytest.raises(RuntimeError, match=r"gpukern::mv: forced algorithm 'cols_vec' cannot"):
+            torch_ops.algorithm("mv", a, v)
+    with torch_ops.force_algorithm("mv", "rows_vec"):
+        with pytest.raises(RuntimeError, match=r"gpukern::mv: forced algorithm 'rows_vec' cannot"):
+            torch_ops.algorithm("mv", off, _meta(256))
+    with torch_ops.force_algorithm("mv", "nope"):
+        with pytest.raises(RuntimeError,
+                           match=r"forced algorithm 'nope' is not one of: rows_vec, rows, "
+                                 r"cols_vec, cols"):
+            torch_ops.algorithm("mv", a, v)
+    assert torch_ops.algorithms.forced_algorithm("mv") is None
+
+
+# Each algorithm forced on edge shapes it can run: rows of one element, one row, short and long
+# rows, column-major with row counts around the cols block (128 / 256 rows) and split counts that
+# do not divide the columns.
+# "padded": leading dim rounded up to 8, so cols_vec applies and its last vector of rows is partial.
+FORCED_SHAPES = [((1, 1), "contig"), ((1, 1000), "contig"), ((1000, 1), "contig"),
+                 ((7, 5), "contig"), ((129, 1000), "transposed"), ((257, 33), "padded"),
+                 ((100, 7777), "padded"), ((3000, 16), "contig"), ((5, 70_001), "contig"),
+                 ((128, 4104), "transposed"), ((259, 2000), "padded"), ((1, 3), "padded")]
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("device", DEVICE_PARAMS[1:])
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
+@pytest.mark.parametrize("algo", MV_ALGOS)
+@pytest.mark.parametrize("shape,layout", FORCED_SHAPES, ids=[f"{s[0]}x{s[1]}-{l}"
+                                                            for s, l in FORCED_SHAPES])
+def test_mv_forced_paths(device, dtype, algo, shape, layout):
+    g = torch.Generator().manual_seed(11)
+    M, N = shape
+    if layout == "contig":
+        a = rand(M, N, dtype=dtype, device=device, generator=g)
+    elif layout == "padded":
+        a = rand(N, (M + 7) // 8 * 8, dtype=dtype, device=device, generator=g)[:, :M].t()
+    else:
+        a = rand(N, M, dtype=dtype, device=device, generator=g).t()
+    v = rand(N, dtype=dtype, device=device, generator=g)
+    with torch_ops.force_algorithm("mv", algo):
+        try:
+            name = torch_ops.algorithm("mv", a, v)
+        except RuntimeError as e:
+            assert "cannot run this shape" in str(e)
+            with pytest.raises(RuntimeError, match="cannot run this shape"):
+                torch_ops.mv(a, v)
+            return
+        assert name == algo
+        _check(a, v, dtype)
+        assert torch.equal(torch_ops.mv(a, v), torch_ops.mv(a, v))

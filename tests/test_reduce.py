@@ -362,3 +362,98 @@ def test_cuda_large_index():
     _exact(got, exp)
     del x, m
     torch.cuda.empty_cache()
+
+
+# ---------------------------------------------------------------- algorithm query and forcing
+
+REDUCE_ALGOS = ["small", "seg_contig", "seg", "row", "col_vec", "col"]
+
+
+def _meta(*shape, dtype=torch.float32):
+    return torch.empty(*shape, device="meta", dtype=dtype)
+
+
+def test_reduce_algorithm_query():
+    x = _meta(65536, 256)
+    if not torch_ops.has_cuda_kernels():
+        assert torch_ops.algorithm("sum", x, -1) == "cpu (built without CUDA kernels)"
+        return
+    q = torch_ops.algorithm
+    assert q("sum", _meta(1024)) == "small"
+    assert q("sum", _meta(2048, dtype=torch.bfloat16)) == "small"
+    assert q("sum", _meta(1025)) == "seg_contig"
+    assert q("sum", _meta(100_000_000)) == "seg_contig"
+    assert q("sum", _meta(2000)[::2]) == "seg"
+    assert q("sum", x, -1) == "row"
+    assert q("amax", _meta(65536, 256, dtype=torch.bfloat16), -1) == "row"
+    assert q("mean", _meta(4, 2_000_001), 1) == "seg_contig"
+    assert q("sum", _meta(8192, 8192), 0) == "col_vec"
+    assert q("sum", _meta(8192, 8192, dtype=torch.int32), 0) == "col"
+    assert q("amin", _meta(1_000_003, 8), 0) == "seg"
+    assert q("sum", _meta(8, 5000, 9), [0, 2]) == "col"
+    assert q("sum", _meta(0, 5), 1) == "empty"
+    with torch_ops.force_algorithm("reduce", "col"):
+        assert q("sum", x, -1) == "col"
+    with torch_ops.force_algorithm("reduce", "small"):
+        with pytest.raises(RuntimeError, match=r"gpukern::reduce: forced algorithm 'small' cannot"):
+            q("sum", x, -1)
+    with torch_ops.force_algorithm("reduce", "col_vec"):
+        with pytest.raises(RuntimeError, match=r"forced algorithm 'col_vec' cannot"):
+            q("sum", _meta(8192, 8193), 0)
+    with torch_ops.force_algorithm("reduce", "nope"):
+        with pytest.raises(RuntimeError, match=r"is not one of: small, seg_contig, seg, row, "
+                                               r"col_vec, col"):
+            q("sum", x)
+    with pytest.raises(RuntimeError, match=r"unknown kind 'prod'"):
+        torch.ops.gpukern._algorithm_reduce(x, None, "prod")
+    assert torch_ops.algorithms.forced_algorithm("reduce") is None
+
+
+# Each algorithm forced on edge layouts: full reductions (1 element, 1K, misaligned, strided),
+# rows (short, 1 output, prime length), columns (vector-divisible or not), middle dims, tuples of
+# dims (NCHW over (0, 2, 3)).
+FORCED_CASES = [
+    ("one", (1,), None), ("full_1K", (1024,), None), ("full_odd", (100_003,), None),
+    ("full_offset", "offset", None), ("full_strided", "strided", None),
+    ("rows_1x7", (1, 7), [1]), ("rows_prime", (37, 1009), [1]), ("rows_256", (4099, 256), [1]),
+    ("cols_vec_ok", (1001, 64), [0]), ("cols_odd", (1001, 33), [0]),
+    ("middle", (5, 301, 8), [1]), ("nchw_023", (3, 16, 7, 9), [0, 2, 3]),
+]
+
+
+def _forced_input(spec, dtype, g):
+    if spec == "offset":
+        return rand(30_001, dtype=dtype, device="cuda", generator=g)[1:]
+    if spec == "strided":
+        return rand(30_000, dtype=dtype, device="cuda", generator=g)[::3]
+    return rand(*spec, dtype=dtype, device="cuda", generator=g)
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not HAS_CUDA, reason="needs CUDA")
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
+@pytest.mark.parametrize("algo", REDUCE_ALGOS)
+@pytest.mark.parametrize("name,spec,dims", FORCED_CASES, ids=[c[0] for c in FORCED_CASES])
+def test_cuda_forced_paths(dtype, algo, name, spec, dims):
+    g = torch.Generator().manual_seed(12)
+    x = _forced_input(spec, dtype, g)
+    xn = x.clone()
+    xn.view(-1)[x.numel() // 2] = float("nan")
+    xi = (x * 40).to(torch.int32)
+    with torch_ops.force_algorithm("reduce", algo):
+        try:
+            name_run = torch_ops.algorithm("sum", x, dims)
+        except RuntimeError as e:
+            assert "cannot run this layout" in str(e)
+            with pytest.raises(RuntimeError, match="cannot run this layout"):
+                torch_ops.sum(x, dims)
+            return
+        assert name_run == algo
+        for op in ("sum", "mean", "amax", "amin"):
+            _check_float(op, x, dims, False, dtype)
+        assert torch.equal(torch_ops.sum(x, dims), torch_ops.sum(x, dims))
+        d = _dims_arg(dims) or list(range(x.dim()))
+        assert torch.isnan(torch_ops.amax(xn, d)).any()
+        assert torch.isnan(torch_ops.sum(xn, dims)).any()
+        if algo != "col_vec":  # integer sums read int64 partials; col_vec is float-only
+            _exact(torch_ops.sum(xi, dims), torch.sum(xi.cpu(), d))

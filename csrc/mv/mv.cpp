@@ -7,7 +7,9 @@
 #include <torch/library.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
+#include <string>
 #include <vector>
 
 #include "common/checks.h"
@@ -53,7 +55,7 @@ void mv_cpu_kernel(const at::Tensor& A, const at::Tensor& x, const at::Tensor& o
   });
 }
 
-at::Tensor mv(const at::Tensor& self, const at::Tensor& vec) {
+void check_mv_args(const at::Tensor& self, const at::Tensor& vec) {
   check_defined(kOp, self, "self");
   check_defined(kOp, vec, "vec");
   GK_CHECK(self.dim() == 2, kOp, "expected self to be a 2-D matrix, got ", self.dim(),
@@ -65,6 +67,10 @@ at::Tensor mv(const at::Tensor& self, const at::Tensor& vec) {
   check_same_device(kOp, self, "self", vec, "vec");
   check_same_dtype(kOp, self, "self", vec, "vec");
   check_floating(kOp, self, "self");
+}
+
+at::Tensor mv(const at::Tensor& self, const at::Tensor& vec) {
+  check_mv_args(self, vec);
   GK_CHECK(self.device().is_cpu() || self.device().is_cuda(), kOp, "unsupported device ",
            self.device());
 
@@ -84,8 +90,40 @@ at::Tensor mv(const at::Tensor& self, const at::Tensor& vec) {
   return out;
 }
 
+// Whether t's data starts on a 16-byte boundary; meta tensors have no address, so their storage
+// is taken as aligned (as fresh allocations are) and only the offset counts.
+bool starts_aligned16(const at::Tensor& t) {
+  if (t.is_meta()) return (t.storage_offset() * t.element_size()) % 16 == 0;
+  return (reinterpret_cast<uintptr_t>(t.const_data_ptr()) & 15u) == 0;
+}
+
+// gpukern::_algorithm_mv: the CUDA algorithm a call with these arguments would run (see
+// common/algo.h). Only sizes, strides, dtype and alignment are read; meta tensors work.
+std::string mv_algorithm(const at::Tensor& self, const at::Tensor& vec) {
+  check_mv_args(self, vec);
+#if defined(GPUKERN_WITH_CUDA)
+  if (self.size(0) == 0 || self.size(1) == 0) return "empty";
+  MvShape s;
+  s.M = self.size(0);
+  s.N = self.size(1);
+  s.s0 = self.stride(0);
+  s.s1 = self.stride(1);
+  s.xs = vec.stride(0);
+  s.elem_size = static_cast<int>(self.element_size());
+  s.a_aligned = starts_aligned16(self);
+  s.x_aligned = starts_aligned16(vec);
+  return mv_cuda_algorithm(s);
+#else
+  return "cpu (built without CUDA kernels)";
+#endif
+}
+
 }  // namespace
 }  // namespace gpukern
+
+TORCH_LIBRARY_IMPL(gpukern, CompositeExplicitAutograd, m) {
+  m.impl("_algorithm_mv", &gpukern::mv_algorithm);
+}
 
 TORCH_LIBRARY_IMPL(gpukern, CPU, m) { m.impl("mv", &gpukern::mv); }
 

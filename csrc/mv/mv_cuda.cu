@@ -1,20 +1,26 @@
 // mv on CUDA: algorithm choice from the shape and strides, then one launch on the current stream
 // (kernels in mv_kernels.cuh, checks in mv.cpp).
-//   N <= 16 (any layout)                  cols kernel: a thread per row, the short row in registers
-//   s1 == 1 (row-major)                   rows kernel: a warp per row when rows are many, else a
-//                                         block (8 warps) per row and N split across blocks
-//   s0 == 1, M >= 256 (column-major)      cols kernel: threads across rows, N split across blocks
-//                                         when the row blocks alone cannot fill the GPU
-//   anything else (general strides, few   rows kernel with scalar strided loads
-//   column-major rows)
-// 16-byte loads of A whenever pointer, strides and split boundaries keep them aligned.
+//
+// Algorithms (names accepted by torch_ops.force_algorithm("mv", name), returned by
+// torch_ops.algorithm("mv", A, x)):
+//   rows_vec  rows kernel, 16-byte loads of A: s1 == 1, A 16-byte aligned, s0 % V == 0
+//   rows      rows kernel, scalar strided loads: any layout
+//   cols_vec  cols kernel, 16-byte vectors of V rows: s0 == 1, A aligned, s1 % V == 0
+//   cols      cols kernel, a thread per row, scalar loads: any layout
+// Automatic choice (a pure function of the shape, dtype and alignment):
+//   N <= 16 (any layout)                  cols(_vec): the short row of each thread in registers
+//   s0 == 1, s1 != 1, M >= 256            cols(_vec): column-major, threads across rows
+//   anything else                         rows(_vec)
+// (vec variant whenever it applies). Within the rows kernel: a warp per row when M >= 32 * SMs,
+// else a block per row with N split across blocks; within the cols kernel, N is split so that
+// row blocks x splits is about one resident wave. Both split paths finish in the last block.
 #include <ATen/ATen.h>
 
 #include <algorithm>
-#include <map>
-#include <mutex>
-#include <utility>
+#include <string>
+#include <vector>
 
+#include "common/algo.h"
 #include "common/checks.h"
 #include "common/dispatch.h"
 #include "common/launch.cuh"
@@ -24,6 +30,53 @@
 namespace gpukern {
 namespace {
 
+constexpr const char* kOp = "mv";
+
+enum class MvAlgo { kRowsVec, kRows, kColsVec, kCols };
+
+const std::vector<std::string>& mv_algo_names() {
+  static const std::vector<std::string> names = {"rows_vec", "rows", "cols_vec", "cols"};
+  return names;
+}
+
+// Strides of size-1 dims are arbitrary: make them harmless for the layout tests.
+MvShape normalised(MvShape s) {
+  if (s.N == 1) s.s1 = 0;
+  if (s.M == 1) s.s0 = 0;
+  return s;
+}
+
+bool mv_algo_applies(MvAlgo a, const MvShape& s) {
+  const int64_t V = 16 / s.elem_size;
+  switch (a) {
+    case MvAlgo::kRowsVec:
+      return s.s1 == 1 && s.a_aligned && s.s0 % V == 0;
+    case MvAlgo::kColsVec:
+      return s.s0 == 1 && s.a_aligned && s.s1 % V == 0;
+    case MvAlgo::kRows:
+    case MvAlgo::kCols:
+      return true;
+  }
+  return false;
+}
+
+MvAlgo choose_mv_algo_auto(const MvShape& s) {
+  const bool cols = s.N <= 16 || (s.s1 != 1 && s.s0 == 1 && s.M >= 256);
+  if (cols) return mv_algo_applies(MvAlgo::kColsVec, s) ? MvAlgo::kColsVec : MvAlgo::kCols;
+  return mv_algo_applies(MvAlgo::kRowsVec, s) ? MvAlgo::kRowsVec : MvAlgo::kRows;
+}
+
+// s is normalised. The automatic choice, or the forced one (common/algo.h) when it applies.
+MvAlgo choose_mv_algo(const MvShape& s) {
+  const std::string forced = forced_algorithm(kOp);
+  if (forced.empty()) return choose_mv_algo_auto(s);
+  const auto a = static_cast<MvAlgo>(algorithm_index(kOp, forced, mv_algo_names()));
+  GK_CHECK(mv_algo_applies(a, s), kOp, "forced algorithm '", forced,
+           "' cannot run this shape (M=", s.M, ", N=", s.N, ", strides=(", s.s0, ", ", s.s1,
+           "), 16-byte aligned=", s.a_aligned, ")");
+  return a;
+}
+
 template <typename T>
 void launch_mv(const at::Tensor& self, const at::Tensor& vec, const at::Tensor& out,
                cudaStream_t stream, int tbase) {
@@ -31,32 +84,41 @@ void launch_mv(const at::Tensor& self, const at::Tensor& vec, const at::Tensor& 
   constexpr int kThreads = mvk::kThreads;
   const int64_t sms = device_props().multiProcessorCount;
   const int64_t target_blocks = sms * (2048 / kThreads);
-  MvParams p;
-  p.M = self.size(0);
-  p.N = self.size(1);
-  p.s0 = self.stride(0);
-  p.s1 = self.stride(1);
-  p.xs = vec.stride(0);
-  // Strides of size-1 dims are arbitrary: make them harmless for the layout tests below.
-  if (p.N == 1) p.s1 = 0;
-  if (p.M == 1) p.s0 = 0;
   const T* A = reinterpret_cast<const T*>(self.data_ptr());
   const T* x = reinterpret_cast<const T*>(vec.data_ptr());
   T* y = reinterpret_cast<T*>(out.data_ptr());
-  const bool a_aligned = is_aligned16(A);
+  MvShape s;
+  s.M = self.size(0);
+  s.N = self.size(1);
+  s.s0 = self.stride(0);
+  s.s1 = self.stride(1);
+  s.xs = vec.stride(0);
+  s.elem_size = sizeof(T);
+  s.a_aligned = is_aligned16(A);
+  s.x_aligned = is_aligned16(x);
+  s = normalised(s);
+  const MvAlgo algo = choose_mv_algo(s);
+  MvParams p;
+  p.M = s.M;
+  p.N = s.N;
+  p.s0 = s.s0;
+  p.s1 = s.s1;
+  p.xs = s.xs;
   const auto ws_opts = self.options().dtype(at::kFloat);
 
-  const bool use_cols = p.N <= 16 || (p.s1 != 1 && p.s0 == 1 && p.M >= 256);
-
-  if (use_cols) {
-    const bool vec_a = p.s0 == 1 && a_aligned && p.s1 % V == 0;
-    const int64_t rows_per_block = static_cast<int64_t>(kThreads) * (vec_a ? V : 1);
+  if (algo == MvAlgo::kColsVec || algo == MvAlgo::kCols) {
+    const bool vec_a = algo == MvAlgo::kColsVec;
+    const int64_t rows_per_block = vec_a ? mvk::ColsShape<true, V>::kRowsPerBlock
+                                         : mvk::ColsShape<false, V>::kRowsPerBlock;
     const int64_t nrb = ceil_div(p.M, rows_per_block);
+    // One resident wave: __launch_bounds__(kThreads, 4) guarantees 4 blocks per SM.
+    const int64_t wave = sms * 4;
     int64_t splits = 1;
-    if (nrb < target_blocks / 2 && nrb <= kTicketsPerSlot) {
-      // About 4 blocks per SM (all resident at once), at least 64 columns per split; at most 64
-      // partials per row (the finishing block loads them 8 at a time).
-      splits = std::min({ceil_div(sms * 4, nrb), ceil_div(p.N, int64_t{64}), int64_t{64}});
+    if (nrb < wave && nrb <= kTicketsPerSlot) {
+      // Row blocks x splits ~ one wave (rounded, so 64 row blocks on 132 SMs take 8 splits: 512
+      // blocks, not 9 and a partial second wave); at least 64 columns per split; at most 64
+      // partials per row (the finishing block loads them 16 at a time).
+      splits = std::min({(wave + nrb / 2) / nrb, ceil_div(p.N, int64_t{64}), int64_t{64}});
       splits = std::max<int64_t>(splits, 1);
     }
     p.split_len = ceil_div(p.N, splits);
@@ -78,8 +140,8 @@ void launch_mv(const at::Tensor& self, const at::Tensor& vec, const at::Tensor& 
     return;
   }
 
-  const bool vec_a = p.s1 == 1 && a_aligned && p.s0 % V == 0;
-  const bool x_vec = p.xs == 1 && is_aligned16(x);
+  const bool vec_a = algo == MvAlgo::kRowsVec;
+  const bool x_vec = p.xs == 1 && s.x_aligned;
   // A warp per row once rows alone give about 32 warps per SM; otherwise a block per row.
   const int rpb = p.M >= sms * 32 ? mvk::kWarps : 1;
   const int64_t groups = ceil_div(p.M, rpb);
@@ -118,6 +180,10 @@ void mv_cuda(const at::Tensor& self, const at::Tensor& vec, const at::Tensor& ou
   const int tbase = ticket_slot_base(self.device().index(), ctx.stream);
   GK_DISPATCH_FLOAT_CUDA(self.scalar_type(), "mv",
                          [&] { launch_mv<scalar_t>(self, vec, out, ctx.stream, tbase); });
+}
+
+std::string mv_cuda_algorithm(const MvShape& shape) {
+  return mv_algo_names()[static_cast<int>(choose_mv_algo(normalised(shape)))];
 }
 
 }  // namespace gpukern

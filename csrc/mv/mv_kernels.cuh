@@ -21,7 +21,7 @@ namespace mvk {
 constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / kWarpSize;
 constexpr int kRowUnroll = 4;   // rows kernel: 16-byte vectors in flight per lane
-constexpr int kColChunk = kThreads;  // cols kernel: x elements staged per round (one per thread)
+constexpr int kColChunk = 4 * kThreads;  // cols kernel: x elements staged per round
 constexpr int kColUnroll = 8;  // cols kernel: 16-byte loads of A in flight per thread
 
 // Arrival counters for the last-block finish (scheme and slots: common/tickets.cuh).
@@ -134,27 +134,50 @@ __global__ void __launch_bounds__(kThreads, 4)
   }
 }
 
-// Block = kThreads threads, each owning RPT consecutive rows (RPT = V with 16-byte loads of A,
-// else 1): rows [rb * kThreads * RPT, ...) per block. grid.x strides over row blocks, grid.y =
-// splits of N (then gridDim.x == row blocks <= kTicketsPerSlot). The split's columns are walked
-// in chunks of kColChunk: x[chunk] staged in smem as float; each thread reads its rows of every
-// column of the chunk. kVecA: s0 == 1, A aligned, s1 multiple of V (rows i0..i0+V-1 of a column
-// are one aligned vector); threads whose rows run past M take the scalar path.
-// Barriers: before overwriting the staged chunk (previous one consumed), after staging it, and
-// around the ticket as in the rows kernel.
+// Cols kernel block shape. kVecA: a warp covers 32 x V consecutive rows with one 16-byte vector
+// per lane (512 contiguous bytes of a column), and the block's 8 warps take interleaved columns,
+// combined in warp order through smem. 128 (f32) / 256 (16-bit) rows per block means 64 / 32 row
+// blocks for 8192 rows, so few splits of N fill the GPU and the last block's finish reads few
+// partials (with 1024 rows per block it was 64 splits: 256 partials per thread, ~8 serial L2
+// round trips after the last split arrived). Scalar: a thread per row, all 256 threads on every
+// column (short rows, N <= 16, keep every thread busy).
+template <bool kVecA, int V>
+struct ColsShape {
+  static constexpr int kRowLanes = kVecA ? kWarpSize : kThreads;
+  static constexpr int kColLanes = kThreads / kRowLanes;
+  static constexpr int kRpt = kVecA ? V : 1;
+  static constexpr int kRowsPerBlock = kRowLanes * kRpt;
+  static_assert(kRowsPerBlock <= kThreads, "one finishing thread per row of the block");
+};
+
+// Block = kThreads threads: row lane l = threadIdx.x % kRowLanes owns kRpt consecutive rows
+// i0 = rb * kRowsPerBlock + l * kRpt; column lane c = threadIdx.x / kRowLanes takes columns
+// c, c + kColLanes, ... of each staged chunk. grid.x strides over row blocks, grid.y = splits of
+// N (then gridDim.x == row blocks <= kTicketsPerSlot). The split's columns are walked in chunks
+// of kColChunk: x[chunk] staged in smem as float. kVecA: s0 == 1, A aligned, s1 multiple of V
+// (rows i0..i0+V-1 of a column are one aligned vector); threads whose rows run past M take the
+// scalar path. Column lanes' partials are combined in lane order in smem, so every row's sum
+// has a fixed order for a given launch shape.
+// Barriers: before overwriting the staged chunk (previous one consumed), after staging it, after
+// writing the column-lane partials, around the ticket, and at the end of each row block.
 template <typename T, bool kVecA>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kThreads, 4)
     mv_cols_kernel(const T* __restrict__ A, const T* __restrict__ x, T* __restrict__ y,
                    float* __restrict__ ws, MvParams p, int ticket_base) {
-  constexpr int RPT = kVecA ? kVec16<T> : 1;
-  constexpr int64_t kRowsPerBlock = static_cast<int64_t>(kThreads) * RPT;
+  using Shape = ColsShape<kVecA, kVec16<T>>;
+  constexpr int RPT = Shape::kRpt;
+  constexpr int kColLanes = Shape::kColLanes;
+  constexpr int kRowsPerBlock = Shape::kRowsPerBlock;
   __shared__ float xs[kColChunk];
+  __shared__ float part[kColLanes][kRowsPerBlock];
   __shared__ bool s_last;
+  const int rl = threadIdx.x % Shape::kRowLanes;
+  const int cl = threadIdx.x / Shape::kRowLanes;
   const int64_t k0 = static_cast<int64_t>(blockIdx.y) * p.split_len;
   const int64_t k1 = k0 + p.split_len < p.N ? k0 + p.split_len : p.N;
   const int64_t nrb = (p.M + kRowsPerBlock - 1) / kRowsPerBlock;
   for (int64_t rb = blockIdx.x; rb < nrb; rb += gridDim.x) {
-    const int64_t i0 = rb * kRowsPerBlock + static_cast<int64_t>(threadIdx.x) * RPT;
+    const int64_t i0 = rb * kRowsPerBlock + static_cast<int64_t>(rl) * RPT;
     const bool full_vec = kVecA && i0 + RPT <= p.M;
     float acc[RPT];
 #pragma unroll
@@ -162,29 +185,32 @@ __global__ void __launch_bounds__(kThreads)
     for (int64_t kc = k0; kc < k1; kc += kColChunk) {
       const int n = static_cast<int>(k1 - kc < kColChunk ? k1 - kc : kColChunk);
       __syncthreads();  // the previous chunk has been consumed
-      if (threadIdx.x < n) xs[threadIdx.x] = to_float(x[(kc + threadIdx.x) * p.xs]);
+      for (int j = threadIdx.x; j < n; j += kThreads) xs[j] = to_float(x[(kc + j) * p.xs]);
       __syncthreads();  // chunk staged
       if (full_vec) {
         const T* a = A + i0 + kc * p.s1;
-        int c = 0;
-        for (; c + kColUnroll <= n; c += kColUnroll) {
+        int c = cl;
+        for (; c + (kColUnroll - 1) * kColLanes < n; c += kColUnroll * kColLanes) {
           Vec<T, RPT> va[kColUnroll];
 #pragma unroll
-          for (int u = 0; u < kColUnroll; ++u) va[u] = load_vec<T, RPT>(a + (c + u) * p.s1);
+          for (int u = 0; u < kColUnroll; ++u) {
+            va[u] = load_vec<T, RPT>(a + static_cast<int64_t>(c + u * kColLanes) * p.s1);
+          }
 #pragma unroll
           for (int u = 0; u < kColUnroll; ++u) {
+            const float xv = xs[c + u * kColLanes];
 #pragma unroll
-            for (int r = 0; r < RPT; ++r) acc[r] += to_float(va[u].v[r]) * xs[c + u];
+            for (int r = 0; r < RPT; ++r) acc[r] += to_float(va[u].v[r]) * xv;
           }
         }
-        for (; c < n; ++c) {
-          const Vec<T, RPT> va = load_vec<T, RPT>(a + c * p.s1);
+        for (; c < n; c += kColLanes) {
+          const Vec<T, RPT> va = load_vec<T, RPT>(a + static_cast<int64_t>(c) * p.s1);
 #pragma unroll
           for (int r = 0; r < RPT; ++r) acc[r] += to_float(va.v[r]) * xs[c];
         }
-      } else {
+      } else if (i0 < p.M) {
         const T* a = A + i0 * p.s0 + kc * p.s1;
-        for (int c = 0; c < n; ++c) {
+        for (int c = cl; c < n; c += kColLanes) {
           const float xv = xs[c];
 #pragma unroll
           for (int r = 0; r < RPT; ++r) {
@@ -193,59 +219,53 @@ __global__ void __launch_bounds__(kThreads)
         }
       }
     }
-    const bool split = gridDim.y > 1;
 #pragma unroll
-    for (int r = 0; r < RPT; ++r) {
-      if (i0 + r < p.M) {
-        if (!split) {
-          y[i0 + r] = from_float<T>(acc[r]);
-        } else {
-          ws[static_cast<int64_t>(blockIdx.y) * p.M + i0 + r] = acc[r];
-        }
+    for (int r = 0; r < RPT; ++r) part[cl][rl * RPT + r] = acc[r];
+    __syncthreads();  // every column lane's partials in smem
+    const bool split = gridDim.y > 1;
+    const int t = threadIdx.x;
+    const int64_t row = rb * kRowsPerBlock + t;
+    if (t < kRowsPerBlock && row < p.M) {
+      float v = part[0][t];
+#pragma unroll
+      for (int c = 1; c < kColLanes; ++c) v += part[c][t];
+      if (!split) {
+        y[row] = from_float<T>(v);
+      } else {
+        ws[static_cast<int64_t>(blockIdx.y) * p.M + row] = v;
+        __threadfence();  // partial visible device-wide before the ticket
       }
     }
     if (split) {
-      __threadfence();  // this thread's partials visible device-wide before the ticket
       __syncthreads();  // every thread has written and fenced
       unsigned int* ticket = &g_tickets[ticket_base + rb];
-      if (threadIdx.x == 0) s_last = atomicAdd(ticket, 1u) == gridDim.y - 1;
+      if (t == 0) s_last = atomicAdd(ticket, 1u) == gridDim.y - 1;
       __syncthreads();  // s_last visible
       if (s_last) {
         __threadfence();
-        // The thread's RPT rows x kFin splits are loaded together (32 loads in flight), then
-        // added per row in split order: a few L2 round trips instead of one per split and row.
-        constexpr int kFin = 32 / RPT;
-        float v[RPT];
+        // Thread t finishes row t of the block: kFin splits loaded together, added in split
+        // order (at most 64 splits: 4 L2 round trips).
+        if (t < kRowsPerBlock && row < p.M) {
+          constexpr int kFin = 16;
+          float v = 0.f;
+          const unsigned S = gridDim.y;
+          for (unsigned s0 = 0; s0 < S; s0 += kFin) {
+            float w[kFin];
 #pragma unroll
-        for (int r = 0; r < RPT; ++r) v[r] = 0.f;
-        const unsigned S = gridDim.y;
-        for (unsigned s0 = 0; s0 < S; s0 += kFin) {
-          float w[kFin][RPT];
+            for (int u = 0; u < kFin; ++u) {
+              w[u] = s0 + u < S ? __ldcg(&ws[static_cast<int64_t>(s0 + u) * p.M + row]) : 0.f;
+            }
 #pragma unroll
-          for (int u = 0; u < kFin; ++u) {
-#pragma unroll
-            for (int r = 0; r < RPT; ++r) {
-              w[u][r] = (s0 + u < S && i0 + r < p.M)
-                            ? __ldcg(&ws[static_cast<int64_t>(s0 + u) * p.M + i0 + r])
-                            : 0.f;
+            for (int u = 0; u < kFin; ++u) {
+              if (s0 + u < S) v += w[u];
             }
           }
-#pragma unroll
-          for (int u = 0; u < kFin; ++u) {
-#pragma unroll
-            for (int r = 0; r < RPT; ++r) {
-              if (s0 + u < S) v[r] += w[u][r];
-            }
-          }
+          y[row] = from_float<T>(v);
         }
-#pragma unroll
-        for (int r = 0; r < RPT; ++r) {
-          if (i0 + r < p.M) y[i0 + r] = from_float<T>(v[r]);
-        }
-        if (threadIdx.x == 0) *ticket = 0u;
+        if (t == 0) *ticket = 0u;
       }
     }
-    __syncthreads();  // xs and s_last free for the next row block
+    __syncthreads();  // xs, part and s_last free for the next row block
   }
 }
 

@@ -16,8 +16,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <optional>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/checks.h"
@@ -411,8 +414,51 @@ at::Tensor amin(const at::Tensor& self, at::IntArrayRef dim, bool keepdim) {
   return reduce_entry(ReduceKind::kMin, self, dim, keepdim, std::nullopt);
 }
 
+// Whether t's data starts on a 16-byte boundary; meta tensors have no address, so their storage
+// is taken as aligned (as fresh allocations are) and only the offset counts.
+bool starts_aligned16(const at::Tensor& t) {
+  if (t.is_meta()) return (t.storage_offset() * t.element_size()) % 16 == 0;
+  return (reinterpret_cast<uintptr_t>(t.const_data_ptr()) & 15u) == 0;
+}
+
+// gpukern::_algorithm_reduce(self, dim, kind): the CUDA algorithm torch_ops.<kind>(self, dim)
+// (no dtype argument) would run; kind is sum, mean, amax or amin. Only sizes, strides, dtype and
+// alignment are read; meta tensors work.
+std::string reduce_algorithm(const at::Tensor& self, at::OptionalIntArrayRef dim,
+                             c10::string_view kind_sv) {
+  const std::string_view kind(kind_sv.data(), kind_sv.size());
+  const char* op = "_algorithm_reduce";
+  GK_CHECK(kind == "sum" || kind == "mean" || kind == "amax" || kind == "amin", op,
+           "unknown kind '", std::string(kind), "'; expected sum, mean, amax or amin");
+  check_defined(op, self, "self");
+  const auto t = self.scalar_type();
+  GK_CHECK(!at::isComplexType(t), op, "complex inputs are not supported");
+  const bool int_in = is_int_like(t);
+  GK_CHECK(kind == "sum" || !int_in, op, std::string(kind),
+           " expects a floating point input, got ", t);
+  GK_CHECK(t != at::kDouble, op, "float64 runs on CPU only (no CUDA algorithm)");
+  const auto mask = reduced_mask(op, self.dim(), dim);
+  int64_t n_out = 1;
+  for (int64_t d = 0; d < self.dim(); ++d) {
+    if (!mask[d]) n_out *= self.size(d);
+  }
+#if defined(GPUKERN_WITH_CUDA)
+  if (self.numel() == 0 || n_out == 0) return "empty";
+  const ReduceLayout L = make_layout(op, self, mask);
+  return reduce_cuda_algorithm(L, !int_in, static_cast<int>(self.element_size()),
+                               starts_aligned16(self));
+#else
+  (void)n_out;
+  return "cpu (built without CUDA kernels)";
+#endif
+}
+
 }  // namespace
 }  // namespace gpukern
+
+TORCH_LIBRARY_IMPL(gpukern, CompositeExplicitAutograd, m) {
+  m.impl("_algorithm_reduce", &gpukern::reduce_algorithm);
+}
 
 TORCH_LIBRARY_IMPL(gpukern, CPU, m) {
   m.impl("sum", &gpukern::sum_all);

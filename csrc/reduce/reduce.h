@@ -3,6 +3,7 @@
 // kernel and the CUDA kernels. Torch-free on purpose (the CUDA kernels include it); at::Tensor is
 // only forward-declared for the CUDA launcher's prototype.
 #include <cstdint>
+#include <string>
 
 #if defined(__CUDACC__)
 #define GK_HD __host__ __device__ __forceinline__
@@ -59,6 +60,11 @@ enum class ReduceOutKind : int { kSame = 0, kFloat = 1, kInt64 = 2 };
 // layout.n_out elements; kind/out_kind as above; R > 0 and n_out > 0.
 void reduce_cuda(const ReduceLayout& layout, ReduceKind kind, ReduceOutKind out_kind,
                  const at::Tensor& x, const at::Tensor& out);
+// Name of the algorithm reduce_cuda runs for this layout (honours a forced one; raises like the
+// call): float_acc = the kernel reads a float type (else an integer type summed in int64),
+// elem_size = bytes per element read, aligned = the data starts on a 16-byte boundary.
+std::string reduce_cuda_algorithm(const ReduceLayout& layout, bool float_acc, int elem_size,
+                                  bool aligned);
 #endif
 
 }  // namespace gpukern

@@ -1,15 +1,25 @@
 // Reductions on CUDA: algorithm choice from the normalised layout, then one launch on the current
 // stream (see reduce_kernels.cuh for the kernels and reduce.cpp for checks and dtype rules).
 //
-//   n_out == 1 (full reduction)          seg kernel, blocks split the one segment; one block
-//                                        (no workspace, no ticket) when R is small
-//   reduced dim innermost, stride 1      row kernel (1..32 lanes per row) when rows are many or
-//                                        short; otherwise seg kernel, blocks split each row
-//   one strided reduced dim, contiguous  col vec kernel (float types: a 16-byte vector of
-//   outputs, rows 16-byte aligned        outputs per thread, R split into one resident wave)
-//   reduced dims strided, n_out >= 32    col kernel (threads across outputs, R split across
-//                                        blocks when the outputs alone cannot fill the GPU)
-//   reduced dims strided, n_out < 32     seg kernel (blocks split each output's elements)
+// Algorithms (names accepted by torch_ops.force_algorithm("reduce", name), returned by
+// torch_ops.algorithm("sum"|"mean"|"amax"|"amin", x, dim)), with what each can run:
+//   small       one warp, no workspace, no ticket: full reductions (n_out == 1) of contiguous data
+//   seg_contig  seg kernel, blocks split each contiguous segment (reduced dims one stride-1 run)
+//   seg         seg kernel with the general index decode: any layout
+//   row         row kernel, 1..32 lanes per contiguous row: reduced dims one stride-1 run
+//   col_vec     col kernel with a 16-byte vector of outputs per thread: float types, one kept dim
+//               of stride 1, one reduced dim with stride % V == 0, n_out % V == 0, data aligned
+//   col         col kernel, threads across outputs: any layout
+// Automatic choice (a pure function of the layout, dtype and alignment):
+//   n_out == 1, contiguous, R <= 256 * V   small (the launch-bound case: 1K fp32 elements)
+//   n_out == 1                             seg_contig / seg (one full resident wave of blocks,
+//                                          last block to arrive finishes)
+//   contiguous rows, n_out >= 2048 or      row
+//     R <= 4 * 1024 * V
+//   contiguous rows otherwise              seg_contig (blocks split each long row)
+//   col_vec applies and n_out >= 32 * V    col_vec
+//   n_out >= 32                            col (R split across blocks when outputs are few)
+//   otherwise                              seg (blocks split each of the few strided outputs)
 // Non-mergeable reduced dims (e.g. dims (0, 2) of a [A, B, C] tensor) take the same kernels
 // through the general index decode instead of one stride.
 #include <ATen/ATen.h>
@@ -18,8 +28,11 @@
 #include <atomic>
 #include <map>
 #include <mutex>
+#include <string>
 #include <utility>
+#include <vector>
 
+#include "common/algo.h"
 #include "common/checks.h"
 #include "common/dispatch.h"
 #include "common/launch.cuh"
@@ -28,6 +41,73 @@
 
 namespace gpukern {
 namespace {
+
+constexpr const char* kOp = "reduce";
+
+enum class RedAlgo { kSmall, kSegContig, kSeg, kRow, kColVec, kCol };
+
+const std::vector<std::string>& reduce_algo_names() {
+  static const std::vector<std::string> names = {"small", "seg_contig", "seg",
+                                                 "row",   "col_vec",    "col"};
+  return names;
+}
+
+// What the choice reads besides the layout.
+struct RedInput {
+  bool float_acc;
+  int elem_size;
+  bool aligned;
+};
+
+bool contiguous_run(const ReduceLayout& L) { return L.nr == 1 && L.rstride[0] == 1; }
+
+bool reduce_algo_applies(RedAlgo a, const ReduceLayout& L, const RedInput& in) {
+  const int64_t V = 16 / in.elem_size;
+  switch (a) {
+    case RedAlgo::kSmall:
+      return L.n_out == 1 && contiguous_run(L);
+    case RedAlgo::kSegContig:
+    case RedAlgo::kRow:
+      return contiguous_run(L);
+    case RedAlgo::kColVec:
+      return in.float_acc && L.nk == 1 && L.kstride[0] == 1 && L.nr == 1 &&
+             L.rstride[0] % V == 0 && L.n_out % V == 0 && in.aligned;
+    case RedAlgo::kSeg:
+    case RedAlgo::kCol:
+      return true;
+  }
+  return false;
+}
+
+RedAlgo choose_reduce_algo_auto(const ReduceLayout& L, const RedInput& in) {
+  const int64_t V = 16 / in.elem_size;
+  const bool contig = contiguous_run(L);
+  if (L.n_out == 1) {
+    if (contig && L.R <= red::kSmallMaxVecs * V) return RedAlgo::kSmall;
+    return contig ? RedAlgo::kSegContig : RedAlgo::kSeg;
+  }
+  if (contig) {
+    const int64_t per_block_min = int64_t{red::kThreads} * V * 4;
+    if (L.n_out >= kTicketsPerSlot || L.R <= 4 * per_block_min) return RedAlgo::kRow;
+    return RedAlgo::kSegContig;
+  }
+  if (reduce_algo_applies(RedAlgo::kColVec, L, in) && L.n_out >= red::kColX * V) {
+    return RedAlgo::kColVec;
+  }
+  return L.n_out >= red::kColX ? RedAlgo::kCol : RedAlgo::kSeg;
+}
+
+// The automatic choice, or the forced one (common/algo.h) when it can run the layout.
+RedAlgo choose_reduce_algo(const ReduceLayout& L, const RedInput& in) {
+  const std::string forced = forced_algorithm(kOp);
+  if (forced.empty()) return choose_reduce_algo_auto(L, in);
+  const auto a = static_cast<RedAlgo>(algorithm_index(kOp, forced, reduce_algo_names()));
+  GK_CHECK(reduce_algo_applies(a, L, in), kOp, "forced algorithm '", forced,
+           "' cannot run this layout (outputs=", L.n_out, ", reduced elements=", L.R,
+           ", reduced dims after merging=", L.nr, ", innermost reduced stride=",
+           L.rstride[L.nr - 1], ", float=", in.float_acc, ", 16-byte aligned=", in.aligned, ")");
+  return a;
+}
 
 // Resident blocks per SM of a kernel at kThreads threads (registers decide it), read once per
 // device into the caller's cache: a grid of exactly sms * this is one full wave, with no partial
@@ -72,16 +152,18 @@ void launch_reduce(const ReduceLayout& L, const red::ReduceOut& o, const at::Ten
   const int64_t per_block_min = static_cast<int64_t>(kThreads) * V * 4;
   const T* xp = reinterpret_cast<const T*>(x.data_ptr());
   const auto ws_opts = x.options().dtype(std::is_same<Acc, float>::value ? at::kFloat : at::kLong);
-  const bool contig_rows = L.nr == 1 && L.rstride[0] == 1;
   const int dev = x.get_device();
+  const RedAlgo algo =
+      choose_reduce_algo(L, RedInput{std::is_same<Acc, float>::value, static_cast<int>(sizeof(T)),
+                                     is_aligned16(xp)});
 
-  // bps > 1 needs n_out <= kTicketsPerSlot (one counter per segment, gridDim.y == n_out).
+  // bps > 1 needs n_out <= kTicketsPerSlot (one counter per segment, gridDim.y == n_out); a
+  // forced seg on more segments runs one block per segment.
   auto launch_seg = [&](bool contig, int64_t bps) {
-    bps = clamp64(bps, 1, 65535);
+    bps = L.n_out <= kTicketsPerSlot ? clamp64(bps, 1, 65535) : 1;
     at::Tensor ws;
     Acc* wsp = nullptr;
     if (bps > 1) {
-      TORCH_INTERNAL_ASSERT(L.n_out <= kTicketsPerSlot);
       ws = at::empty({bps * L.n_out}, ws_opts);
       wsp = reinterpret_cast<Acc*>(ws.data_ptr());
     }
@@ -95,17 +177,31 @@ void launch_reduce(const ReduceLayout& L, const red::ReduceOut& o, const at::Ten
     GK_CHECK_LAUNCH();
   };
 
-  if (L.n_out == 1) {
-    // Grid = one full wave of resident blocks (not 8 per SM regardless of registers, which left a
-    // partial second wave), each thread with kSegUnroll 16-byte loads in flight per round.
-    const int64_t wave = sms * (contig_rows ? seg_resident_blocks_per_sm<T, Op, true>(dev)
-                                            : seg_resident_blocks_per_sm<T, Op, false>(dev));
-    launch_seg(contig_rows, std::min(wave, ceil_div(L.R, per_block_min)));
-    return;
-  }
-  if (contig_rows) {
-    const bool many_rows = L.n_out >= std::min<int64_t>(kTicketsPerSlot, sms * 32);
-    if (many_rows || L.R <= 4 * per_block_min) {
+  switch (algo) {
+    case RedAlgo::kSmall: {
+      red::small_reduce_kernel<T, Op><<<1, kWarpSize, 0, stream>>>(xp, L.R, o);
+      GK_CHECK_LAUNCH();
+      return;
+    }
+    case RedAlgo::kSegContig:
+    case RedAlgo::kSeg: {
+      const bool contig = algo == RedAlgo::kSegContig;
+      if (L.n_out == 1) {
+        // Grid = one full wave of resident blocks (not 8 per SM regardless of registers, which
+        // left a partial second wave), each thread with kSegUnroll 16-byte loads in flight.
+        const int64_t wave = sms * (contig ? seg_resident_blocks_per_sm<T, Op, true>(dev)
+                                           : seg_resident_blocks_per_sm<T, Op, false>(dev));
+        launch_seg(contig, std::min(wave, ceil_div(L.R, per_block_min)));
+      } else if (contig) {
+        const int64_t wave = sms * seg_resident_blocks_per_sm<T, Op, true>(dev);
+        launch_seg(true, std::min(ceil_div(wave, L.n_out), ceil_div(L.R, per_block_min)));
+      } else {
+        launch_seg(false, std::min(ceil_div(target_blocks, L.n_out),
+                                   ceil_div(L.R, int64_t{kThreads} * 4)));
+      }
+      return;
+    }
+    case RedAlgo::kRow: {
       // Lanes per row: about kRowUnroll 16-byte vectors per lane (all in flight at once), at
       // most a warp; short rows pack several rows per warp.
       const int64_t need = ceil_div(L.R, int64_t{red::kRowUnroll} * V);
@@ -118,66 +214,63 @@ void launch_reduce(const ReduceLayout& L, const red::ReduceOut& o, const at::Ten
       GK_CHECK_LAUNCH();
       return;
     }
-    const int64_t wave = sms * seg_resident_blocks_per_sm<T, Op, true>(dev);
-    launch_seg(true, std::min(ceil_div(wave, L.n_out), ceil_div(L.R, per_block_min)));
-    return;
-  }
-  if constexpr (std::is_same<Acc, float>::value) {
-    // Contiguous outputs, aligned rows: one 16-byte vector of outputs per thread. Splits of R
-    // make one resident wave (no partial second wave); each keeps a few unrolled rounds.
-    if (L.n_out >= red::kColX * V && L.nk == 1 && L.kstride[0] == 1 && L.nr == 1 &&
-        L.rstride[0] % V == 0 && L.n_out % V == 0 && is_aligned16(xp)) {
-      const int64_t ntiles = ceil_div(L.n_out, int64_t{red::kColX} * V);
-      const int64_t wave = sms * col_vec_resident_blocks_per_sm<T, Op>(dev);
+    case RedAlgo::kColVec: {
+      if constexpr (std::is_same<Acc, float>::value) {
+        // One 16-byte vector of outputs per thread. Splits of R make one resident wave (no
+        // partial second wave); each keeps a few unrolled rounds.
+        const int64_t ntiles = ceil_div(L.n_out, int64_t{red::kColX} * V);
+        const int64_t wave = sms * col_vec_resident_blocks_per_sm<T, Op>(dev);
+        int64_t splits = 1;
+        if (ntiles < wave && ntiles <= kTicketsPerSlot) {
+          splits = std::min({wave / ntiles,
+                             ceil_div(L.R, int64_t{red::kColY} * red::kColVecUnroll * 2),
+                             int64_t{64}});
+          splits = std::max<int64_t>(splits, 1);
+        }
+        const int64_t rchunk = ceil_div(L.R, splits);
+        splits = ceil_div(L.R, rchunk);
+        at::Tensor ws;
+        float* wsp = nullptr;
+        if (splits > 1) {
+          ws = at::empty({splits * L.n_out}, ws_opts);
+          wsp = ws.data_ptr<float>();
+        }
+        const int64_t gx = splits > 1 ? ntiles : std::min(ntiles, sms * 64);
+        const dim3 grid(static_cast<unsigned>(gx), static_cast<unsigned>(splits));
+        red::col_vec_reduce_kernel<T, Op><<<grid, dim3(red::kColX, red::kColY), 0, stream>>>(
+            xp, L, o, wsp, tbase, rchunk);
+        GK_CHECK_LAUNCH();
+      } else {
+        TORCH_INTERNAL_ASSERT(false, "col_vec chosen for an integer reduction");
+      }
+      return;
+    }
+    case RedAlgo::kCol: {
+      const int64_t ntiles = ceil_div(L.n_out, red::kColX);
       int64_t splits = 1;
-      if (ntiles < wave && ntiles <= kTicketsPerSlot) {
-        splits = std::min({wave / ntiles,
-                           ceil_div(L.R, int64_t{red::kColY} * red::kColVecUnroll * 2),
-                           int64_t{64}});
+      if (ntiles < target_blocks && ntiles <= kTicketsPerSlot) {
+        // Each split keeps at least a few unrolled rounds per thread; at most 64 partials per
+        // output keep the finishing block short.
+        splits = std::min({ceil_div(target_blocks, ntiles),
+                           ceil_div(L.R, int64_t{red::kColY} * red::kColUnroll * 2), int64_t{64}});
         splits = std::max<int64_t>(splits, 1);
       }
       const int64_t rchunk = ceil_div(L.R, splits);
       splits = ceil_div(L.R, rchunk);
       at::Tensor ws;
-      float* wsp = nullptr;
+      Acc* wsp = nullptr;
       if (splits > 1) {
         ws = at::empty({splits * L.n_out}, ws_opts);
-        wsp = ws.data_ptr<float>();
+        wsp = reinterpret_cast<Acc*>(ws.data_ptr());
       }
       const int64_t gx = splits > 1 ? ntiles : std::min(ntiles, sms * 64);
       const dim3 grid(static_cast<unsigned>(gx), static_cast<unsigned>(splits));
-      red::col_vec_reduce_kernel<T, Op><<<grid, dim3(red::kColX, red::kColY), 0, stream>>>(
+      red::col_reduce_kernel<T, Op><<<grid, dim3(red::kColX, red::kColY), 0, stream>>>(
           xp, L, o, wsp, tbase, rchunk);
       GK_CHECK_LAUNCH();
       return;
     }
   }
-  if (L.n_out >= red::kColX) {
-    const int64_t ntiles = ceil_div(L.n_out, red::kColX);
-    int64_t splits = 1;
-    if (ntiles < target_blocks && ntiles <= kTicketsPerSlot) {
-      // Each split keeps at least a few unrolled rounds per thread; at most 64 partials per
-      // output keep the finishing block short.
-      splits = std::min({ceil_div(target_blocks, ntiles),
-                         ceil_div(L.R, int64_t{red::kColY} * red::kColUnroll * 2), int64_t{64}});
-      splits = std::max<int64_t>(splits, 1);
-    }
-    const int64_t rchunk = ceil_div(L.R, splits);
-    splits = ceil_div(L.R, rchunk);
-    at::Tensor ws;
-    Acc* wsp = nullptr;
-    if (splits > 1) {
-      ws = at::empty({splits * L.n_out}, ws_opts);
-      wsp = reinterpret_cast<Acc*>(ws.data_ptr());
-    }
-    const int64_t gx = splits > 1 ? ntiles : std::min(ntiles, sms * 64);
-    const dim3 grid(static_cast<unsigned>(gx), static_cast<unsigned>(splits));
-    red::col_reduce_kernel<T, Op><<<grid, dim3(red::kColX, red::kColY), 0, stream>>>(
-        xp, L, o, wsp, tbase, rchunk);
-    GK_CHECK_LAUNCH();
-    return;
-  }
-  launch_seg(false, std::min(ceil_div(target_blocks, L.n_out), ceil_div(L.R, int64_t{kThreads} * 4)));
 }
 
 }  // namespace
@@ -220,6 +313,12 @@ void reduce_cuda(const ReduceLayout& L, ReduceKind kind, ReduceOutKind out_kind,
         break;
     }
   });
+}
+
+std::string reduce_cuda_algorithm(const ReduceLayout& L, bool float_acc, int elem_size,
+                                  bool aligned) {
+  return reduce_algo_names()[static_cast<int>(
+      choose_reduce_algo(L, RedInput{float_acc, elem_size, aligned}))];
 }
 
 }  // namespace gpukern

@@ -1,5 +1,6 @@
 #pragma once
-// Reduction kernels (torch-free). Three kernels cover every ReduceLayout:
+// Reduction kernels (torch-free). These kernels cover every ReduceLayout:
+//   small_reduce_kernel  short contiguous full reductions: one warp, no barrier, no ticket.
 //   seg_reduce_kernel  one or a few long segments (full reductions, few long rows, few strided
 //                      columns): blocks split each segment, grid-stride accumulation in registers
 //                      with 16-byte loads, warp shuffles, one block step, and the last block of
@@ -32,6 +33,9 @@ constexpr int kColUnroll = 8;  // col kernel: independent loads in flight per th
 constexpr int kSegUnroll = 4;  // seg kernel: 16-byte vectors per round (all in flight together)
 constexpr int kColVecUnroll = 4;  // col vec kernel: 16-byte loads in flight per thread
 constexpr int kRowUnroll = 4;  // row kernel: 16-byte vectors per lane (lanes per row chosen to match)
+constexpr int kSmallUnroll = 8;  // small kernel: 16-byte vectors per lane per round
+// small kernel is chosen up to this many 16-byte vectors: one round of the one warp.
+constexpr int64_t kSmallMaxVecs = int64_t{kWarpSize} * kSmallUnroll;
 static_assert(kColX * kColY == kThreads, "col block shape");
 
 // Arrival counters for the last-block finish (scheme and slots: common/tickets.cuh).
@@ -215,6 +219,22 @@ __global__ void __launch_bounds__(kThreads)
     }
     __syncthreads();  // s_last read by all before a later segment rewrites it
   }
+}
+
+// Full reduction of a short contiguous run x[0, n), launch-bound: one warp (grid 1, block 32),
+// no shared memory, no barrier, no workspace or ticket, and a parameter block of 40 bytes rather
+// than the ~830-byte ReduceLayout. Each lane issues its (up to) kSmallUnroll 16-byte loads
+// together, then the butterfly; lane 0 stores. Fixed order per n, so reproducible. Any n works
+// (more rounds); the host picks it for n <= kSmallMaxVecs vectors.
+template <typename T, typename Op>
+__global__ void __launch_bounds__(kWarpSize)
+    small_reduce_kernel(const T* __restrict__ x, int64_t n, ReduceOut out) {
+  using Acc = typename AccOf<T>::type;
+  const Op op{};
+  Acc acc = accumulate_contig<kSmallUnroll, T, Op, Acc>(x, n, threadIdx.x, kWarpSize,
+                                                         Acc(Op::identity()), op);
+  acc = warp_reduce(acc, op);
+  if (threadIdx.x == 0) store_out<T, Acc>(out, 0, acc);
 }
 
 // Contiguous rows: groups of G = 1 << lg lanes (G <= 32, inside one warp) per row; kThreads / G
