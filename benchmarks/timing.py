@@ -21,7 +21,7 @@ def _flush_l2(device):
     if buf is None:
         buf = _FLUSH[device] = torch.ones(64 * 1024 * 1024, dtype=torch.float32, device=device)
         _FLUSH[(device, "sink")] = torch.empty((), dtype=torch.float32, device=device)
-    torch.sum(buf, out=_FLUSH[(device, "sink")])
+    torch.sum(buf, dim=0, out=_FLUSH[(device, "sink")])
 
 
 def time_cuda(fn, reps=30, warmup=5, flush=True, max_seconds=3.0):
