@@ -16,6 +16,7 @@
 #include "common/dispatch.h"
 #include "common/launch.cuh"
 #include "conv1d/conv1d.h"
+#include "conv1d/conv1d_fft.h"
 #include "conv1d/conv1d_kernels.cuh"
 
 namespace gpukern {
@@ -45,8 +46,8 @@ static_assert(Conv1dShortTraits<__half>::kMaxK == kShortMaxK &&
                   Conv1dShortTraits<__nv_bfloat16>::kMaxK == kShortMaxK,
               "one limit for every dtype");
 
-// FFT path thresholds (see the algorithm choice below).
-constexpr int64_t kFftMinTaps = 2048;
+// FFT path thresholds (see the algorithm choice below and conv1d_fft_cuda.cu).
+constexpr int64_t kFftMinTaps = 512;
 constexpr int64_t kFftMinMacs = int64_t{1} << 30;
 
 // The algorithm choice, from the shape alone:
@@ -68,16 +69,20 @@ constexpr int64_t kFftMinMacs = int64_t{1} << 30;
 //  - General kernel otherwise (strides > 1, grouped and dense channels, depthwise multipliers,
 //    huge dilations, short rows): 4 output channels per block when a group has at least 4 (the
 //    staged input tile is reused by 4 filters), else 1.
-//  - FFT path for long filters on long signals: one input row per output row, stride 1,
-//    dilation 1, K >= 2048 and N*C*L_out*K >= 2^30 multiply-adds (the direct kernel would take
-//    > ~40 us at the fp32 FMA roof, well above the few launches of the FFT path). Crossover: the
-//    direct row-wise kernel runs near the FMA roof, 2*K flops per output, while an FFT
-//    convolution costs a roughly fixed ~60-100 flops per output plus several passes over memory;
-//    measured on an H200, torch.fft beat the direct kernel only from K ~ 2048 on long signals
-//    (K = 1024: direct 1.2-1.4x faster; K = 8191, N = 1M: fft 3.6x faster). Whole-row transforms
-//    in float32 (cuFFT through at::fft_rfft / at::fft_irfft on the current stream, workspace from
-//    the caching allocator): a pack kernel, one batched r2c of the x rows and reversed filters,
-//    an in-place product, one c2r, and an epilogue kernel (padding offset, bias, cast).
+//  - FFT path (overlap-save, conv1d_fft_cuda.cu) for long filters on long signals: one input row
+//    per output row, stride 1, dilation 1, K >= kFftMinTaps = 512 and
+//    N*C*L_out*K >= kFftMinMacs = 2^30 multiply-adds. Crossover, per output: the direct rowwise16
+//    kernel runs at ~90% of the 51 TFLOP/s fp32 FMA roof, 2K flops, t_direct ~ K * 43.6 ps; the
+//    FFT path is memory-bound, ~(8 + 28 o) bytes per output (o = B / (B - K + 1) <= 8/7 up to
+//    K = 4097, 4/3 at K = 8191) at ~3.5 TB/s, t_fft ~ 11.4-13 ps, plus a fixed ~20-25 us (three
+//    kernels, two cuFFT calls with ATen's host work). Per output the FFT wins from K ~ 300; at
+//    K >= 512 it is predicted >= 1.9x faster per output, leaving margin for cuFFT below the
+//    bandwidth model. The work floor makes the direct time (N*C*L_out*K * 43.6 ps >= ~47 us at
+//    2^30) about twice the fixed cost. Predicted (H200, fp32): c1_k1024_seed direct ~94 us
+//    (measured 97.9) vs FFT ~25-45 us; c1_k1024_16M direct 716 (measured) vs FFT ~190-220 us;
+//    c1_k8191_1M FFT ~15-35 us; c1_k127_64M stays direct (K < 512: per output 5.5 ps direct vs
+//    >= 11 ps FFT); K = 16 (seed) direct.
+
 // Names of the algorithms, in Conv1dAlgo order: what _set_algorithm accepts and _algorithm_conv1d
 // returns.
 const std::vector<std::string>& conv1d_algo_names() {
@@ -218,50 +223,11 @@ void launch_general(const Conv1dParams& p, cudaStream_t stream) {
   GK_CHECK_LAUNCH();
 }
 
-// Smallest 2^a 3^b 5^c 7^d >= n: the lengths cuFFT transforms fastest.
-int64_t fft_length(int64_t n) {
-  int64_t best = int64_t{1} << 62;
-  for (int64_t p7 = 1; p7 < best; p7 *= 7)
-    for (int64_t p5 = p7; p5 < best; p5 *= 5)
-      for (int64_t p3 = p5; p3 < best; p3 *= 3) {
-        int64_t m = p3;
-        while (m < n) m *= 2;
-        best = std::min(best, m);
-      }
-  return best;
-}
-
-// Full correlation of every row through float32 transforms of length >= L + K - 1 (no wrap):
-// pack kernel (x rows and reversed filter rows, one batch), one batched r2c, the spectra
-// multiplied in place, one c2r over the x rows, then the epilogue kernel.
-template <typename T>
-void launch_fft(const Conv1dParams& p, const at::Tensor& x3, cudaStream_t stream) {
-  constexpr int kThreads = 256;
-  constexpr int64_t kMaxBlocks = int64_t{1} << 20;
-  const int64_t rlen = p.L + p.K - 1;
-  const int64_t nfft = fft_length(rlen);
-  const int64_t xrows = p.N * p.C;
-  at::Tensor buf = at::empty({xrows + p.C, nfft}, x3.options().dtype(at::kFloat));
-  const int64_t pack_blocks = std::min(ceil_div(buf.numel(), kThreads), kMaxBlocks);
-  conv1d_fft_pack_kernel<T><<<static_cast<int>(pack_blocks), kThreads, 0, stream>>>(
-      p, buf.mutable_data_ptr<float>(), nfft);
-  GK_CHECK_LAUNCH();
-  const at::Tensor spec = at::fft_rfft(buf, std::nullopt, -1);  // [N*C + C, nfft/2 + 1]
-  at::Tensor xs = spec.narrow(0, 0, xrows);
-  xs.view({p.N, p.C, spec.size(1)}).mul_(spec.narrow(0, xrows, p.C).unsqueeze(0));
-  const at::Tensor r = at::fft_irfft(xs, nfft, -1);  // [N*C, nfft]
-  TORCH_INTERNAL_ASSERT(r.is_contiguous() && r.scalar_type() == at::kFloat);
-  const int64_t blocks = std::min(ceil_div(p.N * p.C * p.L_out, kThreads), kMaxBlocks);
-  conv1d_fft_epilogue_kernel<T><<<static_cast<int>(blocks), kThreads, 0, stream>>>(
-      p, r.const_data_ptr<float>(), nfft, rlen, p.K - 1 - p.pad_lo);
-  GK_CHECK_LAUNCH();
-}
-
 template <typename T>
 void launch_conv1d(const Conv1dParams& p, const at::Tensor& x3, cudaStream_t stream) {
   switch (choose_conv1d_algo(p)) {
     case Conv1dAlgo::kFft:
-      return launch_fft<T>(p, x3, stream);
+      return conv1d_fft_launch(p, x3, stream);
     case Conv1dAlgo::kRowwiseShort:
       return launch_rowwise_short<T>(p, stream);
     case Conv1dAlgo::kRowwise8:

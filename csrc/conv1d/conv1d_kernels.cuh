@@ -1,6 +1,6 @@
 #pragma once
-// conv1d CUDA kernels (torch-free). Three kernels, chosen by conv1d_cuda.cu, plus the epilogue of
-// the FFT path (whose transforms are cuFFT calls made by the host):
+// conv1d CUDA kernels (torch-free). Three direct kernels, chosen by conv1d_cuda.cu (the FFT
+// path's kernels are in conv1d_fft_kernels.cuh):
 //
 //  conv1d_general_kernel  any stride / padding / dilation / groups / strides. A block computes a
 //                         tile of outputs for kOT output channels of one group; inputs and filters
@@ -653,63 +653,6 @@ __global__ void __launch_bounds__(Traits::kThreads)
     if (!more) return;
     it = nit;
     item = next;
-  }
-}
-
-// ------------------------------------------------------------------------------------------------
-// FFT path epilogue
-// ------------------------------------------------------------------------------------------------
-
-// The FFT path's input buffer, one transform batch: rows r < N*C hold x[n, c, :] (r = n*C + c),
-// rows N*C + c hold w[c, 0, :] reversed (correlation as a convolution), each as float and
-// zero-padded to nfft (the linear convolution must not wrap). One pass replaces the dtype
-// conversion, the flip and the two padding copies that at::fft_rfft(x, n) would make.
-template <typename T>
-__global__ void conv1d_fft_pack_kernel(const Conv1dParams p, float* __restrict__ buf,
-                                       const int64_t nfft) {
-  const T* __restrict__ x = static_cast<const T*>(p.x);
-  const T* __restrict__ w = static_cast<const T*>(p.w);
-  const int64_t xrows = p.N * p.C;
-  const int64_t total = (xrows + p.C) * nfft;
-  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
-       i += step) {
-    const int64_t j = i % nfft;
-    const int64_t row = i / nfft;
-    float v = 0.f;
-    if (row < xrows) {
-      const int64_t n = row / p.C;
-      const int64_t c = row - n * p.C;
-      if (j < p.L) v = to_float(x[n * p.x_sn + c * p.x_sc + j * p.x_sl]);
-    } else if (j < p.K) {
-      v = to_float(w[(row - xrows) * p.w_so + (p.K - 1 - j) * p.w_sk]);
-    }
-    buf[i] = v;
-  }
-}
-
-// The FFT path (conv1d_cuda.cu) leaves the full correlation of each row in r (float, rows of
-// r_row floats, rlen valid: position m reads x[m - (K - 1) + k]); output l is position
-// l + shift, shift = K - 1 - pad_lo, zero outside [0, rlen) (padding wider than K - 1).
-// Grid-stride over the N*C*L_out outputs, l fastest (coalesced reads of r and writes of y).
-template <typename T>
-__global__ void conv1d_fft_epilogue_kernel(const Conv1dParams p, const float* __restrict__ r,
-                                           const int64_t r_row, const int64_t rlen,
-                                           const int64_t shift) {
-  const T* __restrict__ b = static_cast<const T*>(p.b);
-  T* __restrict__ y = static_cast<T*>(p.y);
-  const int64_t total = p.N * p.C * p.L_out;
-  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
-       i += step) {
-    const int64_t l = i % p.L_out;
-    const int64_t row = i / p.L_out;
-    const int64_t n = row / p.C;
-    const int64_t c = row - n * p.C;
-    const int64_t m = l + shift;
-    float v = (m >= 0 && m < rlen) ? r[row * r_row + m] : 0.f;
-    if (b != nullptr) v += to_float(b[c * p.b_s]);
-    y[n * p.y_sn + c * p.y_so + l * p.y_sl] = from_float<T>(v);
   }
 }
 
