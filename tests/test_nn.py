@@ -33,6 +33,7 @@ def _pair(nsp, cin, cout, k, kwargs, device, dtype, seed):
     stock = stock_cls(cin, cout, k, **kwargs)
     mine = gk_cls(cin, cout, k, device=device, dtype=dtype, **kwargs)
     mine.load_state_dict(stock.state_dict())
+    stock.load_state_dict(mine.state_dict())  # the reference uses the weights rounded to dtype
     return stock, mine
 
 

@@ -11,8 +11,8 @@ decided from the arguments alone, in this order; anything else falls through to 
 
 * the call form is one gpukern's schema covers (positional or keyword arguments by aten's names;
   no ``out=``, no named dims, no unknown keyword);
-* every tensor argument is a plain ``torch.Tensor`` / ``nn.Parameter`` (no subclass), all on one
-  device, cpu or (in a CUDA build) cuda;
+* every tensor argument is a plain ``torch.Tensor`` / ``nn.Parameter`` (no subclass, no named
+  dims), all on one device, cpu or (in a CUDA build) cuda;
 * the dtypes are ones gpukern computes in: float32, float16, bfloat16, and float64 on CPU only;
   ``sum`` also takes bool and integer inputs (summed to int64) and a ``dtype=`` of those kinds;
 * no gradient is needed: grad mode off (``torch.no_grad()``, ``torch.inference_mode()``) or no
@@ -119,6 +119,8 @@ class GpukernMode(TorchFunctionMode):
         grad = torch.is_grad_enabled()
         for t in tensors:
             if not isinstance(t, torch.Tensor) or type(t) not in _PLAIN or t.device != dev:
+                return False
+            if not torch.compiler.is_compiling() and t.has_names():  # dynamo has no names
                 return False
             if grad and t.requires_grad:
                 return False
