@@ -33,6 +33,17 @@ def _sources(pattern):
     return sorted(glob.glob(os.path.join("csrc", "**", pattern), recursive=True))
 
 
+def _cuda_arch_codes():
+    """The codes nvcc will emit (sm_90, compute_90 for PTX), as torch derives them from
+    TORCH_CUDA_ARCH_LIST or the visible GPUs; _C.CUDA_ARCHS reports them at run time."""
+    from torch.utils.cpp_extension import _get_cuda_arch_flags
+    codes = []
+    for flag in _get_cuda_arch_flags():
+        code = flag.rsplit("code=", 1)[-1].strip("[]")
+        codes += [c for c in code.split(",") if c and c not in codes]
+    return codes
+
+
 def _extension():
     cxx = ["-O3", "-std=c++17"]
     include_dirs = [os.path.join(ROOT, "csrc")]
@@ -47,8 +58,10 @@ def _extension():
           f"{os.environ.get('TORCH_CUDA_ARCH_LIST', '(the visible GPUs)')}")
     nvcc = ["-O3", "-std=c++17", "-lineinfo", "--expt-relaxed-constexpr",
             "-DGPUKERN_WITH_CUDA"]
+    archs = "-DGPUKERN_CUDA_ARCHS=" + ",".join(_cuda_arch_codes())
     return CUDAExtension("torch_ops._C", sources + _sources("*.cu"), include_dirs=include_dirs,
-                         extra_compile_args={"cxx": cxx + ["-DGPUKERN_WITH_CUDA"], "nvcc": nvcc})
+                         extra_compile_args={"cxx": cxx + ["-DGPUKERN_WITH_CUDA", archs],
+                                             "nvcc": nvcc})
 
 
 setup(

@@ -6,10 +6,16 @@
 
 #include "common/algo.h"
 
+// GPUKERN_CUDA_ARCHS is the comma-separated list of nvcc codes (sm_90, compute_90) that setup.py
+// compiled the kernels for; stringised whole so the commas survive.
+#define GK_STRINGIZE2(...) #__VA_ARGS__
+#define GK_STRINGIZE(...) GK_STRINGIZE2(__VA_ARGS__)
+
 extern "C" {
 // Importing torch_ops._C runs the static registrations above and below; the module itself is
 // empty but for WITH_CUDA (the ops are reached through torch.ops.gpukern).
-// WITH_CUDA tells Python whether this build compiled the CUDA kernels.
+// WITH_CUDA tells Python whether this build compiled the CUDA kernels, CUDA_ARCHS for which
+// architectures ("sm_90,compute_90"; "" in a CPU-only build).
 PyObject* PyInit__C(void) {
   static struct PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "_C", nullptr, -1, nullptr};
   PyObject* module = PyModule_Create(&module_def);
@@ -17,6 +23,11 @@ PyObject* PyInit__C(void) {
   PyModule_AddObject(module, "WITH_CUDA", Py_NewRef(Py_True));
 #else
   PyModule_AddObject(module, "WITH_CUDA", Py_NewRef(Py_False));
+#endif
+#ifdef GPUKERN_CUDA_ARCHS
+  PyModule_AddObject(module, "CUDA_ARCHS", PyUnicode_FromString(GK_STRINGIZE(GPUKERN_CUDA_ARCHS)));
+#else
+  PyModule_AddObject(module, "CUDA_ARCHS", PyUnicode_FromString(""));
 #endif
   return module;
 }

@@ -1,0 +1,148 @@
+"""torch_ops.swap: in-place conversion of a model's Conv1d/Conv2d layers, keeping parameters,
+hooks and training flags; layers gpukern cannot run are left alone with a reason."""
+import pytest
+import torch
+
+import torch_ops
+from conftest import DEVICE_PARAMS, HAS_CUDA
+
+
+class MyConv2d(torch.nn.Conv2d):
+    def forward(self, x):
+        return super().forward(x) * 2
+
+
+class Block(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.dw = torch.nn.Conv1d(8, 8, 5, padding=2, groups=8)
+        self.pw = torch.nn.Conv1d(8, 4, 1)
+        self.act = torch.nn.GELU()
+
+    def forward(self, x):
+        return self.pw(self.act(self.dw(x)))
+
+
+class Net(torch.nn.Module):
+    """Nested blocks, a layer shared under two names, a Conv2d with reflect padding, a subclass
+    of nn.Conv2d and a layer gpukern does not replace (ConvTranspose1d)."""
+
+    def __init__(self):
+        super().__init__()
+        self.blocks = torch.nn.ModuleList([Block(), Block()])
+        self.blocks[1].pw = torch.nn.Conv1d(8, 4, 1)
+        self.proj = torch.nn.Conv1d(4, 8, 3, padding=1)
+        self.proj_again = self.proj
+        self.img = torch.nn.Sequential(
+            torch.nn.Conv2d(1, 3, 3, padding=1, padding_mode="reflect"),
+            MyConv2d(3, 3, 3, padding=1, groups=3),
+            torch.nn.Conv2d(3, 1, (3, 1), stride=(2, 1)))
+        self.up = torch.nn.ConvTranspose1d(4, 4, 2, stride=2)
+
+    def forward(self, x):
+        y = self.blocks[0](x)
+        y = self.blocks[1](self.proj(y))
+        y = self.up(y)
+        return self.img(y.unsqueeze(1)).mean(dim=(1, 2))
+
+
+def _net(device, seed=0):
+    torch.manual_seed(seed)
+    return Net().to(device)
+
+
+@pytest.mark.parametrize("device", DEVICE_PARAMS)
+def test_swap_replaces_in_place_and_matches(device):
+    net = _net(device).eval()
+    x = torch.randn(2, 8, 24, device=device)
+    with torch.no_grad():
+        ref = net(x)
+    params_before = [(n, p) for n, p in net.named_parameters()]
+    keys_before = list(net.state_dict())
+    layer_ids = {n: id(m) for n, m in net.named_modules()}
+
+    result = torch_ops.swap(net)
+
+    names = [n for n, _ in result.replaced]
+    assert names == ["blocks.0.dw", "blocks.0.pw", "blocks.1.dw", "blocks.1.pw", "proj",
+                     "img.0", "img.2"]
+    assert len(result) == 7
+    assert [n for n, _ in result.skipped] == ["img.1"]
+    assert "subclasses torch.nn.Conv2d" in result.skipped[0][1]
+    assert "img.1" in result.summary()
+    for n, layer in result.replaced:
+        assert type(layer) in (torch_ops.nn.Conv1d, torch_ops.nn.Conv2d)
+        assert net.get_submodule(n) is layer and id(layer) == layer_ids[n]
+    assert net.proj_again is net.proj and type(net.proj_again) is torch_ops.nn.Conv1d
+    assert type(net.img[1]) is MyConv2d and type(net.up) is torch.nn.ConvTranspose1d
+    assert all(p is q for (_, p), (_, q) in zip(params_before, net.named_parameters()))
+    assert list(net.state_dict()) == keys_before
+
+    with torch.no_grad():
+        out = net(x)
+    torch.testing.assert_close(out, ref, rtol=1e-4, atol=1e-5)
+
+    result.restore()
+    assert type(net.proj) is torch.nn.Conv1d and type(net.img[0]) is torch.nn.Conv2d
+    assert torch_ops.swap(net).replaced and torch_ops.unswap(net) == 7
+
+
+def test_swap_keeps_hooks_and_training_flag():
+    net = _net("cpu").train()
+    net.blocks[1].eval()
+    calls = []
+    h1 = net.proj.register_forward_hook(lambda m, i, o: calls.append("post"))
+    net.blocks[0].dw.register_forward_pre_hook(lambda m, i: calls.append("pre"))
+    net.img[0].register_forward_hook(lambda m, a, k, o: calls.append("kw"), with_kwargs=True)
+    modes = {n: m.training for n, m in net.named_modules()}
+
+    torch_ops.swap(net)
+
+    assert {n: m.training for n, m in net.named_modules()} == modes
+    with torch.no_grad():
+        net(torch.randn(1, 8, 16))
+    assert calls == ["pre", "post", "kw"]
+    h1.remove()  # handles made before the swap still work
+    with torch.no_grad():
+        net(torch.randn(1, 8, 16))
+    assert calls == ["pre", "post", "kw", "pre", "kw"]
+
+
+def test_swap_filter_and_idempotence():
+    net = _net("cpu")
+    result = torch_ops.swap(net, filter=lambda name, m: isinstance(m, torch.nn.Conv1d))
+    assert all(type(m) is torch_ops.nn.Conv1d for _, m in result.replaced)
+    assert ("img.0", "excluded by filter") in result.skipped
+    again = torch_ops.swap(net)
+    assert [n for n, _ in again.replaced] == ["img.0", "img.2"]
+    assert len(torch_ops.swap(net)) == 0
+
+
+def test_swap_root_module_and_skip_reasons():
+    conv = torch.nn.Conv2d(2, 2, 3)
+    res = torch_ops.swap(conv)
+    assert res.replaced == [("", conv)] and type(conv) is torch_ops.nn.Conv2d
+
+    skipped = torch.nn.ModuleDict({
+        "complex": torch.nn.Conv1d(2, 2, 3, dtype=torch.complex64),
+        "meta": torch.nn.Conv2d(2, 2, 3, device="meta"),
+        "lazy": torch.nn.LazyConv1d(2, 3),
+        "f64": torch.nn.Conv1d(2, 2, 3, dtype=torch.float64),
+    })
+    res = torch_ops.swap(skipped)
+    reasons = dict(res.skipped)
+    assert "complex" in reasons["complex"]
+    assert "device meta" in reasons["meta"]
+    assert "LazyConv1d" in reasons["lazy"]
+    assert [n for n, _ in res.replaced] == ["f64"]  # float64 runs on CPU
+    for reason in reasons.values():
+        assert "\n" not in reason
+
+
+@pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA device and the CUDA build of gpukern")
+def test_swap_skips_float64_on_cuda():
+    net = torch.nn.Sequential(torch.nn.Conv1d(2, 2, 3, dtype=torch.float64, device="cuda"),
+                              torch.nn.Conv1d(2, 2, 3, device="cuda"))
+    res = torch_ops.swap(net)
+    assert [n for n, _ in res.replaced] == ["1"]
+    assert res.skipped == [("0", "float64 runs on CPU only in gpukern")]
