@@ -403,7 +403,7 @@ def test_cuda_fft_forced_errors(device):
     (16 * 2**20, 1024, 1023, "fft"),      # c1_k1024_16M
     (2**20, 8191, 8190, "fft"),           # c1_k8191_1M
     (64 * 2**20, 127, 126, "rowwise16"),  # c1_k127_64M: FMA-light, direct
-    (1_024_000, 16, 15, "rowwise8"),      # c1_k16_seed
+    (1_024_000, 16, 15, "rowwise_short"),  # c1_k16_seed
     (2**20, 511, 510, "rowwise16"),       # below kFftMinTaps
     (500_000, 1024, 1023, "rowwise16"),   # below kFftMinMacs (fixed costs not amortised)
 ])
