@@ -8,10 +8,10 @@ import torch  # noqa: F401  (the extension links against torch's libraries)
 
 from . import _C  # noqa: F401  registers torch.ops.gpukern.*
 from . import _meta  # noqa: F401  register_fake for every op
-from .functional import amax, amin, conv1d, conv2d, mean, mv, sum  # noqa: A004
+from .functional import amax, amin, conv1d, conv2d, convolve, mean, mv, sum  # noqa: A004
 from .algorithms import algorithm, force_algorithm
 
-__all__ = ["conv1d", "conv2d", "mv", "sum", "mean", "amax", "amin", "has_cuda_kernels",
+__all__ = ["conv1d", "conv2d", "convolve", "mv", "sum", "mean", "amax", "amin", "has_cuda_kernels",
            "algorithm", "force_algorithm"]
 
 
