@@ -6,8 +6,8 @@ import torch
 import torch_ops
 from conftest import DEVICE_PARAMS, HAS_CUDA, rand
 
-OPS = ["conv1d", "conv1d.padding", "conv2d", "conv2d.padding", "mv", "sum", "sum.dim_IntList",
-       "mean", "mean.dim", "amax", "amin"]
+OPS = ["conv1d", "conv1d.padding", "conv2d", "conv2d.padding", "convolve", "mv", "sum",
+       "sum.dim_IntList", "mean", "mean.dim", "amax", "amin"]
 
 
 @pytest.mark.parametrize("name", OPS)
@@ -29,6 +29,8 @@ def _cases(device):
     a = rand(37, 19, device=device, generator=g)
     v = rand(19, device=device, generator=g)
     r = rand(3, 5, 7, device=device, generator=g)
+    sig = rand(2, 3, 29, device=device, generator=g)
+    taps = rand(3, 6, device=device, generator=g)
     ops = torch.ops.gpukern
     return [
         (ops.conv1d.default, (x1, w1, b1, [2], [1], [1], 2), {}),
@@ -36,6 +38,9 @@ def _cases(device):
         (ops.conv2d.default, (x2, w2, None, [1, 2], [1, 0], [1, 1], 4), {}),
         (ops.conv2d.padding, (x2.to(memory_format=torch.channels_last), w2, None, [1, 1],
                               "same", [1, 1], 4), {}),
+        (ops.convolve.default, (sig, taps), {}),
+        (ops.convolve.default, (sig[:, :1, ::2], taps, "same"), {}),
+        (ops.convolve.default, (sig[0, 0], taps[:, :4]), {"mode": "valid"}),
         (ops.mv.default, (a, v), {}),
         (ops.mv.default, (a.t().contiguous().t(), v), {}),
         (ops.sum.default, (r,), {}),
@@ -63,14 +68,16 @@ def test_compile_fullgraph(device):
     img = rand(1, 1, 20, 24, device=device, generator=g)
     k = rand(1, 1, 3, 3, device=device, generator=g)
     a = rand(16, 8, device=device, generator=g)
+    h = rand(3, 5, device=device, generator=g)
 
-    def f(x, w, img, k, a):
+    def f(x, w, img, k, a, h):
         y = torch_ops.conv1d(x, w, None, 1, "same", 1, 3)
+        y = y + torch_ops.convolve(x, h, "same")[..., :64] - torch_ops.convolve(x, h[0])[..., 4:]
         z = torch_ops.conv2d(img, k, padding=1)
         m = torch_ops.mv(a, torch_ops.sum(img[0, 0, :8, :], dim=1))
         return (torch_ops.amax(y, -1) + torch_ops.mean(z) - torch_ops.amin(m)).sum()
 
     torch._dynamo.reset()
-    eager = f(x, w, img, k, a)
-    compiled = torch.compile(f, fullgraph=True, backend="aot_eager")(x, w, img, k, a)
+    eager = f(x, w, img, k, a, h)
+    compiled = torch.compile(f, fullgraph=True, backend="aot_eager")(x, w, img, k, a, h)
     torch.testing.assert_close(compiled, eager)

@@ -8,14 +8,15 @@ import torch  # noqa: F401  (the extension links against torch's libraries)
 
 from . import _C  # noqa: F401  registers torch.ops.gpukern.*
 from . import _meta  # noqa: F401  register_fake for every op
-from .functional import amax, amin, conv1d, conv2d, mean, mv, sum  # noqa: A004
+from .functional import amax, amin, conv1d, conv2d, convolve, mean, mv, sum  # noqa: A004
 from .algorithms import algorithm, force_algorithm
 from . import nn  # noqa: E402  drop-in modules torch_ops.nn.Conv1d / Conv2d
 from .swap import SwapResult, swap, unswap  # noqa: E402
 from .override import enabled  # noqa: E402
 
-__all__ = ["conv1d", "conv2d", "mv", "sum", "mean", "amax", "amin", "has_cuda_kernels",
-           "algorithm", "force_algorithm", "nn", "swap", "unswap", "SwapResult", "enabled"]
+__all__ = ["conv1d", "conv2d", "convolve", "mv", "sum", "mean", "amax", "amin",
+           "has_cuda_kernels", "algorithm", "force_algorithm", "nn", "swap", "unswap",
+           "SwapResult", "enabled"]
 
 
 def has_cuda_kernels() -> bool:

@@ -71,6 +71,23 @@ def _conv2d_padding_fake(input, weight, bias=None, stride=(1, 1), padding="valid
     return _conv_out(2, input, weight, stride, padding, dilation)
 
 
+def convolve_length(n: int, k: int, mode: str) -> int:
+    """Output length of gpukern::convolve (numpy.convolve's modes)."""
+    if mode == "full":
+        return n + k - 1
+    if mode == "same":
+        return max(n, k)
+    if mode == "valid":
+        return max(n, k) - min(n, k) + 1
+    raise RuntimeError(f"gpukern::convolve: mode must be 'full', 'same' or 'valid', got '{mode}'")
+
+
+@torch.library.register_fake(lib + "convolve")
+def _convolve_fake(x, h, mode="full"):
+    lead = torch.broadcast_shapes(x.shape[:-1], h.shape[:-1])
+    return x.new_empty(list(lead) + [convolve_length(x.shape[-1], h.shape[-1], mode)])
+
+
 @torch.library.register_fake(lib + "mv")
 def _mv_fake(self, vec):
     return self.new_empty((self.shape[0],))

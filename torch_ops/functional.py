@@ -36,6 +36,23 @@ def conv2d(input: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tenso
     return _ops.conv2d(input, weight, bias, _seq(stride), _seq(padding), _seq(dilation), groups)
 
 
+def convolve(x: torch.Tensor, h: torch.Tensor, mode: str = "full") -> torch.Tensor:
+    """True convolution (flipped filter) of x [..., N] and h [..., K] along the last dimension,
+    like torchaudio.functional.convolve, with numpy.convolve's modes:
+
+    - ``"full"``: length N + K - 1, ``y[j] = sum_k x[j - k] * h[k]``;
+    - ``"same"``: length max(N, K), the centre of "full" starting at (min(N, K) - 1) // 2
+      (numpy's definition; torchaudio's "same" keeps length N instead);
+    - ``"valid"``: length max(N, K) - min(N, K) + 1, starting at min(N, K) - 1.
+
+    The leading dimensions broadcast as in aten (right-aligned, size-1 dims stretch, either
+    operand may have fewer), so one filter can apply to every row, one signal to many filters, or
+    rows to filters pairwise. The result is contiguous with the broadcast leading shape and x's
+    dtype; 1-D x and h give a 1-D result. Runs conv1d's kernels (CUDA path chosen as for the
+    equivalent single-channel/depthwise conv1d; ``force_algorithm("conv1d", ...)`` applies)."""
+    return _ops.convolve(x, h, mode)
+
+
 def mv(input: torch.Tensor, vec: torch.Tensor) -> torch.Tensor:
     """Like torch.mv: [M, N] @ [N] -> [M]; any strides (a transposed matrix is read in place)."""
     return _ops.mv(input, vec)
