@@ -47,7 +47,18 @@ int64_t pow2_ceil(int64_t n) {
   return b;
 }
 
-int grid_for_rows(int64_t rows) { return static_cast<int>(std::min(rows, kMaxGrid)); }
+// Blocks to aim for per launch (~2 waves of 256-thread blocks on a 132-SM GPU): when there are
+// fewer buffer rows than that (a few long signals), gridDim.y splits each row's positions.
+constexpr int64_t kTargetBlocks = 2048;
+
+// Grid for `rows` buffer rows of `positions` items each (gridDim.x over rows, gridDim.y within).
+dim3 grid_for_rows(int64_t rows, int64_t positions) {
+  const int64_t x = std::min(rows, kMaxGrid);
+  const int64_t y = std::max<int64_t>(
+      1, std::min({ceil_div(kTargetBlocks, x), ceil_div(positions, Traits::kThreads),
+                   int64_t{65535}}));
+  return dim3(static_cast<unsigned>(x), static_cast<unsigned>(y));
+}
 
 template <typename T>
 void fft_launch(const Conv1dParams& p, const at::Tensor& x3, cudaStream_t stream) {
@@ -63,7 +74,7 @@ void fft_launch(const Conv1dParams& p, const at::Tensor& x3, cudaStream_t stream
 
   // Pack: x blocks then the C scaled, reversed filters, one float buffer.
   at::Tensor buf = at::empty({rows, g.B}, x3.options().dtype(at::kFloat));
-  conv1d_fft_pack_kernel<T, Traits><<<grid_for_rows(rows), Traits::kThreads, 0, stream>>>(
+  conv1d_fft_pack_kernel<T, Traits><<<grid_for_rows(rows, g.B), Traits::kThreads, 0, stream>>>(
       p, g, buf.mutable_data_ptr<float>());
   GK_CHECK_LAUNCH();
 
@@ -74,7 +85,7 @@ void fft_launch(const Conv1dParams& p, const at::Tensor& x3, cudaStream_t stream
   TORCH_INTERNAL_ASSERT(spec.is_contiguous() && spec.scalar_type() == at::kComplexFloat);
   float2* spec_ptr = reinterpret_cast<float2*>(spec.mutable_data_ptr());
 
-  conv1d_fft_product_kernel<Traits><<<grid_for_rows(g.xblocks), Traits::kThreads, 0, stream>>>(
+  conv1d_fft_product_kernel<Traits><<<grid_for_rows(g.xblocks, M / 2 + 1), Traits::kThreads, 0, stream>>>(
       g, p.C, spec_ptr);
   GK_CHECK_LAUNCH();
 
@@ -84,7 +95,7 @@ void fft_launch(const Conv1dParams& p, const at::Tensor& x3, cudaStream_t stream
   spec.reset();
   TORCH_INTERNAL_ASSERT(res.is_contiguous() && res.scalar_type() == at::kComplexFloat);
 
-  conv1d_fft_epilogue_kernel<T, Traits><<<grid_for_rows(g.xblocks), Traits::kThreads, 0,
+  conv1d_fft_epilogue_kernel<T, Traits><<<grid_for_rows(g.xblocks, g.S), Traits::kThreads, 0,
                                            stream>>>(
       p, g, reinterpret_cast<const float*>(res.const_data_ptr()));
   GK_CHECK_LAUNCH();

@@ -60,6 +60,10 @@ __global__ void __launch_bounds__(Traits::kThreads)
   const T* __restrict__ x = static_cast<const T*>(p.x);
   const T* __restrict__ w = static_cast<const T*>(p.w);
   const int64_t rows = g.xblocks + p.C;
+  // blockIdx.y splits one buffer row over gridDim.y blocks (few long rows would leave most
+  // SMs idle): this block handles positions lane0, lane0 + lanes, ...
+  const int64_t lane0 = threadIdx.x + static_cast<int64_t>(blockIdx.y) * Traits::kThreads;
+  const int64_t lanes = static_cast<int64_t>(gridDim.y) * Traits::kThreads;
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     float* __restrict__ dst = buf + r * g.B;
     if (r < g.xblocks) {
@@ -69,13 +73,13 @@ __global__ void __launch_bounds__(Traits::kThreads)
       const int64_t c = row - n * p.C;
       const T* __restrict__ xr = x + n * p.x_sn + c * p.x_sc;
       const int64_t m0 = b * g.S - p.pad_lo;  // x index of u[0]
-      for (int64_t i = threadIdx.x; i < g.B; i += Traits::kThreads) {
+      for (int64_t i = lane0; i < g.B; i += lanes) {
         const int64_t m = m0 + i;
         dst[i] = (m >= 0 && m < p.L) ? to_float(xr[m * p.x_sl]) : 0.f;
       }
     } else {
       const T* __restrict__ wr = w + (r - g.xblocks) * p.w_so;
-      for (int64_t j = threadIdx.x; j < g.B; j += Traits::kThreads) {
+      for (int64_t j = lane0; j < g.B; j += lanes) {
         dst[j] = j < p.K ? g.scale * to_float(wr[(p.K - 1 - j) * p.w_sk]) : 0.f;
       }
     }
@@ -113,10 +117,14 @@ __global__ void __launch_bounds__(Traits::kThreads)
                               float2* __restrict__ spec) {
   const int64_t M = g.B / 2;
   const float inv_half_b = 2.f / static_cast<float>(g.B);  // exact: B is a power of two
+  // blockIdx.y splits one buffer row over gridDim.y blocks (few long rows would leave most
+  // SMs idle): this block handles positions lane0, lane0 + lanes, ...
+  const int64_t lane0 = threadIdx.x + static_cast<int64_t>(blockIdx.y) * Traits::kThreads;
+  const int64_t lanes = static_cast<int64_t>(gridDim.y) * Traits::kThreads;
   for (int64_t r = blockIdx.x; r < g.xblocks; r += gridDim.x) {
     float2* __restrict__ z = spec + r * M;
     const float2* __restrict__ zh = spec + (g.xblocks + (r / g.nblk) % channels) * M;
-    for (int64_t t = threadIdx.x; t <= M / 2; t += Traits::kThreads) {
+    for (int64_t t = lane0; t <= M / 2; t += lanes) {
       const int64_t tm = t == 0 ? 0 : M - t;
       float s, c;
       sincospif(static_cast<float>(t) * inv_half_b, &s, &c);  // angle 2 pi t / B
@@ -147,6 +155,10 @@ __global__ void __launch_bounds__(Traits::kThreads)
                                const float* __restrict__ res) {
   const T* __restrict__ bias = static_cast<const T*>(p.b);
   T* __restrict__ y = static_cast<T*>(p.y);
+  // blockIdx.y splits one buffer row over gridDim.y blocks (few long rows would leave most
+  // SMs idle): this block handles positions lane0, lane0 + lanes, ...
+  const int64_t lane0 = threadIdx.x + static_cast<int64_t>(blockIdx.y) * Traits::kThreads;
+  const int64_t lanes = static_cast<int64_t>(gridDim.y) * Traits::kThreads;
   for (int64_t r = blockIdx.x; r < g.xblocks; r += gridDim.x) {
     const int64_t row = r / g.nblk;
     const int64_t b = r - row * g.nblk;
@@ -157,7 +169,7 @@ __global__ void __launch_bounds__(Traits::kThreads)
     const float bv = bias != nullptr ? to_float(bias[c * p.b_s]) : 0.f;
     const float* __restrict__ src = res + r * g.B + (p.K - 1);
     T* __restrict__ dst = y + n * p.y_sn + c * p.y_so + l0 * p.y_sl;
-    for (int64_t i = threadIdx.x; i < count; i += Traits::kThreads) {
+    for (int64_t i = lane0; i < count; i += lanes) {
       dst[i * p.y_sl] = from_float<T>(src[i] + bv);
     }
   }
