@@ -437,9 +437,11 @@ struct Conv1dShortTraits {
   static constexpr int kTile = kThreads * kE;            // outputs per tile
   static constexpr int kMaxK = 32;                       // longest filter
   // Resident blocks per SM asked of the register allocator: 16-bit types took 80 registers
-  // (6 blocks, 37.5% occupancy, 31% achieved with DRAM at 17%); 8 blocks caps them at 64.
+  // (6 blocks, 37.5% occupancy, 31% achieved with DRAM at 17%); 7 blocks caps them at 72 without
+  // spills (8 spilled), fp32 at 10 blocks takes 46 (was 55, 9 blocks).
   static constexpr int kMinBlocks = kV == 4 ? 10 : 7;
-  // Taps after the alignment shift (up to kV - 1 leading zeros), in whole 4-tap blocks.
+  // Window shift (a multiple of 4, < kV) plus taps after the residual shift (up to 3 leading
+  // zeros, whole 4-tap blocks): at most the longest filter after a kV - 1 shift, rounded up.
   static constexpr int kMaxTaps = (kMaxK + kV - 1 + 3) / 4 * 4;
   static constexpr int kMaxHalo = (kMaxTaps + kV - 1) / kV;   // halo vectors per tile
   static constexpr int kStaged = (kTile + kMaxHalo * kV + 31) / 32 * 32;  // whole swizzle rows
