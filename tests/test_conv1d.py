@@ -484,6 +484,24 @@ def test_cuda_rowwise_short_many_rows(device, dtype):
         check(x, w, b, 1, 1, 1, 22000)
 
 
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=str)
+@pytest.mark.parametrize("K", [4, 29, SHORT_MAX_K])
+@pytest.mark.parametrize("device", [pytest.param("cuda", marks=cuda_only)])
+def test_cuda_rowwise_short_alignments(device, dtype, K):
+    """Every input misalignment (storage offsets 0..7) and several paddings: the window shift
+    (multiple of 4) plus the residual tap shift (< 4) take all their values, up to the largest
+    halo (K = 32 with a shift of 4 and 3 leading zero taps for 16-bit types)."""
+    g = torch.Generator().manual_seed(4242 + K)
+    big = rand(2, 3, 760, dtype=dtype, device=device, generator=g)
+    w = rand(3, 1, K, dtype=dtype, device=device, generator=g)
+    b = rand(3, dtype=dtype, device=device, generator=g)
+    with torch_ops.force_algorithm("conv1d", "rowwise_short"):
+        for s0 in range(8):
+            x = big[..., s0:s0 + 701]
+            for pad in sorted({0, 1, 2, 3, 5, K - 1}):
+                check(x, w, b if pad % 2 else None, 1, pad, 1, 3)
+
+
 # Every direct path forced on a shape it can run: (name, N, C, O, L, K, stride, pad, dil, groups)
 FORCED = [
     ("rowwise_short", 2, 3, 3, 3001, 9, 1, 4, 1, 3),

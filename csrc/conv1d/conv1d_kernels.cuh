@@ -436,23 +436,33 @@ struct Conv1dShortTraits {
   static constexpr int kMain = kE / kV;                  // tile vectors loaded per thread
   static constexpr int kTile = kThreads * kE;            // outputs per tile
   static constexpr int kMaxK = 32;                       // longest filter
-  // Taps after the alignment shift (up to kV - 1 leading zeros), in whole 4-tap blocks.
+  // Resident blocks per SM asked of the register allocator: 16-bit types took 80 registers
+  // (6 blocks, 37.5% occupancy, 31% achieved with DRAM at 17%); 7 blocks caps them at 72 without
+  // spills (8 spilled), fp32 at 10 blocks takes 46 (was 55, 9 blocks).
+  static constexpr int kMinBlocks = kV == 4 ? 10 : 7;
+  // Window shift (a multiple of 4, < kV) plus taps after the residual shift (up to 3 leading
+  // zeros, whole 4-tap blocks): at most the longest filter after a kV - 1 shift, rounded up.
   static constexpr int kMaxTaps = (kMaxK + kV - 1 + 3) / 4 * 4;
   static constexpr int kMaxHalo = (kMaxTaps + kV - 1) / kV;   // halo vectors per tile
   static constexpr int kStaged = (kTile + kMaxHalo * kV + 31) / 32 * 32;  // whole swizzle rows
   static constexpr int kBuf = kStaged + kMaxTaps;        // floats per buffer: input, then taps
   static_assert(kE == 8 || kE == 16, "rowwise_swizzle is derived for 8 and 16 floats a thread");
   static_assert(kMaxHalo <= kThreads && kMaxTaps <= kThreads, "one halo vector / tap a thread");
+  static_assert((kV - 1) / 4 * 4 + (kMaxK + 3 + 3) / 4 * 4 <= kMaxTaps,
+                "the largest window shift plus the largest tap count fit the staged halo");
   static_assert(kBuf % 4 == 0 && kStaged % 32 == 0, "float4-aligned buffers and taps");
   static constexpr int smem_bytes() { return 2 * kBuf * static_cast<int>(sizeof(float)); }
 };
 
 // One tile of one row. Thread t's outputs are l0 + t*kE + i (i < kE); l0 = tile*kTile - my,
 // my = the row's output misalignment in elements, so every thread's outputs start 16-byte
-// aligned (vector stores). Staged float s holds x[a0 + s], a0 = l0 - pad_lo - off with off in
-// [0, kV) chosen so that x + a0 is 16-byte aligned (vector loads); the taps are shifted by off
-// to match (tap k' = w[k' - off], zero outside [0, K)), so output s reads staged s + k',
-// k' < kp: float4-aligned shared reads whatever the padding and the row alignments are.
+// aligned (vector stores). Staged float s holds x[a0 + s], a0 = l0 - pad_lo - (shift + off)
+// with shift + off in [0, kV) chosen so that x + a0 is 16-byte aligned (vector loads); shift is
+// its multiple-of-4 part, off < 4 the rest. Output s reads its window from staged s + shift
+// (still float4-aligned) and the taps are shifted by off only (tap k' = w[k' - off], zero
+// outside [0, K)), so output s reads staged s + shift + k', k' < kp: float4-aligned shared reads
+// whatever the padding and the row alignments are. (Shifting the taps by the whole misalignment,
+// up to 7 for 16-bit types, made kp up to 12 for K = 4, 9 on average: 2.25x the multiply-adds.)
 template <typename T>
 struct Conv1dShortItem {
   const T* xrow;
@@ -460,8 +470,9 @@ struct Conv1dShortItem {
   int64_t l0;  // output of staged position 0; > -kV, and the tile is empty when >= L_out
   int64_t a0;  // input position of staged position 0
   int64_t c;   // channel: filter row and bias
-  int off;     // leading zero taps
-  int kp;      // shifted taps rounded up to whole 4-tap blocks, <= kMaxTaps
+  int shift;   // staged offset of output 0's window: a multiple of 4, < kV
+  int off;     // leading zero taps, < 4
+  int kp;      // shifted taps rounded up to whole 4-tap blocks; shift + kp <= kMaxTaps
 };
 
 // Item = row * tiles + tile (tile fastest: neighbouring blocks share halos in L2). 32-bit
@@ -487,9 +498,10 @@ __device__ __forceinline__ Conv1dShortItem<T> short_item(const Conv1dParams& p, 
     const int64_t g = mx + it.l0 - p.pad_lo;
     off = static_cast<int>(((g % kV) + kV) % kV);
   }
-  it.off = off;
   it.a0 = it.l0 - p.pad_lo - off;
-  it.kp = static_cast<int>((p.K + off + 3) / 4 * 4);
+  it.off = off & 3;
+  it.shift = off - it.off;
+  it.kp = static_cast<int>((p.K + it.off + 3) / 4 * 4);
   return it;
 }
 
@@ -501,6 +513,11 @@ __device__ __forceinline__ Vec<T, kV> short_load(const Conv1dParams& p, const T*
   Vec<T, kV> v;
   if (p.x_sl == 1 && gi >= 0 && gi + kV <= p.L) {
     v = load_vec<T, kV>(xrow + gi);
+  } else if (gi >= p.L || gi + kV <= 0) {
+    // Wholly outside the row (the empty end of a row's last tile): zeros without the
+    // element-by-element checks.
+#pragma unroll
+    for (int e = 0; e < kV; ++e) v.v[e] = from_float<T>(0.f);
   } else {
 #pragma unroll
     for (int e = 0; e < kV; ++e) {
@@ -525,13 +542,25 @@ __device__ __forceinline__ void short_prefetch(const Conv1dParams& p, const Conv
                                                Conv1dShortRegs<T, Traits>& r) {
   constexpr int kV = Traits::kV;
   const int tid = threadIdx.x;
+  const int nh = (it.shift + it.kp + kV - 1) / kV;  // halo vectors
+  if (p.x_sl == 1 && it.a0 >= 0 && it.a0 + Traits::kTile + nh * kV <= p.L) {
+    // Interior tile (block-uniform): plain vector loads, no per-vector bounds checks.
+    const T* src = it.xrow + it.a0;
 #pragma unroll
-  for (int m = 0; m < Traits::kMain; ++m) {
-    const int j = tid + m * Traits::kThreads;  // consecutive threads, consecutive vectors
-    r.main[m] = short_load<T, kV>(p, it.xrow, it.a0 + static_cast<int64_t>(j) * kV);
-  }
-  if (tid < (it.kp + kV - 1) / kV) {
-    r.halo = short_load<T, kV>(p, it.xrow, it.a0 + static_cast<int64_t>(Traits::kTile + tid * kV));
+    for (int m = 0; m < Traits::kMain; ++m) {
+      r.main[m] = load_vec<T, kV>(src + (tid + m * Traits::kThreads) * kV);
+    }
+    if (tid < nh) r.halo = load_vec<T, kV>(src + Traits::kTile + tid * kV);
+  } else {
+#pragma unroll
+    for (int m = 0; m < Traits::kMain; ++m) {
+      const int j = tid + m * Traits::kThreads;  // consecutive threads, consecutive vectors
+      r.main[m] = short_load<T, kV>(p, it.xrow, it.a0 + static_cast<int64_t>(j) * kV);
+    }
+    if (tid < nh) {
+      r.halo =
+          short_load<T, kV>(p, it.xrow, it.a0 + static_cast<int64_t>(Traits::kTile + tid * kV));
+    }
   }
   const T* w = static_cast<const T*>(p.w);
   const int k = tid - it.off;
@@ -561,7 +590,7 @@ __device__ __forceinline__ void short_stage_vec(float* sx, int j, const Vec<T, T
 // after every thread has passed the barrier of the tile in between, hence finished reading it.
 // Warps whose outputs all lie past the row skip the multiply-adds (the short last tiles).
 template <typename T, typename Traits>
-__global__ void __launch_bounds__(Traits::kThreads)
+__global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocks)
     conv1d_rowwise_short_kernel(const Conv1dParams p, const uint32_t tiles,
                                 const uint32_t total) {
   constexpr int kE = Traits::kE;
@@ -588,7 +617,7 @@ __global__ void __launch_bounds__(Traits::kThreads)
     for (int m = 0; m < Traits::kMain; ++m) {
       short_stage_vec<T, Traits>(sx, tid + m * Traits::kThreads, r.main[m]);
     }
-    const int nh = (it.kp + kV - 1) / kV;
+    const int nh = (it.shift + it.kp + kV - 1) / kV;
     if (tid < nh) short_stage_vec<T, Traits>(sx, Traits::kTile / kV + tid, r.halo);
     if (tid < it.kp) sw[tid] = r.tap;
     const float bias = r.bias;
@@ -607,6 +636,7 @@ __global__ void __launch_bounds__(Traits::kThreads)
     if (more) short_prefetch<T, Traits>(p, nit, r);
 
     const int base = tid * kE;
+    const int wbase = base + it.shift;  // the window of output base (float4-aligned)
     if (it.l0 + (tid & ~31) * kE < p.L_out) {  // warp-uniform
       float acc[kE];
 #pragma unroll
@@ -614,7 +644,7 @@ __global__ void __launch_bounds__(Traits::kThreads)
       float xw[kE + 4];
 #pragma unroll
       for (int q = 0; q < kE; q += 4) {
-        const float4 v = *reinterpret_cast<const float4*>(sx + rowwise_swizzle<kE>(base + q));
+        const float4 v = *reinterpret_cast<const float4*>(sx + rowwise_swizzle<kE>(wbase + q));
         xw[q] = v.x, xw[q + 1] = v.y, xw[q + 2] = v.z, xw[q + 3] = v.w;
       }
       // Fully unrolled (kp <= kMaxTaps): the window shift below is a register renaming.
@@ -622,7 +652,7 @@ __global__ void __launch_bounds__(Traits::kThreads)
       for (int kb = 0; kb < Traits::kMaxTaps; kb += 4) {
         if (kb >= it.kp) break;
         const float4 v =
-            *reinterpret_cast<const float4*>(sx + rowwise_swizzle<kE>(base + kb + kE));
+            *reinterpret_cast<const float4*>(sx + rowwise_swizzle<kE>(wbase + kb + kE));
         xw[kE] = v.x, xw[kE + 1] = v.y, xw[kE + 2] = v.z, xw[kE + 3] = v.w;
         const float4 wv = *reinterpret_cast<const float4*>(sw + kb);  // broadcast
         const float wr[4] = {wv.x, wv.y, wv.z, wv.w};
