@@ -355,6 +355,33 @@ def test_cuda_deterministic():
 
 @pytest.mark.cuda
 @pytest.mark.skipif(not HAS_CUDA, reason="needs CUDA")
+def test_cuda_graph_chain():
+    """small and seg launch with programmatic dependent launch: back-to-back in a captured graph,
+    each call must still see the previous kernel's output (x is rewritten between sums)."""
+    g = torch.Generator().manual_seed(14)
+    for n in (1024, 1 << 20):
+        x = rand(n, device="cuda", generator=g)
+        outs = []
+        torch_ops.sum(x)  # warm-up (occupancy queries) outside the capture
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            for k in range(4):
+                outs.append(torch_ops.sum(x))
+                x.mul_(2.0)  # a torch kernel between our launches
+                outs.append(torch_ops.sum(x))
+        x0 = rand(n, device="cuda", generator=g)
+        x.copy_(x0)
+        graph.replay()
+        torch.cuda.synchronize()
+        base = torch_ops.sum(x0)  # eager; scaling by 2^k is exact, so the sums are too
+        for k in range(4):
+            for j in range(2):
+                assert torch.equal(outs[2 * k + j], base * 2.0 ** (k + j))
+        graph.reset()
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not HAS_CUDA, reason="needs CUDA")
 def test_cuda_large_index():
     """> 2^31 elements (int8, 2.2 GB): the full sum and a sum over a 1.1e9-long dim."""
     n = 2**31 + 2**27 + 5

@@ -159,6 +159,26 @@ int64_t col_vec_resident_blocks_per_sm(int device) {
       cache, reinterpret_cast<const void*>(red::col_vec_reduce_kernel<T, Op>), device);
 }
 
+// Launch with programmatic stream serialization (sm_90+): the kernel's blocks may be scheduled
+// while the preceding kernel finishes; the kernel itself waits (griddepcontrol.wait) before
+// touching memory, so ordering is unchanged. Only for kernels that call pdl_wait_then_release()
+// first (small, seg): launch-bound full reductions, where launch latency is most of the time.
+template <typename... KArgs, typename... Args>
+void launch_pdl(void (*kernel)(KArgs...), dim3 grid, dim3 block, cudaStream_t stream,
+                Args... args) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.dynamicSmemBytes = 0;
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = device_props().major >= 9 ? 1 : 0;
+  C10_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, static_cast<KArgs>(args)...));
+}
+
 int64_t clamp64(int64_t v, int64_t lo, int64_t hi) { return std::max(lo, std::min(v, hi)); }
 
 template <typename T, typename Op>
@@ -192,16 +212,18 @@ void launch_reduce(const ReduceLayout& L, const red::ReduceOut& o, const at::Ten
     const dim3 grid(static_cast<unsigned>(bps),
                     static_cast<unsigned>(bps > 1 ? L.n_out : std::min<int64_t>(L.n_out, 65535)));
     if (contig) {
-      red::seg_reduce_kernel<T, Op, true><<<grid, kThreads, 0, stream>>>(xp, L, o, wsp, tbase);
+      launch_pdl(red::seg_reduce_kernel<T, Op, true>, grid, dim3(kThreads), stream, xp, L, o,
+                 wsp, tbase);
     } else {
-      red::seg_reduce_kernel<T, Op, false><<<grid, kThreads, 0, stream>>>(xp, L, o, wsp, tbase);
+      launch_pdl(red::seg_reduce_kernel<T, Op, false>, grid, dim3(kThreads), stream, xp, L, o,
+                 wsp, tbase);
     }
     GK_CHECK_LAUNCH();
   };
 
   switch (algo) {
     case RedAlgo::kSmall: {
-      red::small_reduce_kernel<T, Op><<<1, kWarpSize, 0, stream>>>(xp, L.R, o);
+      launch_pdl(red::small_reduce_kernel<T, Op>, dim3(1), dim3(kWarpSize), stream, xp, L.R, o);
       GK_CHECK_LAUNCH();
       return;
     }
@@ -238,20 +260,21 @@ void launch_reduce(const ReduceLayout& L, const red::ReduceOut& o, const at::Ten
     }
     case RedAlgo::kRowVec: {
       if constexpr (std::is_same<Acc, float>::value) {
-      // Lanes per row: the fewest (power of 2) that hold the row in kRowVecUnroll vectors each.
-      // Grid: rounds = rows per group needed with one resident wave; then the fewest blocks
-      // that cover the rows in that many rounds, so every group gets the same number of rows
-      // (at most the last block's groups run one round short) and no block waits for a wave.
-      const int64_t nvec = L.R / V;
-      int lg = 0;
-      while ((int64_t{red::kRowVecUnroll} << lg) < nvec) ++lg;
-      const int64_t rows_per_block = kThreads >> lg;
-      const int64_t wave = sms * row_vec_resident_blocks_per_sm<T, Op>(dev);
-      const int64_t rounds = ceil_div(L.n_out, wave * rows_per_block);
-      const int64_t blocks = ceil_div(L.n_out, rounds * rows_per_block);
-      red::row_vec_reduce_kernel<T, Op><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
-          xp, L.n_out, L.kstride[0], static_cast<int>(nvec), o, lg);
-      GK_CHECK_LAUNCH();
+        // Lanes per row: the fewest (power of 2) that hold the row in kRowVecUnroll vectors each.
+        // Grid: rounds = rows per group needed with one resident wave; then the fewest blocks
+        // that cover the rows in that many rounds, so every group gets the same number of rows
+        // (at most the last block's groups run one round short) and no block waits for a wave.
+        const int64_t nvec = L.R / V;
+        int lg = 0;
+        while ((int64_t{red::kRowVecUnroll} << lg) < nvec) ++lg;
+        const int64_t rows_per_block = kThreads >> lg;
+        const int64_t wave = sms * row_vec_resident_blocks_per_sm<T, Op>(dev);
+        const int64_t rounds = ceil_div(L.n_out, wave * rows_per_block);
+        const int64_t blocks = ceil_div(L.n_out, rounds * rows_per_block);
+        red::row_vec_reduce_kernel<T, Op>
+            <<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
+                xp, L.n_out, L.kstride[0], static_cast<int>(nvec), o, lg);
+        GK_CHECK_LAUNCH();
       } else {
         TORCH_INTERNAL_ASSERT(false, "row_vec chosen for an integer reduction");
       }

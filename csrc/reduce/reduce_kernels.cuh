@@ -44,6 +44,19 @@ static_assert(kColX * kColY == kThreads, "col block shape");
 // Arrival counters for the last-block finish (scheme and slots: common/tickets.cuh).
 __device__ unsigned int g_tickets[kTicketSlots * kTicketsPerSlot];
 
+// Programmatic dependent launch (sm_90; the host sets the launch attribute for small and seg).
+// First wait until the preceding kernel of the stream has completed and flushed its memory
+// (nothing global is touched before), then allow the next kernel's blocks to be scheduled now:
+// they run their own wait, so they still start reading only after this grid has completed. In a
+// CUDA graph of back-to-back launch-bound reductions this hides the next launch's latency
+// behind this kernel. Without the attribute both instructions are no-ops.
+__device__ __forceinline__ void pdl_wait_then_release() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
 struct SumI64Op {
   __device__ __forceinline__ long long operator()(long long a, long long b) const { return a + b; }
   __device__ __forceinline__ static long long identity() { return 0; }
@@ -185,6 +198,7 @@ __global__ void __launch_bounds__(kThreads)
   using Acc = typename AccOf<T>::type;
   __shared__ Acc smem[kThreads / kWarpSize];
   __shared__ bool s_last;
+  pdl_wait_then_release();
   const Op op{};
   const int64_t t = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x;
   const int64_t nthr = static_cast<int64_t>(gridDim.x) * kThreads;
@@ -233,6 +247,7 @@ template <typename T, typename Op>
 __global__ void __launch_bounds__(kWarpSize)
     small_reduce_kernel(const T* __restrict__ x, int64_t n, ReduceOut out) {
   using Acc = typename AccOf<T>::type;
+  pdl_wait_then_release();
   const Op op{};
   Acc acc = accumulate_contig<kSmallUnroll, T, Op, Acc>(x, n, threadIdx.x, kWarpSize,
                                                          Acc(Op::identity()), op);
