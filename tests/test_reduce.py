@@ -268,7 +268,8 @@ def test_errors_cuda_float64(device):
 
 # Shapes that select each CUDA path (reduce_cuda.cu): full single block / many blocks / one
 # partial round per thread (1M), rows (lane groups of 16, 32 and 1; misaligned row heads and
-# partial last rounds: 301, 1000), few long rows (blocks per row), columns (16-byte vectors of
+# partial last rounds: 301, 1000; row_vec: whole-vector rows, ragged lanes, sliced, one vector),
+# few long rows (blocks per row), columns (16-byte vectors of
 # outputs, with a partial last tile; scalar; with and without split), few strided outputs,
 # non-mergeable reduced dims with many and with few outputs.
 CUDA_CASES = [
@@ -281,6 +282,9 @@ CUDA_CASES = [
     ("rows_301", (5000, 301), [1]),
     ("rows_1000", (3000, 1000), [1]),
     ("rows_short", (100_003, 7), [1]),
+    ("rows_vec_ragged", (9001, 200), [1]),
+    ("rows_vec_sliced", "rows_sliced", [1]),
+    ("rows_vec_one_vec", (4099, 8), [1]),
     ("rows_few_long", (4, 2_000_001), [1]),
     ("cols", (4096, 4096), [0]),
     ("cols_vec_tail", (1000, 4104), [0]),
@@ -299,6 +303,8 @@ def _cuda_input(spec, dtype, g):
         return rand(3000, 1000, dtype=dtype, device="cuda", generator=g)[:, 3:997]
     if spec == "transposed":
         return rand(5000, 3001, dtype=dtype, device="cuda", generator=g).t()
+    if spec == "rows_sliced":  # row stride 1000, rows start 8 elements in: still 16-byte aligned
+        return rand(3000, 1000, dtype=dtype, device="cuda", generator=g)[:, 8:264]
     return rand(*spec, dtype=dtype, device="cuda", generator=g)
 
 
@@ -349,6 +355,33 @@ def test_cuda_deterministic():
 
 @pytest.mark.cuda
 @pytest.mark.skipif(not HAS_CUDA, reason="needs CUDA")
+def test_cuda_graph_chain():
+    """small and seg launch with programmatic dependent launch: back-to-back in a captured graph,
+    each call must still see the previous kernel's output (x is rewritten between sums)."""
+    g = torch.Generator().manual_seed(14)
+    for n in (1024, 1 << 20):
+        x = rand(n, device="cuda", generator=g)
+        outs = []
+        torch_ops.sum(x)  # warm-up (occupancy queries) outside the capture
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            for k in range(4):
+                outs.append(torch_ops.sum(x))
+                x.mul_(2.0)  # a torch kernel between our launches
+                outs.append(torch_ops.sum(x))
+        x0 = rand(n, device="cuda", generator=g)
+        x.copy_(x0)
+        graph.replay()
+        torch.cuda.synchronize()
+        base = torch_ops.sum(x0)  # eager; scaling by 2^k is exact, so the sums are too
+        for k in range(4):
+            for j in range(2):
+                assert torch.equal(outs[2 * k + j], base * 2.0 ** (k + j))
+        graph.reset()
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not HAS_CUDA, reason="needs CUDA")
 def test_cuda_large_index():
     """> 2^31 elements (int8, 2.2 GB): the full sum and a sum over a 1.1e9-long dim."""
     n = 2**31 + 2**27 + 5
@@ -366,7 +399,7 @@ def test_cuda_large_index():
 
 # ---------------------------------------------------------------- algorithm query and forcing
 
-REDUCE_ALGOS = ["small", "seg_contig", "seg", "row", "col_vec", "col"]
+REDUCE_ALGOS = ["small", "seg_contig", "seg", "row", "col_vec", "col", "row_vec"]
 
 
 def _meta(*shape, dtype=torch.float32):
@@ -384,8 +417,13 @@ def test_reduce_algorithm_query():
     assert q("sum", _meta(1025)) == "seg_contig"
     assert q("sum", _meta(100_000_000)) == "seg_contig"
     assert q("sum", _meta(2000)[::2]) == "seg"
-    assert q("sum", x, -1) == "row"
-    assert q("amax", _meta(65536, 256, dtype=torch.bfloat16), -1) == "row"
+    assert q("sum", x, -1) == "row_vec"
+    assert q("amax", _meta(65536, 256, dtype=torch.bfloat16), -1) == "row_vec"
+    assert q("sum", _meta(65536, 256, dtype=torch.int32), -1) == "row"  # row_vec: floats only
+    assert q("sum", _meta(65536, 258), -1) == "row"  # R % 4: rows not whole vectors
+    assert q("sum", _meta(65536, 1024), -1) == "row"  # > 4 vectors per lane of a warp
+    assert q("sum", _meta(65536, 1024, dtype=torch.bfloat16), -1) == "row_vec"
+    assert q("sum", _meta(2047, 256), -1) == "row"  # too few rows
     assert q("mean", _meta(4, 2_000_001), 1) == "seg_contig"
     assert q("sum", _meta(8192, 8192), 0) == "col_vec"
     assert q("sum", _meta(8192, 8192, dtype=torch.int32), 0) == "col"
@@ -402,7 +440,7 @@ def test_reduce_algorithm_query():
             q("sum", _meta(8192, 8193), 0)
     with torch_ops.force_algorithm("reduce", "nope"):
         with pytest.raises(RuntimeError, match=r"is not one of: small, seg_contig, seg, row, "
-                                               r"col_vec, col"):
+                                               r"col_vec, col, row_vec"):
             q("sum", x)
     with pytest.raises(RuntimeError, match=r"unknown kind 'prod'"):
         torch.ops.gpukern._algorithm_reduce(x, None, "prod")
@@ -455,5 +493,5 @@ def test_cuda_forced_paths(dtype, algo, name, spec, dims):
         d = _dims_arg(dims) or list(range(x.dim()))
         assert torch.isnan(torch_ops.amax(xn, d)).any()
         assert torch.isnan(torch_ops.sum(xn, dims)).any()
-        if algo != "col_vec":  # integer sums read int64 partials; col_vec is float-only
+        if algo not in ("col_vec", "row_vec"):  # integer sums: int64; these are float-only
             _exact(torch_ops.sum(xi, dims), torch.sum(xi.cpu(), d))

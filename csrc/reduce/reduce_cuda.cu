@@ -10,10 +10,14 @@
 //   col_vec     col kernel with a 16-byte vector of outputs per thread: float types, one kept dim
 //               of stride 1, one reduced dim with stride % V == 0, n_out % V == 0, data aligned
 //   col         col kernel, threads across outputs: any layout
+//   row_vec     row_vec kernel (float types): one kept dim, rows 16-byte aligned whole vectors (data aligned,
+//               row stride % V == 0, R % V == 0), R <= 128 * V (<= 4 vectors per lane of a warp)
 // Automatic choice (a pure function of the layout, dtype and alignment):
 //   n_out == 1, contiguous, R <= 256 * V   small (the launch-bound case: 1K fp32 elements)
 //   n_out == 1                             seg_contig / seg (one full resident wave of blocks,
 //                                          last block to arrive finishes)
+//   row_vec applies and n_out >= 2048      row_vec (65536x256: 5 waves of row blocks at 80
+//                                          registers reached 47-78% of DRAM bandwidth)
 //   contiguous rows, n_out >= 2048 or      row
 //     R <= 4 * 1024 * V
 //   contiguous rows otherwise              seg_contig (blocks split each long row)
@@ -44,11 +48,12 @@ namespace {
 
 constexpr const char* kOp = "reduce";
 
-enum class RedAlgo { kSmall, kSegContig, kSeg, kRow, kColVec, kCol };
+enum class RedAlgo { kSmall, kSegContig, kSeg, kRow, kColVec, kCol, kRowVec };
 
 const std::vector<std::string>& reduce_algo_names() {
   static const std::vector<std::string> names = {"small", "seg_contig", "seg",
-                                                 "row",   "col_vec",    "col"};
+                                                 "row",   "col_vec",    "col",
+                                                 "row_vec"};
   return names;
 }
 
@@ -72,12 +77,19 @@ bool reduce_algo_applies(RedAlgo a, const ReduceLayout& L, const RedInput& in) {
     case RedAlgo::kColVec:
       return in.float_acc && L.nk == 1 && L.kstride[0] == 1 && L.nr == 1 &&
              L.rstride[0] % V == 0 && L.n_out % V == 0 && in.aligned;
+    case RedAlgo::kRowVec:
+      return in.float_acc && contiguous_run(L) && L.nk == 1 && in.aligned && L.kstride[0] % V == 0 &&
+             L.R % V == 0 && L.R / V <= int64_t{red::kRowVecUnroll} * kWarpSize;
     case RedAlgo::kSeg:
     case RedAlgo::kCol:
       return true;
   }
   return false;
 }
+
+// row_vec from this many rows: its grid is one resident wave of 4 * 132 blocks of 8..256 rows.
+// Fewer rows than that leave SMs idle either way; row (one block per row group) is kept there.
+constexpr int64_t kRowVecMinRows = 2048;
 
 RedAlgo choose_reduce_algo_auto(const ReduceLayout& L, const RedInput& in) {
   const int64_t V = 16 / in.elem_size;
@@ -88,6 +100,9 @@ RedAlgo choose_reduce_algo_auto(const ReduceLayout& L, const RedInput& in) {
   }
   if (contig) {
     const int64_t per_block_min = int64_t{red::kThreads} * V * 4;
+    if (L.n_out >= kRowVecMinRows && reduce_algo_applies(RedAlgo::kRowVec, L, in)) {
+      return RedAlgo::kRowVec;
+    }
     if (L.n_out >= kTicketsPerSlot || L.R <= 4 * per_block_min) return RedAlgo::kRow;
     return RedAlgo::kSegContig;
   }
@@ -131,10 +146,37 @@ int64_t seg_resident_blocks_per_sm(int device) {
 }
 
 template <typename T, typename Op>
+int64_t row_vec_resident_blocks_per_sm(int device) {
+  static std::atomic<int> cache[64];
+  return cached_blocks_per_sm(
+      cache, reinterpret_cast<const void*>(red::row_vec_reduce_kernel<T, Op>), device);
+}
+
+template <typename T, typename Op>
 int64_t col_vec_resident_blocks_per_sm(int device) {
   static std::atomic<int> cache[64];
   return cached_blocks_per_sm(
       cache, reinterpret_cast<const void*>(red::col_vec_reduce_kernel<T, Op>), device);
+}
+
+// Launch with programmatic stream serialization (sm_90+): the kernel's blocks may be scheduled
+// while the preceding kernel finishes; the kernel itself waits (griddepcontrol.wait) before
+// touching memory, so ordering is unchanged. Only for kernels that call pdl_wait_then_release()
+// first (small, seg): launch-bound full reductions, where launch latency is most of the time.
+template <typename... KArgs, typename... Args>
+void launch_pdl(void (*kernel)(KArgs...), dim3 grid, dim3 block, cudaStream_t stream,
+                Args... args) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.dynamicSmemBytes = 0;
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = device_props().major >= 9 ? 1 : 0;
+  C10_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, static_cast<KArgs>(args)...));
 }
 
 int64_t clamp64(int64_t v, int64_t lo, int64_t hi) { return std::max(lo, std::min(v, hi)); }
@@ -170,16 +212,18 @@ void launch_reduce(const ReduceLayout& L, const red::ReduceOut& o, const at::Ten
     const dim3 grid(static_cast<unsigned>(bps),
                     static_cast<unsigned>(bps > 1 ? L.n_out : std::min<int64_t>(L.n_out, 65535)));
     if (contig) {
-      red::seg_reduce_kernel<T, Op, true><<<grid, kThreads, 0, stream>>>(xp, L, o, wsp, tbase);
+      launch_pdl(red::seg_reduce_kernel<T, Op, true>, grid, dim3(kThreads), stream, xp, L, o,
+                 wsp, tbase);
     } else {
-      red::seg_reduce_kernel<T, Op, false><<<grid, kThreads, 0, stream>>>(xp, L, o, wsp, tbase);
+      launch_pdl(red::seg_reduce_kernel<T, Op, false>, grid, dim3(kThreads), stream, xp, L, o,
+                 wsp, tbase);
     }
     GK_CHECK_LAUNCH();
   };
 
   switch (algo) {
     case RedAlgo::kSmall: {
-      red::small_reduce_kernel<T, Op><<<1, kWarpSize, 0, stream>>>(xp, L.R, o);
+      launch_pdl(red::small_reduce_kernel<T, Op>, dim3(1), dim3(kWarpSize), stream, xp, L.R, o);
       GK_CHECK_LAUNCH();
       return;
     }
@@ -212,6 +256,28 @@ void launch_reduce(const ReduceLayout& L, const red::ReduceOut& o, const at::Ten
       red::row_reduce_kernel<T, Op>
           <<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(xp, L, o, lg);
       GK_CHECK_LAUNCH();
+      return;
+    }
+    case RedAlgo::kRowVec: {
+      if constexpr (std::is_same<Acc, float>::value) {
+        // Lanes per row: the fewest (power of 2) that hold the row in kRowVecUnroll vectors each.
+        // Grid: rounds = rows per group needed with one resident wave; then the fewest blocks
+        // that cover the rows in that many rounds, so every group gets the same number of rows
+        // (at most the last block's groups run one round short) and no block waits for a wave.
+        const int64_t nvec = L.R / V;
+        int lg = 0;
+        while ((int64_t{red::kRowVecUnroll} << lg) < nvec) ++lg;
+        const int64_t rows_per_block = kThreads >> lg;
+        const int64_t wave = sms * row_vec_resident_blocks_per_sm<T, Op>(dev);
+        const int64_t rounds = ceil_div(L.n_out, wave * rows_per_block);
+        const int64_t blocks = ceil_div(L.n_out, rounds * rows_per_block);
+        red::row_vec_reduce_kernel<T, Op>
+            <<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
+                xp, L.n_out, L.kstride[0], static_cast<int>(nvec), o, lg);
+        GK_CHECK_LAUNCH();
+      } else {
+        TORCH_INTERNAL_ASSERT(false, "row_vec chosen for an integer reduction");
+      }
       return;
     }
     case RedAlgo::kColVec: {

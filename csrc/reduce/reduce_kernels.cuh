@@ -7,6 +7,8 @@
 //                      each segment to arrive finishes it (fixed order) in the same launch.
 //   row_reduce_kernel  many contiguous rows (reduced dim innermost, stride 1): a group of 1..32
 //                      lanes per row, 16-byte loads after peeling the row's misaligned head.
+//   row_vec_reduce_kernel  many short aligned rows (whole vectors): one resident wave, each lane
+//                      group pipelines its rows (next row's loads in flight while reducing).
 //   col_reduce_kernel  many outputs whose reduced elements are strided (reduced dim not
 //                      innermost): threads across outputs (coalesced), 8 row lanes per block,
 //                      R split across blocks (gridDim.y) with a last-block finish.
@@ -33,6 +35,7 @@ constexpr int kColUnroll = 8;  // col kernel: independent loads in flight per th
 constexpr int kSegUnroll = 4;  // seg kernel: 16-byte vectors per round (all in flight together)
 constexpr int kColVecUnroll = 4;  // col vec kernel: 16-byte loads in flight per thread
 constexpr int kRowUnroll = 4;  // row kernel: 16-byte vectors per lane (lanes per row chosen to match)
+constexpr int kRowVecUnroll = 4;  // row_vec kernel: 16-byte vectors per lane per row (max)
 constexpr int kSmallUnroll = 8;  // small kernel: 16-byte vectors per lane per round
 // small kernel is chosen up to this many 16-byte vectors: one round of the one warp.
 constexpr int64_t kSmallMaxVecs = int64_t{kWarpSize} * kSmallUnroll;
@@ -40,6 +43,19 @@ static_assert(kColX * kColY == kThreads, "col block shape");
 
 // Arrival counters for the last-block finish (scheme and slots: common/tickets.cuh).
 __device__ unsigned int g_tickets[kTicketSlots * kTicketsPerSlot];
+
+// Programmatic dependent launch (sm_90; the host sets the launch attribute for small and seg).
+// First wait until the preceding kernel of the stream has completed and flushed its memory
+// (nothing global is touched before), then allow the next kernel's blocks to be scheduled now:
+// they run their own wait, so they still start reading only after this grid has completed. In a
+// CUDA graph of back-to-back launch-bound reductions this hides the next launch's latency
+// behind this kernel. Without the attribute both instructions are no-ops.
+__device__ __forceinline__ void pdl_wait_then_release() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
 
 struct SumI64Op {
   __device__ __forceinline__ long long operator()(long long a, long long b) const { return a + b; }
@@ -182,6 +198,7 @@ __global__ void __launch_bounds__(kThreads)
   using Acc = typename AccOf<T>::type;
   __shared__ Acc smem[kThreads / kWarpSize];
   __shared__ bool s_last;
+  pdl_wait_then_release();
   const Op op{};
   const int64_t t = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x;
   const int64_t nthr = static_cast<int64_t>(gridDim.x) * kThreads;
@@ -230,6 +247,7 @@ template <typename T, typename Op>
 __global__ void __launch_bounds__(kWarpSize)
     small_reduce_kernel(const T* __restrict__ x, int64_t n, ReduceOut out) {
   using Acc = typename AccOf<T>::type;
+  pdl_wait_then_release();
   const Op op{};
   Acc acc = accumulate_contig<kSmallUnroll, T, Op, Acc>(x, n, threadIdx.x, kWarpSize,
                                                          Acc(Op::identity()), op);
@@ -262,6 +280,90 @@ __global__ void __launch_bounds__(kThreads)
       acc = op(acc, __shfl_xor_sync(0xffffffffu, acc, off));
     }
     if (lane == 0 && row < L.n_out) store_out<T, Acc>(out, row, acc);
+  }
+}
+
+// Many short contiguous rows, every row 16-byte aligned and a whole number of vectors (host
+// guarantees: nk == 1, x 16-byte aligned, row_stride % V == 0, nvec = R / V <= kRowVecUnroll *
+// 32). G = 1 << lg lanes per row (inside one warp); lane l holds the row's vectors l, l + G, ...
+// (up to kRowVecUnroll, each predicated on < nvec). The grid is one resident wave; group gid
+// takes rows gid, gid + ngroups, ... (the whole GPU sweeps memory in order). Software-pipelined
+// across rows: the next row's 16-byte loads are issued before the current row is reduced, so a
+// thread always has a row of loads in flight and no block ever launches after the first wave.
+// Warp-uniform loop (the warp's first group decides), so every lane reaches every shuffle.
+// Slot u has its own accumulator, combined in slot order, then the butterfly: fixed order.
+// One 16-byte vector held as four 32-bit words (a Vec of 8 bf16 was kept as 8 registers and
+// spilled at 64 registers), folded into acc element by element in memory order. bf16 -> float
+// is exact by moving the bits up; half and float through the usual conversions.
+template <typename T, typename Op>
+__device__ __forceinline__ float fold_words(float acc, const uint4& r, Op op) {
+  const unsigned w[4] = {r.x, r.y, r.z, r.w};
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    if constexpr (std::is_same<T, float>::value) {
+      acc = op(acc, __uint_as_float(w[k]));
+    } else if constexpr (std::is_same<T, __nv_bfloat16>::value) {
+      acc = op(acc, __uint_as_float(w[k] << 16));
+      acc = op(acc, __uint_as_float(w[k] & 0xffff0000u));
+    } else {
+      const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&w[k]));
+      acc = op(acc, f.x);
+      acc = op(acc, f.y);
+    }
+  }
+  return acc;
+}
+
+template <typename T, typename Op>
+__global__ void __launch_bounds__(kThreads, 4)
+    row_vec_reduce_kernel(const T* __restrict__ x, int64_t n_out, int64_t row_stride, int nvec,
+                          ReduceOut out, int lg) {
+  static_assert(std::is_same<typename AccOf<T>::type, float>::value, "float types only");
+  constexpr int U = kRowVecUnroll;
+  using VT = uint4;
+  const Op op{};
+  const int G = 1 << lg;
+  const int grp = threadIdx.x >> lg;
+  const int lane = threadIdx.x & (G - 1);
+  const int wslot = grp & ((kWarpSize >> lg) - 1);  // group index inside its warp
+  const int64_t ngroups = static_cast<int64_t>(gridDim.x) * (kThreads >> lg);
+  const int64_t gid = static_cast<int64_t>(blockIdx.x) * (kThreads >> lg) + grp;
+  bool ok[U];
+#pragma unroll
+  for (int u = 0; u < U; ++u) ok[u] = lane + u * G < nvec;
+  VT v[U];
+  if (gid < n_out) {
+    const VT* rp = reinterpret_cast<const VT*>(x + gid * row_stride) + lane;
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      if (ok[u]) v[u] = rp[u * G];
+    }
+  }
+  for (int64_t row = gid; row - wslot < n_out; row += ngroups) {
+    const int64_t next = row + ngroups;
+    VT w[U];
+    if (next < n_out) {
+      const VT* rp = reinterpret_cast<const VT*>(x + next * row_stride) + lane;
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        if (ok[u]) w[u] = rp[u * G];
+      }
+    }
+    float a[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      a[u] = Op::identity();
+      if (ok[u] && row < n_out) a[u] = fold_words<T>(a[u], v[u], op);
+    }
+    float acc = a[0];
+#pragma unroll
+    for (int u = 1; u < U; ++u) acc = op(acc, a[u]);
+    for (int off = G >> 1; off > 0; off >>= 1) {
+      acc = op(acc, __shfl_xor_sync(0xffffffffu, acc, off));
+    }
+    if (lane == 0 && row < n_out) store_out<T, float>(out, row, acc);
+#pragma unroll
+    for (int u = 0; u < U; ++u) v[u] = w[u];
   }
 }
 
