@@ -294,9 +294,11 @@ def summaries(rows):
         order = sorted(best.values(), key=lambda r: -r["speedup"])
         top = order[0]
         parts = [f"{r['variant']} {r['speedup']:.2f}x ({r['dtype']} {r['mode']})" for r in order]
+        fast = top["convs_fast"]
         lines.append(f"{model}: best gpukern variant {top['variant']} {top['speedup']:.2f}x vs "
                      f"stock ({top['dtype']} {top['mode']}); best per variant: "
-                     + ", ".join(parts))
+                     + ", ".join(parts) + f"; {fast} of "
+                     f"{top['convs_depthwise'] + top['convs_other']} convs have a fast path")
     return lines
 
 
@@ -372,6 +374,16 @@ def main():
     if not gpu:
         print("models.py: no GPU, timing gpukern's CPU kernels on tiny inputs")
     print(HEADER)
+    out = args.out or os.path.join(os.path.dirname(os.path.abspath(__file__)), "results",
+                                   "models_" + ("gpu" if gpu else "cpu"))
+    os.makedirs(out, exist_ok=True)
+
+    def write(rows):  # after every model, so a run cut short by a timeout keeps its rows
+        with open(os.path.join(out, "models.json"), "w") as f:
+            json.dump(dict(env=env, rows=rows), f, indent=1)
+        with open(os.path.join(out, "models.md"), "w") as f:
+            f.write(markdown(rows, env))
+
     rows = []
     t_start = time.perf_counter()
     for name in args.models:
@@ -381,16 +393,10 @@ def main():
         except ImportError as e:
             print(f"{name}: skipped ({e})")
         print(f"{name}: {time.perf_counter() - t0:.0f} s", flush=True)
+        write(rows)
     print(f"\nall models: {time.perf_counter() - t_start:.0f} s")
     for line in summaries(rows):
         print("summary " + line)
-    out = args.out or os.path.join(os.path.dirname(os.path.abspath(__file__)), "results",
-                                   "models_" + ("gpu" if gpu else "cpu"))
-    os.makedirs(out, exist_ok=True)
-    with open(os.path.join(out, "models.json"), "w") as f:
-        json.dump(dict(env=env, rows=rows), f, indent=1)
-    with open(os.path.join(out, "models.md"), "w") as f:
-        f.write(markdown(rows, env))
     print(f"wrote {out}/models.json and models.md")
     return 0 if all(r["agree"] is not False for r in rows) else 1
 
