@@ -3,30 +3,39 @@
 Builds architectures nobody here wrote, with random weights (no downloads), from the libraries
 installed beside torch: torchaudio's Conformer (depthwise Conv1d in every block) and wav2vec2
 feature extractor (dense strided Conv1d), torchvision's MobileNetV3-Large and ConvNeXt-Tiny
-(depthwise Conv2d) and ResNet-18 (dense Conv2d only). Each runs stock and after
-``torch_ops.swap`` (optionally also under ``torch_ops.enabled()``), eager and
-``torch.compile``-d, in float32 and bfloat16, under ``torch.inference_mode()``.
+(depthwise Conv2d) and ResNet-18 (dense Conv2d only). Each runs stock, after
+``torch_ops.swap(model, filter=torch_ops.has_fast_path)`` ("swap(fast)": only the layers gpukern
+has a specialised kernel for, depthwise / single-channel at stride 1), after ``torch_ops.swap``
+("swap": every Conv1d/Conv2d, dense ones on gpukern's slow general kernel), optionally under
+``torch_ops.enabled()`` ("override", "override(fast)"), eager and ``torch.compile``-d, in float32
+and bfloat16, under ``torch.inference_mode()``.
 
 Correctness first: every variant's output is compared with the stock model's in the same dtype
 and with a float64 run of the stock model; a variant "agrees" when its norm-relative error to the
 float64 reference is at most twice the stock model's own (plus a floor of 1e-5), i.e. gpukern is
 no less accurate than torch at that dtype. Then latency: CUDA events, warm-up, median (wall clock
 on CPU). Where gpukern makes a model slower (dense convolutions, until their own issue) the
-speedup column says so. torch's defaults are kept (cuDNN may use TF32 for float32 convolutions;
+speedup column says so. To fit the time box, a variant slower than --max-slowdown (5x) times stock
+in eager is not compiled (its compiled row says so), and a variant whose one call takes over
+--slow-ms (50 ms) is timed over 3 calls after 1 warm-up. The run ends with one summary line per
+model: each gpukern variant's best speedup. torch's defaults are kept (cuDNN may use TF32 for float32 convolutions;
 gpukern computes true fp32).
 
     python3 benchmarks/models.py                      # GPU: realistic sizes; CPU: tiny ones
     python3 benchmarks/models.py --models conformer resnet18 --dtypes bfloat16 --compile none
+    python3 benchmarks/models.py --variants swap(fast) override(fast) --max-slowdown 0
     python3 benchmarks/models.py --override --out results/models
 
 Writes models.json and models.md under --out.
 """
 import argparse
+import collections
 import contextlib
 import copy
 import json
 import os
 import platform
+import re
 import sys
 import time
 
@@ -62,7 +71,11 @@ def build(name: str, device: str, gpu: bool):
     import torchvision.models as tvm
     ctor = {"mobilenet_v3": tvm.mobilenet_v3_large, "convnext_tiny": tvm.convnext_tiny,
             "resnet18": tvm.resnet18}[name]
-    model = ctor(weights=None)
+    # ConvNeXt's default layer-scale init (1e-6) scales every block's branch, depthwise conv
+    # included, below bfloat16's resolution of the residual stream, so the output would not
+    # depend on the convolutions under test; trained models have scales of ~0.1-1.
+    kwargs = {"layer_scale": 0.5} if name == "convnext_tiny" else {}
+    model = ctor(weights=None, **kwargs)
     b, s = (16, 224) if gpu else (1, 64)
     return model, (torch.randn(b, 3, s, s, generator=g),), f"{b}x3x{s}x{s}"
 
@@ -110,32 +123,87 @@ def conv_census(model):
     return dw, other
 
 
+VARIANTS = ("stock", "swap(fast)", "swap", "override", "override(fast)")
+
+
+def _variant_models(stock, names):
+    """(name, model, context factory, layers converted or None) for each requested variant."""
+    out = []
+    for vname in names:
+        if vname == "stock":
+            out.append((vname, stock, contextlib.nullcontext, 0))
+        elif vname.startswith("swap"):
+            model = copy.deepcopy(stock)
+            fast = vname == "swap(fast)"
+            report = torch_ops.swap(model, filter=torch_ops.has_fast_path if fast else None)
+            out.append((vname, model, contextlib.nullcontext, report))
+        else:
+            convs = "fast" if vname == "override(fast)" else "all"
+            out.append((vname, stock, lambda c=convs: torch_ops.enabled(convs=c), None))
+    return out
+
+
+def _skip_counts(report):
+    """{reason, details in parentheses dropped: count} of the layers a swap left alone."""
+    if report is None or isinstance(report, int):
+        return {}
+    counts = collections.Counter(re.sub(r" \([^)]*\)", "", r) for _, r in report.skipped)
+    return dict(sorted(counts.items()))
+
+
+def _timing_plan(est_ms, args):
+    """(warmup, reps) for a variant whose one call took est_ms: slow variants (gpukern's dense
+    convolutions) get a few reps so the whole table fits the time box."""
+    if est_ms > args.slow_ms:
+        return 1, 3
+    return 3, args.reps
+
+
 def run_model(name, args, device, gpu):
     base, inputs, described = build(name, device, gpu)
     base = base.to(device)
     calibrate_batchnorm(base, _cast(inputs, device, torch.float32))
     base.eval()
     dw, other = conv_census(base)
-    timer = (lambda f: time_cuda(f, reps=args.reps, warmup=3, flush=False)) if gpu else \
-        (lambda f: time_cpu(f, reps=max(3, args.reps // 6)))
+    fast_total = sum(1 for m in base.modules()
+                     if isinstance(m, (torch.nn.Conv1d, torch.nn.Conv2d))
+                     and torch_ops.has_fast_path("", m))
+
+    def timer(f, est_ms):
+        warmup, reps = _timing_plan(est_ms, args)
+        if gpu:
+            return time_cuda(f, reps=reps, warmup=warmup, flush=False, max_seconds=2.0)
+        return time_cpu(f, reps=max(3, reps // 6), warmup=warmup)
+
+    def sync():
+        if gpu:
+            torch.cuda.synchronize()
+
     rows = []
     with torch.inference_mode():
         ref64 = _first(copy.deepcopy(base).double()(*_cast(inputs, device, torch.float64)))
         for dtype_name in args.dtypes:
             dtype = getattr(torch, dtype_name)
             stock = copy.deepcopy(base).to(dtype)
-            swapped = copy.deepcopy(stock)
-            report = torch_ops.swap(swapped)
+            names = [v for v in args.variants
+                     if not (v in ("swap(fast)", "override(fast)") and fast_total == 0)]
+            if len(names) < len(args.variants) and dtype_name == args.dtypes[0]:
+                print(f"{name}: no layer has a gpukern fast path; swap(fast)/override(fast) "
+                      f"would equal stock, not run", flush=True)
+            variants = _variant_models(stock, names)
             x = _cast(inputs, device, dtype)
-            variants = [("stock", stock, contextlib.nullcontext),
-                        ("swap", swapped, contextlib.nullcontext)]
-            if args.override:
-                variants.append(("override", stock, torch_ops.enabled))
+            eager_ms = {}
             for mode in args.modes:
                 results = {}
-                for vname, model, ctx in variants:
+                for vname, model, ctx, report in variants:
                     torch._dynamo.reset()
                     note = ""
+                    if mode != "eager" and vname != "stock" and args.max_slowdown > 0:
+                        slow = eager_ms[vname] / eager_ms["stock"]
+                        if slow > args.max_slowdown:
+                            results[vname] = (None, None, f"not compiled: eager {slow:.1f}x "
+                                              f"slower than stock", report)
+                            continue
                     with ctx():
                         fn = model
                         if mode != "eager":
@@ -146,61 +214,124 @@ def run_model(name, args, device, gpu):
                                 note = f"graph breaks ({type(e).__name__})"
                                 torch._dynamo.reset()
                                 fn = torch.compile(model, **args.compile_kw)
-                        t0 = time.perf_counter()
                         out = _first(fn(*x)).clone()
-                        first_ms = (time.perf_counter() - t0) * 1e3
-                        ms = timer(lambda: fn(*x))
-                    results[vname] = (out, ms, note, first_ms)
+                        sync()
+                        t0 = time.perf_counter()
+                        fn(*x)
+                        sync()
+                        est_ms = (time.perf_counter() - t0) * 1e3
+                        ms = timer(lambda: fn(*x), est_ms)
+                    if mode == "eager":
+                        eager_ms[vname] = ms
+                    results[vname] = (out, ms, note, report)
                 s_out, s_ms = results["stock"][0], results["stock"][1]
                 _, stock_rel64 = _errors(s_out, ref64)
-                for vname, (out, ms, note, _) in results.items():
-                    max_abs, rel = _errors(out, s_out)
-                    _, rel64 = _errors(out, ref64)
-                    agree = bool(torch.isfinite(out).all()) and rel64 <= 2 * stock_rel64 + 1e-5
-                    rows.append(dict(
+                for vname, (out, ms, note, report) in results.items():
+                    if report is None:
+                        swapped = None
+                    elif isinstance(report, int):
+                        swapped = report
+                    else:
+                        swapped = len(report.replaced)
+                    row = dict(
                         model=name, input=described, dtype=dtype_name, mode=mode,
-                        variant=vname, ms=ms, speedup=s_ms / ms, max_abs_vs_stock=max_abs,
-                        rel_vs_stock=rel, rel_vs_fp64=rel64, stock_rel_vs_fp64=stock_rel64,
-                        agree=agree, note=note, replaced=len(report.replaced),
-                        skipped=len(report.skipped), convs_depthwise=dw, convs_other=other,
-                        skip_reasons=sorted({r for _, r in report.skipped})))
-                    print(_fmt_row(rows[-1]), flush=True)
-            del stock, swapped
+                        variant=vname, ms=ms, speedup=None, max_abs_vs_stock=None,
+                        rel_vs_stock=None, rel_vs_fp64=None, stock_rel_vs_fp64=stock_rel64,
+                        agree=None, note=note, replaced=swapped, convs_depthwise=dw,
+                        convs_other=other, convs_fast=fast_total,
+                        skip_reasons=_skip_counts(report))
+                    if out is not None:
+                        max_abs, rel = _errors(out, s_out)
+                        _, rel64 = _errors(out, ref64)
+                        row.update(speedup=s_ms / ms, max_abs_vs_stock=max_abs,
+                                   rel_vs_stock=rel, rel_vs_fp64=rel64,
+                                   agree=bool(torch.isfinite(out).all())
+                                   and rel64 <= 2 * stock_rel64 + 1e-5)
+                    rows.append(row)
+                    print(_fmt_row(row), flush=True)
+            del stock, variants
             if gpu:
                 torch.cuda.empty_cache()
     return rows
 
 
-HEADER = (f"{'model':<14} {'dtype':<9} {'mode':<8} {'variant':<8} {'ms':>9} {'speedup':>8} "
-          f"{'rel/stock':>10} {'rel/fp64':>9} {'stock/fp64':>10} {'agree':>5}  convs dw/other "
-          f"swapped")
+def _num(v, fmt, width):
+    return f"{'-':>{width}}" if v is None else f"{v:>{width}{fmt}}"
+
+
+HEADER = (f"{'model':<14} {'dtype':<9} {'mode':<8} {'variant':<14} {'ms':>9} {'speedup':>8} "
+          f"{'rel/stock':>10} {'rel/fp64':>9} {'stock/fp64':>10} {'agree':>5}  "
+          f"convs dw/other/fast swapped")
+
+
+def _agree(r):
+    return "-" if r["agree"] is None else ("yes" if r["agree"] else "NO")
 
 
 def _fmt_row(r):
-    return (f"{r['model']:<14} {r['dtype']:<9} {r['mode']:<8} {r['variant']:<8} "
-            f"{r['ms']:>9.3f} {r['speedup']:>7.2f}x {r['rel_vs_stock']:>10.2e} "
-            f"{r['rel_vs_fp64']:>9.2e} {r['stock_rel_vs_fp64']:>10.2e} "
-            f"{'yes' if r['agree'] else 'NO':>5}  {r['convs_depthwise']}/{r['convs_other']} "
-            f"{r['replaced']}{(' ' + r['note']) if r['note'] else ''}")
+    sp = "-" if r["speedup"] is None else f"{r['speedup']:.2f}x"
+    return (f"{r['model']:<14} {r['dtype']:<9} {r['mode']:<8} {r['variant']:<14} "
+            f"{_num(r['ms'], '.3f', 9)} {sp:>8} {_num(r['rel_vs_stock'], '.2e', 10)} "
+            f"{_num(r['rel_vs_fp64'], '.2e', 9)} {r['stock_rel_vs_fp64']:>10.2e} "
+            f"{_agree(r):>5}  {r['convs_depthwise']}/{r['convs_other']}/{r['convs_fast']} "
+            f"{'-' if r['replaced'] is None else r['replaced']}"
+            f"{(' ' + r['note']) if r['note'] else ''}")
+
+
+def summaries(rows):
+    """One line per model: each gpukern variant's best speedup (and where), best first."""
+    lines = []
+    for model in dict.fromkeys(r["model"] for r in rows):
+        best = {}
+        for r in rows:
+            if r["model"] != model or r["variant"] == "stock" or r["speedup"] is None:
+                continue
+            if r["variant"] not in best or r["speedup"] > best[r["variant"]]["speedup"]:
+                best[r["variant"]] = r
+        if not best:
+            lines.append(f"{model}: no gpukern variant ran")
+            continue
+        order = sorted(best.values(), key=lambda r: -r["speedup"])
+        top = order[0]
+        parts = [f"{r['variant']} {r['speedup']:.2f}x ({r['dtype']} {r['mode']})" for r in order]
+        fast = top["convs_fast"]
+        lines.append(f"{model}: best gpukern variant {top['variant']} {top['speedup']:.2f}x vs "
+                     f"stock ({top['dtype']} {top['mode']}); best per variant: "
+                     + ", ".join(parts) + f"; {fast} of "
+                     f"{top['convs_depthwise'] + top['convs_other']} convs have a fast path")
+    return lines
 
 
 def markdown(rows, env):
     lines = [f"# Real models, stock vs gpukern ({env['device']})", "",
              f"torch {env['torch']}, CUDA {env['cuda']}, gpukern CUDA kernels: "
              f"{env['gpukern_cuda']} ({env['archs'] or '-'}); compile: {env['compile']}", "",
-             "| model | input | dtype | mode | variant | ms | speedup | rel err vs stock | "
-             "rel err vs fp64 (stock's) | agree | convs dw/other | swapped | note |",
+             "Variants: stock = torch; swap(fast) = `torch_ops.swap(model, "
+             "filter=torch_ops.has_fast_path)` (only the depthwise / single-channel stride-1 "
+             "layers gpukern has specialised kernels for); swap = every Conv1d/Conv2d gpukern "
+             "can run (dense and grouped ones on its general kernel, slower than cuDNN for now); "
+             "override = the stock model under `torch_ops.enabled()` (override(fast): "
+             "`enabled(convs=\"fast\")`). Variants more than "
+             f"{env['max_slowdown']}x slower than stock in eager are not compiled (note column); "
+             f"variants whose one call takes over {env['slow_ms']} ms are timed over 3 calls.",
+             "", "## Summary", ""] + [f"- {s}" for s in summaries(rows)] + [
+             "", "| model | input | dtype | mode | variant | ms | speedup | rel err vs stock | "
+             "rel err vs fp64 (stock's) | agree | convs dw/other/fast | swapped | note |",
              "|---|---|---|---|---|---:|---:|---:|---:|---|---|---:|---|"]
     for r in rows:
+        sp = "-" if r["speedup"] is None else f"{r['speedup']:.2f}x"
+        rel64 = ("-" if r["rel_vs_fp64"] is None else f"{r['rel_vs_fp64']:.2e}")
         lines.append(
             f"| {r['model']} | {r['input']} | {r['dtype']} | {r['mode']} | {r['variant']} | "
-            f"{r['ms']:.3f} | {r['speedup']:.2f}x | {r['rel_vs_stock']:.2e} | "
-            f"{r['rel_vs_fp64']:.2e} ({r['stock_rel_vs_fp64']:.2e}) | "
-            f"{'yes' if r['agree'] else 'NO'} | {r['convs_depthwise']}/{r['convs_other']} | "
-            f"{r['replaced']} | {r['note']} |")
-    reasons = sorted({(r["model"], s) for r in rows for s in r["skip_reasons"]})
+            f"{_num(r['ms'], '.3f', 0)} | {sp} | {_num(r['rel_vs_stock'], '.2e', 0)} | "
+            f"{rel64} ({r['stock_rel_vs_fp64']:.2e}) | {_agree(r)} | "
+            f"{r['convs_depthwise']}/{r['convs_other']}/{r['convs_fast']} | "
+            f"{'-' if r['replaced'] is None else r['replaced']} | {r['note']} |")
+    reasons = {(r["model"], r["variant"], s, n) for r in rows
+               for s, n in r["skip_reasons"].items()}
     if reasons:
-        lines += ["", "Layers swap left alone:"] + [f"- {m}: {s}" for m, s in reasons]
+        lines += ["", "Layers swap left alone:"] + [
+            f"- {m} {v}: {n} x {s}" for m, v, s, n in sorted(reasons)]
     return "\n".join(lines) + "\n"
 
 
@@ -213,8 +344,16 @@ def main():
                    choices=["none", "default", "reduce-overhead", "max-autotune-no-cudagraphs"],
                    help="torch.compile mode for the compiled rows (default: 'default' on GPU, "
                         "'none' on CPU, where inductor's C++ compile takes minutes)")
+    p.add_argument("--variants", nargs="+", default=["stock", "swap(fast)", "swap"],
+                   choices=VARIANTS, help="stock always runs (the reference)")
     p.add_argument("--override", action="store_true",
-                   help="also run the stock model under torch_ops.enabled()")
+                   help="also run the stock model under torch_ops.enabled() (= adding the "
+                        "'override' variant)")
+    p.add_argument("--max-slowdown", type=float, default=5.0,
+                   help="compile a gpukern variant only when its eager time is within this "
+                        "factor of stock's (0: compile every variant)")
+    p.add_argument("--slow-ms", type=float, default=50.0,
+                   help="variants whose one call takes longer are timed over 3 calls only")
     p.add_argument("--reps", type=int, default=30)
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--out", default=None, help="folder for models.json / models.md")
@@ -222,31 +361,44 @@ def main():
     gpu = args.device == "cuda"
     if gpu and not torch_ops.has_cuda_kernels():
         sys.exit("models.py: gpukern was built without CUDA kernels; use --device cpu")
+    args.variants = ["stock"] + [v for v in VARIANTS[1:] if v in args.variants
+                                 or (v == "override" and args.override)]
     compile_mode = args.compile or ("default" if gpu else "none")
     args.modes = ["eager"] + ([] if compile_mode == "none" else ["compiled"])
     args.compile_kw = {} if compile_mode in ("none", "default") else {"mode": compile_mode}
     env = dict(device=torch.cuda.get_device_name() if gpu else f"CPU ({platform.processor()})",
                torch=torch.__version__, cuda=torch.version.cuda,
                gpukern_cuda=torch_ops.has_cuda_kernels(),
-               archs=getattr(torch_ops._C, "CUDA_ARCHS", ""), compile=compile_mode)
+               archs=getattr(torch_ops._C, "CUDA_ARCHS", ""), compile=compile_mode,
+               max_slowdown=args.max_slowdown, slow_ms=args.slow_ms)
     if not gpu:
         print("models.py: no GPU, timing gpukern's CPU kernels on tiny inputs")
     print(HEADER)
+    out = args.out or os.path.join(os.path.dirname(os.path.abspath(__file__)), "results",
+                                   "models_" + ("gpu" if gpu else "cpu"))
+    os.makedirs(out, exist_ok=True)
+
+    def write(rows):  # after every model, so a run cut short by a timeout keeps its rows
+        with open(os.path.join(out, "models.json"), "w") as f:
+            json.dump(dict(env=env, rows=rows), f, indent=1)
+        with open(os.path.join(out, "models.md"), "w") as f:
+            f.write(markdown(rows, env))
+
     rows = []
+    t_start = time.perf_counter()
     for name in args.models:
+        t0 = time.perf_counter()
         try:
             rows += run_model(name, args, args.device, gpu)
         except ImportError as e:
             print(f"{name}: skipped ({e})")
-    out = args.out or os.path.join(os.path.dirname(os.path.abspath(__file__)), "results",
-                                   "models_" + ("gpu" if gpu else "cpu"))
-    os.makedirs(out, exist_ok=True)
-    with open(os.path.join(out, "models.json"), "w") as f:
-        json.dump(dict(env=env, rows=rows), f, indent=1)
-    with open(os.path.join(out, "models.md"), "w") as f:
-        f.write(markdown(rows, env))
+        print(f"{name}: {time.perf_counter() - t0:.0f} s", flush=True)
+        write(rows)
+    print(f"\nall models: {time.perf_counter() - t_start:.0f} s")
+    for line in summaries(rows):
+        print("summary " + line)
     print(f"wrote {out}/models.json and models.md")
-    return 0 if all(r["agree"] for r in rows) else 1
+    return 0 if all(r["agree"] is not False for r in rows) else 1
 
 
 if __name__ == "__main__":

@@ -12,11 +12,12 @@ from .functional import amax, amin, conv1d, conv2d, convolve, mean, mv, sum  # n
 from .algorithms import algorithm, force_algorithm
 from . import nn  # noqa: E402  drop-in modules torch_ops.nn.Conv1d / Conv2d
 from .swap import SwapResult, swap, unswap  # noqa: E402
+from .fastpath import fast_path_reason, has_fast_path  # noqa: E402
 from .override import enabled  # noqa: E402
 
 __all__ = ["conv1d", "conv2d", "convolve", "mv", "sum", "mean", "amax", "amin",
            "has_cuda_kernels", "algorithm", "force_algorithm", "nn", "swap", "unswap",
-           "SwapResult", "enabled"]
+           "SwapResult", "enabled", "has_fast_path", "fast_path_reason"]
 
 
 def has_cuda_kernels() -> bool:

@@ -19,6 +19,11 @@ decided from the arguments alone, in this order; anything else falls through to 
   tensor argument requires grad. gpukern is forward only, so a training step inside the block
   simply runs torch.
 
+``enabled(convs="fast")`` routes only the convolutions gpukern has a specialised kernel for
+(depthwise with multiplier 1 or single-channel, stride 1: the rule of :mod:`torch_ops.fastpath`,
+applied to the call's weight shape, groups, stride and dilation); dense and grouped convolutions,
+whose general gpukern kernel is slower than cuDNN for now, then run torch.
+
 Argument errors that torch would raise too (mismatched shapes, bad groups) are raised by gpukern,
 with messages naming the op. The mode traces under ``torch.compile(fullgraph=True)`` when it is
 entered outside the compiled function.
@@ -31,10 +36,12 @@ import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 
 from . import functional as gk
+from .fastpath import conv_fast_path_reason
 
-__all__ = ["enabled", "GpukernMode", "OPS"]
+__all__ = ["enabled", "GpukernMode", "OPS", "CONV_POLICIES"]
 
 OPS = ("conv1d", "conv2d", "mv", "sum", "mean", "amax", "amin")
+CONV_POLICIES = ("all", "fast")
 
 _FLOATS = (torch.float32, torch.float16, torch.bfloat16)
 _INTS = (torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64)
@@ -74,15 +81,23 @@ def _is_dim(v) -> bool:
 
 
 class GpukernMode(TorchFunctionMode):
-    """The mode behind :func:`enabled`; ``ops`` is the subset of :data:`OPS` it routes."""
+    """The mode behind :func:`enabled`; ``ops`` is the subset of :data:`OPS` it routes,
+    ``convs`` one of :data:`CONV_POLICIES` ("fast": only convolutions with a specialised
+    kernel)."""
 
-    def __init__(self, ops: Iterable[str] = OPS):
+    def __init__(self, ops: Iterable[str] = OPS, convs: str = "all"):
         super().__init__()
+        if isinstance(ops, str):
+            ops = (ops,)
         ops = tuple(ops)
         unknown = [o for o in ops if o not in OPS]
         if unknown:
             raise ValueError(f"torch_ops.enabled: unknown op(s) {unknown}; expected a subset of "
                              f"{list(OPS)}")
+        if convs not in CONV_POLICIES:
+            raise ValueError(f"torch_ops.enabled: convs={convs!r}; expected one of "
+                             f"{list(CONV_POLICIES)}")
+        self._convs_fast = convs == "fast"
         from . import has_cuda_kernels
         self._devices = ("cpu", "cuda") if has_cuda_kernels() else ("cpu",)
         handlers = {
@@ -159,6 +174,10 @@ class GpukernMode(TorchFunctionMode):
                 return None
         elif not _is_int_list(padding, nsp):
             return None
+        if self._convs_fast and (w.dim() != nsp + 2 or groups < 1 or conv_fast_path_reason(
+                nsp, w.shape[1] * groups, w.shape[0], groups, tuple(w.shape[2:]), stride,
+                dilation) is not None):
+            return None  # torch runs it (and raises what torch raises for a malformed call)
         return fn(x, w, b, stride, padding, dilation, groups)
 
     def _conv1d(self, args, kwargs):
@@ -208,8 +227,10 @@ class GpukernMode(TorchFunctionMode):
 
 
 @contextlib.contextmanager
-def enabled(ops: Optional[Iterable[str]] = None) -> Iterator[GpukernMode]:
+def enabled(ops: Optional[Iterable[str]] = None, convs: str = "all") -> Iterator[GpukernMode]:
     """Route the torch calls of ``ops`` (default: all of :data:`OPS`) made inside the block to
-    gpukern; calls gpukern cannot serve exactly run torch. See the module docstring."""
-    with GpukernMode(OPS if ops is None else ops) as mode:
+    gpukern; calls gpukern cannot serve exactly run torch. ``convs="fast"`` routes only the
+    convolutions gpukern has a specialised kernel for (see :mod:`torch_ops.fastpath`); the
+    default ``"all"`` routes every convolution it can run. See the module docstring."""
+    with GpukernMode(OPS if ops is None else ops, convs) as mode:
         yield mode

@@ -13,12 +13,18 @@ torch classes (they may override ``forward``, e.g. weight-normalised or quantisa
 lazy layers), complex or non-floating weights, float64 on CUDA, devices other than cpu/cuda, CUDA
 tensors in a build without CUDA kernels. The check looks at the weight as it is now: swap after
 moving the model to its final device and dtype.
+
+gpukern's fast kernels are the depthwise / single-channel ones; dense and grouped convolutions run
+a general kernel that is slower than cuDNN for now. ``swap(model, filter=torch_ops.has_fast_path)``
+converts only the layers with a specialised kernel (see :mod:`torch_ops.fastpath`), listing the
+others as skipped with the reason.
 """
 import dataclasses
 from typing import Callable, List, Optional, Tuple
 
 import torch
 
+from .fastpath import fast_path_reason, has_fast_path
 from .nn import GPUKERN_CLASS
 
 __all__ = ["swap", "unswap", "SwapResult", "skip_reason"]
@@ -99,7 +105,10 @@ def swap(model: torch.nn.Module,
     ``model`` (``model`` itself included) that gpukern can run into ``torch_ops.nn`` layers.
 
     ``filter(qualified_name, layer) -> bool`` limits the conversion to the layers it accepts
-    (the others are listed as skipped, "excluded by filter"). Returns a :class:`SwapResult`.
+    (the others are listed as skipped, "excluded by filter"). ``filter=torch_ops.has_fast_path``
+    keeps only the layers gpukern has a specialised kernel for (depthwise with multiplier 1 or
+    single-channel, stride 1); the others are skipped with the rule's reason. Returns a
+    :class:`SwapResult`.
     """
     result = SwapResult()
     seen = set()
@@ -112,6 +121,8 @@ def swap(model: torch.nn.Module,
         reason = skip_reason(module)
         if reason is None and filter is not None and not filter(name, module):
             reason = "excluded by filter"
+            if filter is has_fast_path:
+                reason = f"excluded by has_fast_path: {fast_path_reason(module)}"
         if reason is not None:
             result.skipped.append((name, reason))
             continue
