@@ -399,7 +399,16 @@ def test_algorithm_query_auto():
     assert q(*_meta((32, 256, 56, 56), (3, 3), 256), None, 1, "same", 1, 256) == "depthwise_rows"
     assert q(*_meta((32, 256, 56, 56), (3, 3), 256, dtype=torch.bfloat16), None, 1, "same", 1,
              256) == "depthwise_rows"
-    assert q(*_meta((8, 384, 64, 64), (7, 7), 384), None, 1, "same", 1, 384) == "depthwise_rows"
+    # 7x7: depthwise_nchw measured faster than the rows kernel (dw2_7, c2_7)
+    assert q(*_meta((8, 384, 64, 64), (7, 7), 384), None, 1, "same", 1, 384) == "depthwise_nchw"
+    assert q(*_meta((1, 1, 8192, 8192), (7, 7), 1), None, 1, "same") == "depthwise_nchw"
+    assert q(*_meta((8, 384, 64, 64), (5, 5), 384), None, 1, "same", 1, 384) == "depthwise_rows"
+    for dt in (torch.float32, torch.bfloat16):
+        assert q(*_meta((32, 256, 56, 56), (3, 3), 256, channels_last=True, dtype=dt), None, 1,
+                 "same", 1, 256) == "depthwise_nhwc"
+    # channels_last with more taps than the nhwc kernel stages (> 96): the NCHW-order kernels
+    assert q(*_meta((2, 16, 40, 40), (13, 13), 16, channels_last=True), None, 1, "same", 1,
+             16) == "depthwise_nchw"
     assert q(*_meta((8, 384, 64, 64), (13, 13), 384), None, 1, "same", 1, 384) == "depthwise_nchw"
     assert q(*_meta((1, 1, 64, 64), (3, 3), 1), None, 1, 0, 2) == "depthwise_nchw"  # dilated
     assert q(*_meta((1, 1, 64, 64), (3, 3), 1), None, 1, (1, 5)) == "depthwise_nchw"  # pad > 4
@@ -435,6 +444,10 @@ def test_algorithm_forcing_errors():
         with pytest.raises(RuntimeError, match="cannot run this shape"):  # not square
             torch_ops.algorithm("conv2d", xd, w5, None, 1, 1, 1, 4)
     assert torch_ops.algorithm("conv2d", xd, wd, None, 1, 1, 1, 4) == "depthwise_rows"
+    w11 = torch.empty(4, 1, 11, 9, device="meta")  # 99 taps > NhwcTraits::kMaxTaps
+    with torch_ops.force_algorithm("conv2d", "depthwise_nhwc"):
+        with pytest.raises(RuntimeError, match="cannot run this shape"):
+            torch_ops.algorithm("conv2d", xd, w11, None, 1, "same", 1, 4)
 
 
 # Depthwise / single-channel shapes every depthwise path can run (stride 1, dilation 1, 'same'
@@ -498,6 +511,47 @@ def test_cuda_rows_batched_images():
     x = torch.randn(64, 1, 1024, 1024, device="cuda", generator=g)
     for k in (3, 5, 7):
         w = torch.randn(1, 1, k, k, device="cuda", generator=g)
-        assert torch_ops.algorithm("conv2d", x, w, None, 1, "same") == "depthwise_rows"
-        out = torch_ops.conv2d(x, w, None, 1, "same")
+        with torch_ops.force_algorithm("conv2d", "depthwise_rows"):  # 7x7 is not chosen
+            assert torch_ops.algorithm("conv2d", x, w, None, 1, "same") == "depthwise_rows"
+            out = torch_ops.conv2d(x, w, None, 1, "same")
         assert_close_ref(out, F.conv2d(x.double(), w.double(), None, 1, "same"))
+
+
+# channels_last depthwise shapes for the nhwc kernel: (N, C, H, W), K, padding. C multiples of
+# 8 (16-byte vectors for every dtype), of 4 only (fp32 vectors, 16-bit scalar tail), odd; one
+# and several channel blocks (C / V > 32), one and several column blocks, 3/5/7 in registers.
+NHWC_SHAPES = [
+    ((2, 16, 9, 11), 3, "same"),
+    ((1, 64, 13, 17), 5, "same"),
+    ((2, 40, 7, 9), 7, "same"),
+    ((1, 36, 6, 70), 3, (0, 1)),
+    ((3, 520, 5, 6), 3, "same"),
+    ((1, 8, 1, 1), 3, "same"),
+    ((2, 24, 12, 300), 5, (1, 0)),
+    ((1, 7, 11, 13), 3, "same"),
+]
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA device and the CUDA build of gpukern")
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
+def test_cuda_nhwc_vectors(dtype):
+    """depthwise_nhwc chosen for channels_last input, read in place: vector and scalar paths,
+    channels_last output; a channel-sliced view (misaligned, channel stride 1, pixel stride
+    C + 1) and a stride-2 / dilated (runtime filter) call of the same kernel."""
+    for i, (shape, k, padding) in enumerate(NHWC_SHAPES):
+        n, c, h, w_ = shape
+        x, w, b = make(n, c, h, w_, c, k, k, c, i % 2 == 0, dtype, "cuda", seed=300 + i)
+        xc = x.to(memory_format=torch.channels_last)
+        big = torch.zeros(n, c + 1, h, w_, dtype=dtype, device="cuda").to(
+            memory_format=torch.channels_last)
+        view = big[:, 1:]
+        view.copy_(x)
+        for xx in (xc, view):
+            assert torch_ops.algorithm("conv2d", xx, w, b, 1, padding, 1, c) == "depthwise_nhwc"
+            out = check(xx, w, b, 1, padding, 1, c)
+            ref_out = F.conv2d(xx, w, b, 1, padding, 1, c)
+            assert out.stride() == ref_out.stride()
+        with torch_ops.force_algorithm("conv2d", "depthwise_nhwc"):
+            check(xc, w, b, 2, k // 2, 1, c)
+            check(xc, w, b, 1, k - 1, 2, c)

@@ -24,7 +24,7 @@ constexpr int64_t kMaxGridY = 65535;
 constexpr int64_t kMaxGridX = 2147483647;
 
 enum class Algo {
-  kDepthwiseNhwc,  // conv2d_depthwise_nhwc_kernel
+  kDepthwiseNhwc,  // conv2d_depthwise_nhwc_kernel<T, 3/5/7/0>
   kDepthwiseRows,  // conv2d_depthwise_rows_kernel<T, 3/5/7>
   kDepthwiseNchw,  // conv2d_depthwise_nchw_kernel
   kGeneralStaged,  // conv2d_general_kernel<T, true>
@@ -49,6 +49,8 @@ struct Plan {
   int rows_per_chunk = 0;            // general staged: filter rows per staged chunk
   int region_cols = 0;               // general staged: staged input columns
   conv2d::RowsShape rows{};          // depthwise rows: work decomposition
+  conv2d::NhwcShape nhwc{};          // depthwise nhwc: work decomposition (static_k: 3/5/7 =
+                                     // square filter, stride 1, dilation 1; 0 = runtime)
   size_t smem_bytes = 0;
 };
 
@@ -92,6 +94,49 @@ bool plan_rows(const Conv2dParams& p, int64_t elem_size, Plan& plan) {
   plan.algo = Algo::kDepthwiseRows;
   plan.static_k = static_cast<int>(p.KH);
   plan.smem_bytes = static_cast<size_t>(Tr::kWarps) * Tr::kStages * Tr::slot(S) * elem_size;
+  return true;
+}
+
+// Blocks the nhwc kernel aims for (output rows per block grow until about this many): a few
+// waves of 132 SMs, each block staging the filter once for its rows.
+constexpr int64_t kNhwcTargetBlocks = 2048;
+constexpr int64_t kNhwcMaxRows = 16;
+
+bool plan_nhwc(const Conv2dParams& p, int64_t elem_size, Plan& plan) {
+  using Tr = conv2d::NhwcTraits;
+  constexpr int64_t kIntMax = int64_t{1} << 30;  // the kernel keeps columns/rows in int
+  if (!depthwise1(p) || p.KH * p.KW > Tr::kMaxTaps ||
+      std::max({p.H, p.W, p.OH, p.OW + 4, p.pad_h, p.pad_w}) > kIntMax) {
+    return false;
+  }
+  const int64_t V = 16 / elem_size;
+  conv2d::NhwcShape& s = plan.nhwc;
+  s.c_vecs = ceil_div(p.C, V);
+  int tc = 1;
+  while (tc < 32 && tc < s.c_vecs) tc *= 2;
+  s.tc = tc;
+  s.c_blocks = ceil_div(s.c_vecs, static_cast<int64_t>(tc));
+  s.w_groups = ceil_div(p.OW, static_cast<int64_t>(Tr::items_w(static_cast<int>(elem_size))));
+  // As few column blocks as the thread budget allows, then their width evened out (56 columns =
+  // 14 groups: two blocks of 7, not 8 + 6).
+  const int64_t max_tw = Tr::kMaxThreads / tc;
+  s.w_blocks = ceil_div(s.w_groups, max_tw);
+  s.tw = static_cast<int>(ceil_div(s.w_groups, s.w_blocks));
+  const int64_t row_units = p.N * p.OH;
+  const int64_t per_row = s.c_blocks * s.w_blocks;
+  s.rows = std::max<int64_t>(
+      1, std::min(kNhwcMaxRows, (per_row * row_units) / kNhwcTargetBlocks));
+  s.row_chunks = ceil_div(row_units, s.rows);
+  const bool c_whole = p.C % V == 0;
+  s.x_vec = c_whole && p.x_sc == 1 && p.x_sw % V == 0 && p.x_sh % V == 0 &&
+            (p.N == 1 || p.x_sn % V == 0) && is_aligned16(p.x);
+  s.y_vec = c_whole && p.y_so == 1 && p.y_sw % V == 0 && p.y_sh % V == 0 &&
+            (p.N == 1 || p.y_sn % V == 0) && is_aligned16(p.y);
+  const bool square = p.KH == p.KW && p.stride_h == 1 && p.stride_w == 1 && p.dil_h == 1 &&
+                      p.dil_w == 1 && (p.KH == 3 || p.KH == 5 || p.KH == 7);
+  plan.algo = Algo::kDepthwiseNhwc;
+  plan.static_k = square ? static_cast<int>(p.KH) : 0;
+  plan.smem_bytes = static_cast<size_t>(p.KH * p.KW * tc * 16);
   return true;
 }
 
@@ -140,10 +185,7 @@ bool plan_general_staged(const Conv2dParams& p, Plan& plan) {
 // Whether algorithm a can run the shape; fills its plan when it can.
 bool plan_for(Algo a, const Conv2dParams& p, int64_t elem_size, Plan& plan) {
   switch (a) {
-    case Algo::kDepthwiseNhwc:
-      if (!depthwise1(p)) return false;  // reads through any strides; fast when x_sc == 1
-      plan.algo = a;
-      return true;
+    case Algo::kDepthwiseNhwc: return plan_nhwc(p, elem_size, plan);  // any strides
     case Algo::kDepthwiseRows: return plan_rows(p, elem_size, plan);
     case Algo::kDepthwiseNchw: return plan_depthwise_nchw(p, elem_size, plan);
     case Algo::kGeneralStaged: return plan_general_staged(p, plan);
@@ -155,15 +197,21 @@ bool plan_for(Algo a, const Conv2dParams& p, int64_t elem_size, Plan& plan) {
 // The automatic choice: a pure function of the shape, strides and dtype (never of the data
 // pointers; alignment only switches vector loads on or off inside a kernel). First match wins:
 //  1. depthwise_nhwc: depthwise with multiplier 1 (groups == C == O) whose channels are the
-//     contiguous dim (channels_last, C > 1): threads across channels, any stride, dilation and
-//     padding; the input is read in place.
+//     contiguous dim (channels_last, C > 1) and filter of <= NhwcTraits::kMaxTaps taps: threads
+//     own 16-byte channel vectors at 4 consecutive output columns, any stride, dilation and
+//     padding; the input is read in place (square 3/5/7 filters with stride 1 / dilation 1 reuse
+//     the window columns from registers).
 //  2. depthwise_rows: depthwise with multiplier 1 (C == 1: single-channel images, batched or
-//     not), stride 1, dilation 1, square 3x3/5x5/7x7 filter, column padding pw with pw <= 4 and
+//     not), stride 1, dilation 1, square 3x3/5x5 filter, column padding pw with pw <= 4 and
 //     K-1-pw <= 4 (all 'same' shapes): warps stream down row strips, 4 input rows in flight per
 //     warp through cp.async, every input element read once, narrow planes packed several per
 //     warp. Replaces the 64x64-tile kernel for these filters: the tile kernel's one tile per
 //     block behind a barrier left ~8 KB in flight per SM (c2_3 measured 52% of the copy roof,
 //     dw2_3 39%, the 56-wide planes wasting 23% of the tile).
+//     Not for 7x7 (the rows kernel can run it, forced): measured on the H200, rows vs
+//     depthwise_nchw: c2_7 (1x1x8192x8192) 424.8 vs 413 us, dw2_7 (8x384x64x64) 112.2 vs
+//     91.9 us: its 7x7 instance needs 190 registers (12.5% occupancy) and loses on both.
+//     5x5: rows 249.4 vs 340 us (c2_5), so the crossover lies between 5 and 7.
 //  3. depthwise_nchw: depthwise with multiplier 1, stride 1, 64x64 tile + halo within
 //     DepthwiseTraits::kMaxSmemFloats (larger or dilated filters, other paddings): filter in
 //     register chunks when the row dilation is 1, else taps from shared memory.
@@ -172,11 +220,15 @@ bool plan_for(Algo a, const Conv2dParams& p, int64_t elem_size, Plan& plan) {
 //  5. general_direct: everything else (huge stride or dilation).
 Plan choose_algo_auto(const Conv2dParams& p, int64_t elem_size) {
   Plan plan;
-  if (depthwise1(p) && p.C > 1 && p.x_sc == 1 && p.x_sw != 1) {
-    plan.algo = Algo::kDepthwiseNhwc;
+  if (depthwise1(p) && p.C > 1 && p.x_sc == 1 && p.x_sw != 1 &&
+      plan_nhwc(p, elem_size, plan)) {
     return plan;
   }
-  for (Algo a : {Algo::kDepthwiseRows, Algo::kDepthwiseNchw, Algo::kGeneralStaged}) {
+  if (p.KH != 7 || p.KW != 7) {
+    Plan candidate;
+    if (plan_rows(p, elem_size, candidate)) return candidate;
+  }
+  for (Algo a : {Algo::kDepthwiseNchw, Algo::kGeneralStaged}) {
     Plan candidate;
     if (plan_for(a, p, elem_size, candidate)) return candidate;
   }
@@ -201,14 +253,19 @@ template <typename T>
 void launch(const Conv2dParams& p, const Plan& plan, cudaStream_t stream) {
   switch (plan.algo) {
     case Algo::kDepthwiseNhwc: {
-      using Tr = conv2d::NhwcTraits;
-      const int64_t tiles_w = ceil_div(p.OW, Tr::kTileW);
-      const int64_t gx = ceil_div(p.C, Tr::kThreadsC) * tiles_w;
-      GK_CHECK(gx <= kMaxGridX, kOp, "output too large for the grid (", gx, " blocks)");
-      const dim3 grid(static_cast<unsigned>(gx),
-                      static_cast<unsigned>(std::min(p.N * p.OH, kMaxGridY)));
-      conv2d::conv2d_depthwise_nhwc_kernel<T><<<grid, Tr::kNThreads, 0, stream>>>(p, tiles_w);
-      GK_CHECK_LAUNCH();
+      const conv2d::NhwcShape& s = plan.nhwc;
+      const int64_t blocks = s.row_chunks * s.w_blocks * s.c_blocks;
+      GK_CHECK(blocks <= kMaxGridX, kOp, "output too large for the grid (", blocks, " blocks)");
+      auto go = [&](auto kernel) {
+        kernel<<<static_cast<unsigned>(blocks), s.tc * s.tw, plan.smem_bytes, stream>>>(p, s);
+        GK_CHECK_LAUNCH();
+      };
+      switch (plan.static_k) {
+        case 3: go(conv2d::conv2d_depthwise_nhwc_kernel<T, 3>); break;
+        case 5: go(conv2d::conv2d_depthwise_nhwc_kernel<T, 5>); break;
+        case 7: go(conv2d::conv2d_depthwise_nhwc_kernel<T, 7>); break;
+        default: go(conv2d::conv2d_depthwise_nhwc_kernel<T, 0>); break;
+      }
       break;
     }
     case Algo::kDepthwiseRows: {

@@ -6,6 +6,7 @@
 // strides of Conv2dParams, accumulates in float32 and converts half/bfloat16 to float on load.
 // The host (conv2d_cuda.cu) picks one of them in choose_algo().
 #include <cstdint>
+#include <type_traits>
 
 #include "common/vec.cuh"
 #include "conv2d/conv2d.h"
@@ -385,65 +386,210 @@ __global__ void __launch_bounds__(DepthwiseTraits::threads(kK))
 }
 
 // ---------------------------------------------------------------------------------------------
-// 3. Depthwise channels_last (NHWC): groups == C == O > 1, channels contiguous (x_sc == 1), any
-//    stride / dilation / padding. Threads run across channels, so every tap of a warp reads
-//    32 consecutive channels of one pixel (coalesced, no layout conversion); neighbouring
-//    outputs of a thread share input pixels through L1.
+// 3. Depthwise channels_last (NHWC): groups == C == O, any stride / dilation / padding, filters
+//    of up to NhwcTraits::kMaxTaps taps. Each thread owns one 16-byte vector of V channels
+//    (4 fp32 / 8 half or bf16) at items_w consecutive output columns of one output row, so every
+//    input access of a warp is TC consecutive 16-byte vectors of one pixel (coalesced along C, no
+//    layout conversion) and a warp instruction moves 512 bytes. The previous version (one channel
+//    per thread, scalar loads, int64 index math and a global tap load per FMA) was issue-bound
+//    at 54% SM busy with 6% of DRAM bandwidth (ncu, dw2_3_f32_nhwc).
 // ---------------------------------------------------------------------------------------------
 struct NhwcTraits {
-  static constexpr int kThreadsC = 32;  // channels per block, one warp wide
-  static constexpr int kThreadsW = 8;   // groups of output columns per block
-  static constexpr int kNThreads = kThreadsC * kThreadsW;
-  static constexpr int kItemsW = 4;     // consecutive output columns per thread
-  static constexpr int kTileW = kThreadsW * kItemsW;
-  static_assert(kThreadsC == 32, "a warp spans channels");
-  static_assert(kNThreads <= 1024, "block size");
+  static constexpr int kMaxThreads = 256;
+  // Consecutive output columns per thread: 4 for fp32 (16 sums), 2 for 16-bit types (their
+  // vectors hold 8 channels: 16 sums; 4 columns took 128-134 registers and spilled).
+  static constexpr int items_w(int elem_size) { return elem_size == 4 ? 4 : 2; }
+  // Taps staged per block in shared memory as [tap][channel]: K*K * TC * 16 bytes <= 48 KB
+  // (no opt-in) with TC = 32 lanes of channel vectors.
+  static constexpr int kMaxTaps = 96;
+  static constexpr int kMaxSmemBytes = kMaxTaps * 32 * 16;
+  static_assert(kMaxSmemBytes <= 48 * 1024, "fits without opt-in");
 };
 
-// Grid: x = (channel block, output-column tile) = cb * tiles_w + tw, y = (n, oh) rows,
-// grid-stride over N*OH. Block: threadIdx.x % 32 = channel lane, / 32 = column group; thread
-// owns outputs (n, oh, ow0 + cg*kItemsW + j, c) for j < kItemsW. No shared memory.
+// Work decomposition (host: conv2d_cuda.cu, plan_nhwc()). A block is tc x tw threads: tc lanes
+// (a power of two <= 32) over channel vectors, tw groups of items_w output columns; it covers
+// channel vectors [cb * tc, cb * tc + tc), column groups [wb * tw, wb * tw + tw) and output rows
+// (n * OH + oh) [rc * rows, rc * rows + rows). blockIdx.x = (rc * w_blocks + wb) * c_blocks + cb:
+// neighbouring blocks take neighbouring memory.
+struct NhwcShape {
+  int tc, tw;
+  int64_t c_vecs;    // channel vectors: ceil(C / V)
+  int64_t c_blocks, w_groups, w_blocks, row_chunks, rows;
+  bool x_vec, y_vec;  // 16-byte vector loads / stores (channels contiguous, aligned, C % V == 0)
+};
+
+// One 16-byte vector (4 words) as V floats. Half / bfloat16 words hold two elements (low half
+// first); bfloat16 widens by shifts (2 instructions per pair). Words in registers, never an
+// addressed local array (which ptxas put on the stack).
 template <typename T>
-__global__ void __launch_bounds__(NhwcTraits::kNThreads)
-    conv2d_depthwise_nhwc_kernel(const Conv2dParams p, int64_t tiles_w) {
+__device__ __forceinline__ void words_to_float(const uint4& u, float (&out)[kVec16<T>]) {
+  const unsigned w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+  for (int q = 0; q < 4; ++q) {
+    if constexpr (std::is_same_v<T, float>) {
+      out[q] = __uint_as_float(w[q]);
+    } else if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+      out[2 * q] = __uint_as_float(w[q] << 16);
+      out[2 * q + 1] = __uint_as_float(w[q] & 0xffff0000u);
+    } else {
+      const float2 f = __half22float2(
+          __halves2half2(__ushort_as_half(static_cast<unsigned short>(w[q] & 0xffffu)),
+                         __ushort_as_half(static_cast<unsigned short>(w[q] >> 16))));
+      out[2 * q] = f.x;
+      out[2 * q + 1] = f.y;
+    }
+  }
+}
+
+// V channels of one pixel (p = its first channel): zeros when !in (padding), one vector load
+// when allowed, else `valid` scalars through the channel stride (zeros past C).
+template <typename T, int V>
+__device__ __forceinline__ void nhwc_load(float (&v)[V], const T* p, bool in, bool vec,
+                                          int valid, int64_t x_sc) {
+  if (!in) {
+#pragma unroll
+    for (int e = 0; e < V; ++e) v[e] = 0.f;
+  } else if (vec) {
+    words_to_float<T>(*reinterpret_cast<const uint4*>(p), v);
+  } else {
+#pragma unroll
+    for (int e = 0; e < V; ++e) v[e] = e < valid ? to_float(p[e * x_sc]) : 0.f;
+  }
+}
+
+// The V taps (kh, kw) of the thread's channels, from the block's shared [tap][channel] copy.
+template <typename T, int V>
+__device__ __forceinline__ void nhwc_taps(float (&wv)[V], const T* s_tap) {
+  words_to_float<T>(*reinterpret_cast<const uint4*>(s_tap), wv);
+}
+
+// kK > 0: KH == KW == kK, stride 1, dilation 1: for each filter row the thread walks the
+// items_w + kK - 1 input pixels under its outputs once, feeding each to the up-to-kK outputs
+// whose window holds it (kW = i - j is compile-time after unrolling); filter row taps in
+// registers (kK * V floats). Loads per output vector: kK * (IW + kK - 1) / IW (4.5 for 3x3 fp32,
+// 6 for 3x3 16-bit: hits in L1 after the first).
+// kK == 0: any filter, stride and dilation: one load per tap and output.
+template <typename T, int kK>
+__global__ void __launch_bounds__(NhwcTraits::kMaxThreads)
+    conv2d_depthwise_nhwc_kernel(const Conv2dParams p, NhwcShape s) {
   using Tr = NhwcTraits;
-  const T* x = ptr<T>(p.x);
-  const T* w = ptr<T>(p.w);
-  const T* b = ptr<T>(p.b);
-  T* y = static_cast<T*>(p.y);
-  const int lane = threadIdx.x % Tr::kThreadsC;
-  const int cg = threadIdx.x / Tr::kThreadsC;
-  const int64_t c = (blockIdx.x / tiles_w) * Tr::kThreadsC + lane;
-  const int64_t ow_first = (blockIdx.x % tiles_w) * Tr::kTileW + cg * Tr::kItemsW;
-  if (c >= p.C) return;  // no barriers below
-  const T* wc = w + c * p.w_so;
-  const float bias = b ? to_float(b[c * p.b_s]) : 0.f;
-  const int64_t rows = p.N * p.OH;
-  for (int64_t row = blockIdx.y; row < rows; row += gridDim.y) {
+  constexpr int V = kVec16<T>;
+  constexpr int IW = Tr::items_w(sizeof(T));
+  extern __shared__ float4 smem4[];  // float4: 16-byte aligned tap vectors
+  T* s_w = reinterpret_cast<T*>(smem4);
+  const int tcv = s.tc * V;  // channels per block
+  const int KH = static_cast<int>(p.KH), KW = static_cast<int>(p.KW), KK = KH * KW;
+  const int64_t cb = blockIdx.x % s.c_blocks;
+  const int64_t wb = (blockIdx.x / s.c_blocks) % s.w_blocks;
+  const int64_t rc = blockIdx.x / s.c_blocks / s.w_blocks;
+  const int nthreads = s.tc * s.tw;
+  {
+    const T* w = ptr<T>(p.w);
+    // Tap-fastest reads (contiguous for a contiguous weight), [tap][channel] writes.
+    for (int i = threadIdx.x; i < KK * tcv; i += nthreads) {
+      const int ch = i / KK, tap = i - ch * KK;
+      const int kh = tap / KW, kw = tap - kh * KW;
+      const int64_t cg = cb * tcv + ch;
+      s_w[tap * tcv + ch] = cg < p.C ? w[cg * p.w_so + kh * p.w_sh + kw * p.w_sw]
+                                     : from_float<T>(0.f);
+    }
+  }
+  __syncthreads();  // the only barrier: taps staged
+  const int tc = threadIdx.x % s.tc;
+  const int tw = threadIdx.x / s.tc;
+  const int64_t cv = cb * s.tc + tc;
+  const int64_t wg = wb * s.tw + tw;
+  if (cv >= s.c_vecs || wg >= s.w_groups) return;
+  const int64_t c0 = cv * V;
+  const int valid = static_cast<int>(min(static_cast<int64_t>(V), p.C - c0));
+  const int ow0 = static_cast<int>(wg * IW);
+  const T* s_tap = s_w + tc * V;
+  const int H = static_cast<int>(p.H), W = static_cast<int>(p.W), OW = static_cast<int>(p.OW);
+  const int pw = static_cast<int>(p.pad_w);
+  const int64_t x_sh = p.x_sh, x_sw = p.x_sw, x_sc = p.x_sc;
+  const bool x_vec = s.x_vec;
+
+  float bias[V];
+#pragma unroll
+  for (int e = 0; e < V; ++e)
+    bias[e] = (p.b != nullptr && e < valid) ? to_float(ptr<T>(p.b)[(c0 + e) * p.b_s]) : 0.f;
+
+  const int64_t total_rows = p.N * p.OH;
+  const int64_t row_end = min(total_rows, (rc + 1) * s.rows);
+#pragma unroll 1
+  for (int64_t row = rc * s.rows; row < row_end; ++row) {
     const int64_t n = row / p.OH;
-    const int64_t oh = row % p.OH;
-    const T* xc = x + n * p.x_sn + c * p.x_sc;
-    float acc[Tr::kItemsW];
+    const int oh = static_cast<int>(row - n * p.OH);
+    const T* xn = ptr<T>(p.x) + n * p.x_sn + c0 * x_sc;
+    float acc[IW][V];
 #pragma unroll
-    for (int j = 0; j < Tr::kItemsW; ++j) acc[j] = bias;
-    for (int64_t kh = 0; kh < p.KH; ++kh) {
-      const int64_t ih = oh * p.stride_h - p.pad_h + kh * p.dil_h;
-      if (!inside(ih, p.H)) continue;
-      const T* xr = xc + ih * p.x_sh;
-      for (int64_t kw = 0; kw < p.KW; ++kw) {
-        const float wv = to_float(wc[kh * p.w_sh + kw * p.w_sw]);
+    for (int j = 0; j < IW; ++j)
 #pragma unroll
-        for (int j = 0; j < Tr::kItemsW; ++j) {
-          const int64_t iw = (ow_first + j) * p.stride_w - p.pad_w + kw * p.dil_w;
-          if (inside(iw, p.W)) acc[j] += wv * to_float(xr[iw * p.x_sw]);
+      for (int e = 0; e < V; ++e) acc[j][e] = bias[e];
+
+    if constexpr (kK > 0) {
+      const int ih0 = oh - static_cast<int>(p.pad_h);
+#pragma unroll
+      for (int kh = 0; kh < kK; ++kh) {
+        const int ih = ih0 + kh;
+        if (ih < 0 || ih >= H) continue;
+        float wk[kK][V];
+#pragma unroll
+        for (int kw = 0; kw < kK; ++kw) nhwc_taps<T, V>(wk[kw], s_tap + (kh * kK + kw) * tcv);
+        const T* xr = xn + ih * x_sh;
+#pragma unroll
+        for (int i = 0; i < IW + kK - 1; ++i) {
+          const int iw = ow0 - pw + i;
+          const bool in = iw >= 0 && iw < W;
+          float v[V];
+          nhwc_load<T, V>(v, in ? xr + iw * x_sw : xr, in, x_vec, valid, x_sc);
+#pragma unroll
+          for (int j = 0; j < IW; ++j) {
+            const int kw = i - j;
+            if (kw < 0 || kw >= kK) continue;
+#pragma unroll
+            for (int e = 0; e < V; ++e) acc[j][e] += wk[kw][e] * v[e];
+          }
+        }
+      }
+    } else {
+      const int64_t ih0 = oh * p.stride_h - p.pad_h;
+      const int64_t iw0 = static_cast<int64_t>(ow0) * p.stride_w - p.pad_w;
+      for (int kh = 0; kh < KH; ++kh) {
+        const int64_t ih = ih0 + kh * p.dil_h;
+        if (!inside(ih, p.H)) continue;
+        const T* xr = xn + ih * x_sh;
+        for (int kw = 0; kw < KW; ++kw) {
+          float wv[V];
+          nhwc_taps<T, V>(wv, s_tap + (kh * KW + kw) * tcv);
+#pragma unroll
+          for (int j = 0; j < IW; ++j) {
+            const int64_t iw = iw0 + j * p.stride_w + kw * p.dil_w;
+            const bool in = inside(iw, p.W);
+            float v[V];
+            nhwc_load<T, V>(v, in ? xr + iw * x_sw : xr, in, x_vec, valid, x_sc);
+#pragma unroll
+            for (int e = 0; e < V; ++e) acc[j][e] += wv[e] * v[e];
+          }
         }
       }
     }
-    T* yp = y + n * p.y_sn + c * p.y_so + oh * p.y_sh;
+
+    T* yr = static_cast<T*>(p.y) + n * p.y_sn + c0 * p.y_so + oh * p.y_sh;
 #pragma unroll
-    for (int j = 0; j < Tr::kItemsW; ++j) {
-      const int64_t ow = ow_first + j;
-      if (ow < p.OW) yp[ow * p.y_sw] = from_float<T>(acc[j]);
+    for (int j = 0; j < IW; ++j) {
+      const int ow = ow0 + j;
+      if (ow >= OW) break;
+      if (s.y_vec) {
+        Vec<T, V> out;
+#pragma unroll
+        for (int e = 0; e < V; ++e) out.v[e] = from_float<T>(acc[j][e]);
+        store_vec<T, V>(yr + ow * p.y_sw, out);
+      } else {
+#pragma unroll
+        for (int e = 0; e < V; ++e)
+          if (e < valid) yr[ow * p.y_sw + e * p.y_so] = from_float<T>(acc[j][e]);
+      }
     }
   }
 }
@@ -464,7 +610,8 @@ struct RowsTraits {
   static constexpr int seg_pitch(int seg_lanes) { return seg_lanes * kItems + 2 * kHalo; }
   static constexpr int slot(int seg_lanes) { return (32 / seg_lanes) * seg_pitch(seg_lanes); }
   // Blocks per SM asked of ptxas: the register cap that holds kK*kK taps + kK*kItems partial
-  // sums without spills.
+  // sums without spills (6 / 5 blocks for 3x3 / 5x5, i.e. <= 80 / 96 registers, spilled 44 / 88
+  // bytes: kept at 4 / 3).
   static constexpr int min_blocks(int kK) { return kK <= 3 ? 4 : (kK <= 5 ? 3 : 2); }
   static_assert(kHalo == kItems, "halo vectors are staged like the lane's own vector");
   static_assert(kItems * 4 <= 16, "one fp32 vector per lane");
