@@ -3,7 +3,7 @@
 CUDA kernel paths (see choose_conv1d_algo in csrc/conv1d/conv1d_cuda.cu):
   rowwise_short   stride 1, C == O == groups, dilation 1, K <= 32, L_out >= 256 (streaming)
   rowwise8        forced only (the same shapes; any K)
-  rowwise16       the same with K > 32 (K chunked through shared memory past 2048 taps)
+  rowwise16       the same with K > 32 (persistent streaming kernel; taps in steps of 1024)
   rowwise8dil     the same with 1 < dilation <= 128
   general OT4     everything else with >= 4 output channels per group
   general OT1     everything else with < 4 output channels per group
@@ -167,7 +167,7 @@ CUDA_PATHS = [
     ("rowwise8_k4_depthwise", 4, 64, 64, 4099, 4, 1, "same", 1, 64, True),
     ("rowwise8_k31_depthwise", 2, 48, 48, 2048, 31, 1, 15, 1, 48, False),
     ("rowwise16_k64_batched", 8, 1, 1, 65537, 64, 1, 0, 1, 1, True),
-    # odd L_out: output rows not 16-byte aligned (coalesced scalar stores), 63-output last tile
+    # odd L_out: output rows of varying alignment (tiles start at the aligned position)
     ("rowwise16_k64_batched_full", 6, 1, 1, 20000, 64, 1, 63, 1, 1, True),
     ("rowwise8_k4_depthwise_full", 3, 40, 40, 4096, 4, 1, 3, 1, 40, True),
     # L_out = 1020: fp32 rows 16-byte aligned (vector stores), half rows alternately 8/16-byte
@@ -200,7 +200,7 @@ def test_cuda_paths(device, dtype, case):
 
 @pytest.mark.parametrize("device", [pytest.param("cuda", marks=cuda_only)])
 def test_cuda_k8191_chunked(device):
-    """K = 8191 single channel: the row-wise kernel streams the filter in 2048-tap chunks."""
+    """K = 8191 single channel: the rowwise16 kernel streams the filter in 1024-tap steps."""
     x, w, b = make(1, 1, 1, 12000, 8191, 1, True, torch.float32, device, seed=8191)
     check(x, w, b, 1, 8190, 1, 1)
 
@@ -500,6 +500,79 @@ def test_cuda_rowwise_short_alignments(device, dtype, K):
             x = big[..., s0:s0 + 701]
             for pad in sorted({0, 1, 2, 3, 5, K - 1}):
                 check(x, w, b if pad % 2 else None, 1, pad, 1, 3)
+
+
+# rowwise16 (the persistent streaming kernel): tiles of 2048 outputs, starting up to 3 (fp32) or
+# 7 (fp16, bf16) outputs early at the row's 16-byte aligned position; taps in steps of up to 1024
+# (inputs past 17 * 128 staged positions and taps past 128 staged directly, not in registers).
+STREAM_TILE = 2048
+
+
+def _stream_cases():
+    t = STREAM_TILE
+    # (N, C, L_out, K, padding, bias, x view: "plain" | "offset1" | "strided")
+    return [
+        (1, 1, t - 1, 33, 32, True, "plain"),
+        (1, 1, t, 64, 63, False, "offset1"),
+        (2, 1, t + 1, 127, 126, True, "plain"),          # rows of alternating alignments
+        (3, 2, 2 * t + 5, 64, "same", True, "offset1"),  # depthwise
+        (2, 3, 4099, 40, 5, True, "strided"),
+        (1, 1, 5000, 1024, 1023, True, "plain"),         # one 1024-tap step (direct staging)
+        (2, 1, 3001, 1100, 0, True, "offset1"),          # 2 steps: 1024 + 76 taps
+        (1, 1, 3 * t + 1, 2500, 2499, False, "plain"),   # 3 steps: 1024 + 1024 + 452 taps
+        (1, 2, 37, 33, 2, True, "plain"),                # row shorter than a warp's outputs
+        (3, 1, 700, 16, 15, True, "offset1"),            # short filter forced (one tap block)
+        (2, 2, 1500, 1, 0, True, "plain"),               # K = 1
+        (1, 1, 4 * t - 3, 97, 0, True, "strided"),       # 'valid'
+    ]
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=str)
+@pytest.mark.parametrize("idx", range(12))
+@pytest.mark.parametrize("device", [pytest.param("cuda", marks=cuda_only)])
+def test_cuda_rowwise16_forced(device, dtype, idx):
+    N, C, L_out, K, padding, bias, view = _stream_cases()[idx]
+    pad_total = K - 1 if padding == "same" else 2 * padding
+    L = L_out - pad_total + K - 1
+    x, w, b = make(N, C, C, 2 * L + 1, K, C, bias, dtype, device, seed=2000 + idx + K + L)
+    if view == "plain":
+        x = x[..., :L].contiguous()
+    elif view == "offset1":
+        x = x[..., 1:L + 1]
+    else:
+        x = x[..., ::2][..., :L]
+    args = (1, padding, 1, C)
+    with torch_ops.force_algorithm("conv1d", "rowwise16"):
+        assert torch_ops.algorithm("conv1d", x, w, b, *args) == "rowwise16"
+        out = check(x, w, b, *args)
+    assert out.shape[-1] == L_out
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=str)
+@pytest.mark.parametrize("device", [pytest.param("cuda", marks=cuda_only)])
+def test_cuda_rowwise16_alignments(device, dtype):
+    """Every input and output row misalignment (storage offsets 0..7, odd L_out in a batch) with
+    K = 33 and 64 and several paddings, on the streaming kernel."""
+    g = torch.Generator().manual_seed(1616)
+    big = rand(2, 3, 2300, dtype=dtype, device=device, generator=g)
+    b = rand(3, dtype=dtype, device=device, generator=g)
+    with torch_ops.force_algorithm("conv1d", "rowwise16"):
+        for K in (33, 64):
+            w = rand(3, 1, K, dtype=dtype, device=device, generator=g)
+            for s0 in range(8):
+                x = big[..., s0:s0 + 2201]
+                for pad in (0, 1, K // 2, K - 1):
+                    check(x, w, b if pad % 2 else None, 1, pad, 1, 3)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("device", [pytest.param("cuda", marks=cuda_only)])
+def test_cuda_rowwise16_many_rows(device, dtype):
+    """N*C > 65535 rows (one tile each, 32-bit item arithmetic, persistent blocks advancing over
+    rows) with an odd L_out."""
+    x, w, b = make(3, 22000, 22000, 45, 40, 22000, True, dtype, device, seed=65537)
+    with torch_ops.force_algorithm("conv1d", "rowwise16"):
+        check(x, w, b, 1, 20, 1, 22000)
 
 
 # Every direct path forced on a shape it can run: (name, N, C, O, L, K, stride, pad, dil, groups)

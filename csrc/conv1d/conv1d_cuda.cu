@@ -27,7 +27,6 @@ constexpr const char* kOp = "conv1d";
 using GeneralOT1 = Conv1dGeneralTraits<128, 4, 1>;
 using GeneralOT4 = Conv1dGeneralTraits<128, 4, 4>;
 using Rowwise8 = Conv1dRowwiseTraits<128, 8, true>;
-using Rowwise16 = Conv1dRowwiseTraits<128, 16, true>;
 using Rowwise8Dilated = Conv1dRowwiseTraits<128, 8, false>;
 
 enum class Conv1dAlgo {
@@ -64,7 +63,9 @@ constexpr int64_t kFftMinMacs = int64_t{1} << 30;
 //        depthwise K = 31. The crossover at K = 32 is the short kernel's limit: its taps are
 //        fully unrolled, and past ~32 taps the case is FMA-bound, where rowwise16's 16x16
 //        register blocks issue fewer shared loads per multiply-add.
-//      dilation 1, K > 32: 16 outputs per thread (FMA-bound: 16x16 FMAs per 4 float4 loads);
+//      dilation 1, K > 32: rowwise16, the persistent streaming kernel with 16 outputs per
+//        thread (FMA-bound: 16x16 FMAs per 8 float4 shared loads; next tile's loads in
+//        flight during the current one's FMAs, one barrier per tile, 16-byte stores);
 //      dilation > 1: 8 outputs per thread on one dilation phase, scalar shared reads.
 //  - General kernel otherwise (strides > 1, grouped and dense channels, depthwise multipliers,
 //    huge dilations, short rows): 4 output channels per block when a group has at least 4 (the
@@ -191,6 +192,45 @@ void launch_rowwise_short(const Conv1dParams& p, cudaStream_t stream) {
   GK_CHECK_LAUNCH();
 }
 
+// The rowwise16 algorithm: the persistent streaming kernel (as many blocks as fit at once, or
+// fewer when there are fewer items).
+template <typename T>
+void launch_rowwise_stream(const Conv1dParams& p, cudaStream_t stream) {
+  using Traits = Conv1dStreamTraits<T>;
+  constexpr int kV = Traits::kV;
+  TORCH_INTERNAL_ASSERT(one_row(p) && p.stride == 1 && p.dilation == 1);
+  const int chunk =
+      static_cast<int>(std::min<int64_t>(ceil_div(p.K, Traits::kR) * Traits::kR, Traits::kMaxChunk));
+  // A row's first tile starts up to kV - 1 outputs early (at the aligned position). When every
+  // row start has the same alignment the tile count is exact; otherwise some rows may get one
+  // empty tile, which the kernel skips.
+  int64_t early = kV - 1;
+  if (p.y_sl == 1 && (p.C == 1 || p.y_so % kV == 0) && (p.N == 1 || p.y_sn % kV == 0)) {
+    early = static_cast<int64_t>((reinterpret_cast<uintptr_t>(p.y) / sizeof(T)) % kV);
+  }
+  const int64_t tiles = ceil_div(p.L_out + early, Traits::kTile);
+  const int64_t total = p.N * p.C * tiles;
+  GK_CHECK(total <= INT_MAX, kOp, "too many rows for the rowwise16 kernel (", p.N * p.C,
+           " rows of ", tiles, " tiles)");
+  const int smem = Traits::smem_bytes(chunk);
+  // Resident blocks per SM for this chunk's shared memory (registers cap it at kMinBlocks);
+  // remembered for the last size asked.
+  thread_local int last_smem = -1, last_per_sm = 1;
+  if (smem != last_smem) {
+    int n = 0;
+    C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+        &n, conv1d_rowwise_stream_kernel<T, Traits>, Traits::kThreads, smem));
+    last_smem = smem;
+    last_per_sm = std::max(n, 1);
+  }
+  const int64_t grid = std::min<int64_t>(
+      total, static_cast<int64_t>(device_props().multiProcessorCount) * last_per_sm);
+  conv1d_rowwise_stream_kernel<T, Traits><<<static_cast<int>(grid), Traits::kThreads, smem,
+                                            stream>>>(p, chunk, static_cast<uint32_t>(tiles),
+                                                      static_cast<uint32_t>(total));
+  GK_CHECK_LAUNCH();
+}
+
 template <typename T, typename Traits>
 void launch_general(const Conv1dParams& p, cudaStream_t stream) {
   constexpr int64_t kHalf = Traits::kSmemX / 2;
@@ -233,7 +273,7 @@ void launch_conv1d(const Conv1dParams& p, const at::Tensor& x3, cudaStream_t str
     case Conv1dAlgo::kRowwise8:
       return launch_rowwise<T, Rowwise8>(p, stream);
     case Conv1dAlgo::kRowwise16:
-      return launch_rowwise<T, Rowwise16>(p, stream);
+      return launch_rowwise_stream<T>(p, stream);
     case Conv1dAlgo::kRowwise8Dilated:
       return launch_rowwise<T, Rowwise8Dilated>(p, stream);
     case Conv1dAlgo::kGeneralOT4:

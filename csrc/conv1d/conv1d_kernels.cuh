@@ -11,8 +11,12 @@
 //  conv1d_rowwise_short_kernel  the same rows at dilation 1 with K <= 32: a streaming kernel
 //                         (16-byte loads and stores, next tile's loads in flight during the
 //                         current tile's multiply-adds, one barrier per tile).
+//  conv1d_rowwise_stream_kernel the same rows at dilation 1, any K (rowwise16: FMA-bound filters):
+//                         conv1d_rowwise_kernel's 16x16 register blocks in a persistent, double-
+//                         buffered loop (one barrier per step, 16-byte stores from registers).
+//                         conv1d_rowwise_kernel itself now runs rowwise8 and rowwise8_dilated.
 //
-// Both accumulate in float32 and stage data in shared memory as float, whatever scalar_t is.
+// All accumulate in float32 and stage data in shared memory as float, whatever scalar_t is.
 #include <cstdint>
 
 #include "common/vec.cuh"
@@ -683,6 +687,312 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocks)
     if (!more) return;
     it = nit;
     item = next;
+  }
+}
+
+// ------------------------------------------------------------------------------------------------
+// Streaming row-wise kernel (the "rowwise16" algorithm: stride 1, dilation 1, any K)
+// ------------------------------------------------------------------------------------------------
+
+// FMA-bound filters (K > 32): 16 outputs per thread in registers, 16x16 register blocks of
+// multiply-adds per 16 taps, as conv1d_rowwise_kernel<16>. That kernel spent half of its issue
+// slots outside the multiply-adds at K = 64 (one tile per block: 64-bit item decoding,
+// bounds-checked staging, two barriers, outputs collected in shared memory) and could not overlap
+// a tile's loads with arithmetic. This one is persistent (a block streams its tiles), double-
+// buffers the staged input: the next step's loads are issued into registers before the current
+// step's multiply-adds and stored to the other buffer after them, one barrier per step. The
+// outputs go straight from the registers to global memory in 16-byte vectors: a row's tiles start
+// up to kV - 1 outputs early (at the row's 16-byte aligned position), as in rowwise_short.
+template <typename T>
+struct Conv1dStreamTraits {
+  static constexpr int kThreads = 128;
+  static constexpr int kR = 16;                    // outputs per thread, taps per register block
+  static constexpr int kTile = kThreads * kR;      // outputs per tile
+  static constexpr int kMaxChunk = 1024;           // taps staged per step (a multiple of kR)
+  static constexpr int kPre = kR + 1;              // input floats per thread held in registers
+  static constexpr int kPreSpan = kPre * kThreads; // staged positions prefetched in registers
+  static constexpr int kV = kVec16<T>;
+  // 6 blocks (24 warps) per SM: the register cap is 80, for the 16 accumulators, the 32-float
+  // window, the taps and the kPre prefetched inputs.
+  static constexpr int kMinBlocks = 6;
+  static_assert(kTile % kV == 0 && kR % kV == 0, "whole vectors per thread");
+  static_assert(kPreSpan >= kTile + kR, "the prefetch covers a tile and one tap block's halo");
+  static_assert(kMaxChunk % kR == 0 && kThreads % 16 == 0 && kPreSpan % 16 == 0, "padding rows");
+  // Padded shared layout: 4 floats of padding after every 16 (see stream_pad).
+  static constexpr int padded(int n) { return n + n / 16 * 4; }
+  // Floats of one buffer for a chunk: the staged input (tile + chunk, padded), then the taps.
+  static constexpr int buf_floats(int chunk) { return padded(kTile + chunk) + chunk; }
+  static constexpr int smem_bytes(int chunk) {
+    return 2 * buf_floats(chunk) * static_cast<int>(sizeof(float));
+  }
+  static_assert(smem_bytes(kMaxChunk) <= 48 * 1024, "within the default shared-memory limit");
+};
+
+// Padded shared index: 4 floats after every 16. Thread t's window reads float4s at logical
+// 16t + c (c a multiple of 4), i.e. at padded 20t + stream_pad(c): a quarter warp's 8 threads hit
+// float4 columns 5t mod 8, all distinct (conflict-free), and the offsets are compile-time
+// immediates from one per-thread base. Staging stores (32 consecutive floats a warp) conflict
+// 2-way on 4 banks only.
+__device__ __forceinline__ int stream_pad(int a) { return a + ((a >> 4) << 2); }
+
+// One work item (a tile of one row) and its first chunk.
+template <typename T>
+struct Conv1dStreamItem {
+  const T* xrow;
+  T* yrow;
+  const T* wrow;
+  int64_t c;   // channel: bias
+  int64_t l0;  // output of thread 0's first output; > -kV, the item is empty when >= L_out
+};
+
+template <typename T, typename Traits>
+__device__ __forceinline__ Conv1dStreamItem<T> stream_item(const Conv1dParams& p, uint32_t row,
+                                                           uint32_t tile) {
+  Conv1dStreamItem<T> it;
+  uint32_t n = row, c = 0;
+  if (p.C != 1) {
+    const uint32_t C = static_cast<uint32_t>(p.C);
+    n = row / C;
+    c = row - n * C;
+  }
+  it.c = c;
+  it.xrow = static_cast<const T*>(p.x) + static_cast<int64_t>(n) * p.x_sn + it.c * p.x_sc;
+  it.yrow = static_cast<T*>(p.y) + static_cast<int64_t>(n) * p.y_sn + it.c * p.y_so;
+  it.wrow = static_cast<const T*>(p.w) + it.c * p.w_so;
+  constexpr int kV = Traits::kV;
+  const int my =
+      p.y_sl == 1 ? static_cast<int>((reinterpret_cast<uintptr_t>(it.yrow) / sizeof(T)) % kV) : 0;
+  it.l0 = static_cast<int64_t>(tile) * Traits::kTile - my;
+  return it;
+}
+
+// Registers of one step in flight: the first kPreSpan staged inputs (raw), the first kThreads
+// taps (one a thread) and the item's bias.
+template <typename T, typename Traits>
+struct Conv1dStreamRegs {
+  T x[Traits::kPre];
+  T tap;
+  float bias;
+};
+
+// Issues the loads of step (it, k0) into registers, and stages what does not fit them (inputs
+// past kPreSpan, taps past kThreads: chunks longer than kThreads taps) straight into `sx`/`sw`,
+// the buffer the step will run from (free: see the kernel).
+template <typename T, typename Traits>
+__device__ __forceinline__ void stream_prefetch(const Conv1dParams& p, const Conv1dStreamItem<T>& it,
+                                                int64_t k0, int chunk, Conv1dStreamRegs<T, Traits>& r,
+                                                float* sx, float* sw) {
+  constexpr int kThreads = Traits::kThreads;
+  constexpr int kPre = Traits::kPre;
+  const int tid = threadIdx.x;
+  const int kcur = static_cast<int>(p.K - k0 < chunk ? p.K - k0 : chunk);
+  const int kcur_r = (kcur + Traits::kR - 1) / Traits::kR * Traits::kR;
+  const int n_cur = Traits::kTile + kcur_r;  // staged inputs of the step
+  const int n_pre = n_cur < Traits::kPreSpan ? n_cur : Traits::kPreSpan;
+  const int64_t g0 = it.l0 - p.pad_lo + k0;  // input position of staged position 0
+  if (p.x_sl == 1 && g0 >= 0 && g0 + n_pre <= p.L) {
+    // Interior (block-uniform): unchecked loads at immediate offsets from one pointer.
+    const T* src = it.xrow + g0 + tid;
+#pragma unroll
+    for (int bi = 0; bi < kPre - 1; ++bi) r.x[bi] = src[bi * kThreads];
+    r.x[kPre - 1] = (kPre - 1) * kThreads + tid < n_pre ? src[(kPre - 1) * kThreads]
+                                                        : from_float<T>(0.f);
+  } else {
+    // [lo, hi): the prefetched positions inside the row.
+    const int64_t lo64 = g0 < 0 ? -g0 : 0;
+    const int64_t hi64 = p.L - g0;
+    const int lo = static_cast<int>(lo64 < n_pre ? lo64 : n_pre);
+    const int hi = static_cast<int>(hi64 < lo ? lo : (hi64 < n_pre ? hi64 : n_pre));
+#pragma unroll
+    for (int bi = 0; bi < kPre; ++bi) {
+      const int j = tid + bi * kThreads;
+      r.x[bi] = (j >= lo && j < hi) ? it.xrow[(g0 + j) * p.x_sl] : from_float<T>(0.f);
+    }
+  }
+  r.tap = tid < kcur ? it.wrow[(k0 + tid) * p.w_sk] : from_float<T>(0.f);
+  const T* b = static_cast<const T*>(p.b);
+  r.bias = b != nullptr ? to_float(b[it.c * p.b_s]) : 0.f;
+
+  // Long chunks only (kcur_r > kThreads taps): the rest, loaded and stored directly.
+  if (n_cur > Traits::kPreSpan) {
+    const int64_t lo64 = g0 < 0 ? -g0 : 0;
+    const int64_t hi64 = p.L - g0;
+    const int lo = static_cast<int>(lo64 < n_cur ? lo64 : n_cur);
+    const int hi = static_cast<int>(hi64 < lo ? lo : (hi64 < n_cur ? hi64 : n_cur));
+    constexpr int kBatch = 8;
+    for (int j0 = Traits::kPreSpan + tid; j0 < n_cur; j0 += kBatch * kThreads) {
+      float v[kBatch];
+#pragma unroll
+      for (int q = 0; q < kBatch; ++q) {
+        const int j = j0 + q * kThreads;
+        v[q] = (j >= lo && j < hi) ? to_float(it.xrow[(g0 + j) * p.x_sl]) : 0.f;
+      }
+#pragma unroll
+      for (int q = 0; q < kBatch; ++q) {
+        const int j = j0 + q * kThreads;
+        if (j < n_cur) sx[stream_pad(j)] = v[q];
+      }
+    }
+  }
+  for (int k = kThreads + tid; k < kcur_r; k += kThreads) {
+    sw[k] = k < kcur ? to_float(it.wrow[(k0 + k) * p.w_sk]) : 0.f;
+  }
+}
+
+// Grid: 1-D, at most as many blocks as fit on the device at once (or fewer when there are fewer
+// items). Items are (row, tile), item = row * tiles + tile (tile fastest: neighbouring blocks
+// share halos in L2); block i runs items i, i + gridDim.x, ... (empty ones skipped), each in
+// steps of `chunk` taps (one step when K <= chunk). The launcher keeps total <= INT_MAX.
+// Block: kThreads threads; thread t owns outputs l0 + 16t + i (i < 16) of its item, accumulated
+// in registers over the item's steps.
+// Shared memory: two buffers of [tile + chunk staged inputs (padded, stream_pad) | chunk taps].
+// Per step: the prefetched registers are stored into buffer `buf`; barrier (visible); the next
+// step's loads are issued (its overflow, long chunks only, staged straight into buffer buf ^ 1);
+// multiply-adds from buffer buf; after the item's last step, 16-byte stores from the registers.
+// One barrier per step suffices: buffer buf ^ 1 was last read during the previous step, which
+// every thread finished before this step's barrier; buffer buf is next written after the next
+// step's barrier, by which every thread has finished this step.
+template <typename T, typename Traits>
+__global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocks)
+    conv1d_rowwise_stream_kernel(const Conv1dParams p, const int chunk, const uint32_t tiles,
+                                 const uint32_t total) {
+  constexpr int kThreads = Traits::kThreads;
+  constexpr int kR = Traits::kR;
+  constexpr int kV = Traits::kV;
+  constexpr int kPre = Traits::kPre;
+  extern __shared__ float4 conv1d_stream_smem[];
+  float* const smem = reinterpret_cast<float*>(conv1d_stream_smem);
+  const int buf_floats = Traits::padded(Traits::kTile + chunk) + chunk;
+  const int sw_off = Traits::padded(Traits::kTile + chunk);  // a multiple of 4: chunk % 16 == 0
+  const int tid = threadIdx.x;
+
+  // Items advance by gridDim.x = dq rows + dr tiles (no division per item).
+  const uint32_t dq = gridDim.x / tiles;
+  const uint32_t dr = gridDim.x - dq * tiles;
+  uint32_t item = blockIdx.x;
+  uint32_t row = item / tiles;
+  uint32_t tile = item - row * tiles;
+  auto advance = [&]() {
+    item += gridDim.x;  // total + gridDim.x < 2^32
+    row += dq;
+    tile += dr;
+    if (tile >= tiles) tile -= tiles, ++row;
+  };
+
+  Conv1dStreamItem<T> it;
+  for (;; advance()) {
+    if (item >= total) return;
+    it = stream_item<T, Traits>(p, row, tile);
+    if (it.l0 < p.L_out) break;
+  }
+  int64_t k0 = 0;
+  Conv1dStreamRegs<T, Traits> r;
+  stream_prefetch<T, Traits>(p, it, k0, chunk, r, smem, smem + sw_off);
+
+  float acc[kR];
+  // Thread t's window: logical 16t + c is padded 20t + stream_pad(c).
+  const int xoff = tid * (kR + kR / 4);
+  for (int buf = 0;; buf ^= 1) {
+    float* const sx = smem + buf * buf_floats;
+    float* const sw = sx + sw_off;
+    const int kcur = static_cast<int>(p.K - k0 < chunk ? p.K - k0 : chunk);
+    const int kcur_r = (kcur + kR - 1) / kR * kR;
+    {
+      const int n_pre = Traits::kTile + kcur_r < Traits::kPreSpan ? Traits::kTile + kcur_r
+                                                                  : Traits::kPreSpan;
+      // stream_pad(tid + 128 bi) = stream_pad(tid) + 160 bi.
+      float* const dst = sx + stream_pad(tid);
+#pragma unroll
+      for (int bi = 0; bi < kPre - 1; ++bi) {
+        dst[bi * (kThreads + kThreads / 4)] = to_float(r.x[bi]);
+      }
+      if ((kPre - 1) * kThreads + tid < n_pre) {
+        dst[(kPre - 1) * (kThreads + kThreads / 4)] = to_float(r.x[kPre - 1]);
+      }
+    }
+    if (tid < kcur_r) sw[tid] = to_float(r.tap);  // taps past kThreads: staged directly
+    if (k0 == 0) {
+#pragma unroll
+      for (int i = 0; i < kR; ++i) acc[i] = r.bias;  // the bias starts the sums
+    }
+    const bool last = k0 + kcur >= p.K;
+    __syncthreads();  // this step's input and taps visible to every thread
+
+    // The next step: the item's next chunk, or the next non-empty item's first.
+    Conv1dStreamItem<T> nit = it;
+    int64_t nk0 = k0 + chunk;
+    bool more = true;
+    if (last) {
+      nk0 = 0;
+      for (;;) {
+        advance();
+        if (item >= total) {
+          more = false;
+          break;
+        }
+        nit = stream_item<T, Traits>(p, row, tile);
+        if (nit.l0 < p.L_out) break;
+      }
+    }
+    if (more) {
+      float* const nsx = smem + (buf ^ 1) * buf_floats;
+      stream_prefetch<T, Traits>(p, nit, nk0, chunk, r, nsx, nsx + sw_off);
+    }
+
+    const bool active = it.l0 + static_cast<int64_t>(tid & ~31) * kR < p.L_out;  // warp-uniform
+    if (active) {
+      const float* xp = sx + xoff;
+      float xw[2 * kR];
+#pragma unroll
+      for (int q = 0; q < kR; q += 4) {
+        const float4 v = *reinterpret_cast<const float4*>(xp + q);
+        xw[q] = v.x, xw[q + 1] = v.y, xw[q + 2] = v.z, xw[q + 3] = v.w;
+      }
+      // Unrolled twice: the window's half-shift becomes a register renaming.
+#pragma unroll 2
+      for (int kb = 0; kb < kcur_r; kb += kR) {
+        xp += kR + kR / 4;  // the next 16 logical floats
+#pragma unroll
+        for (int q = 0; q < kR; q += 4) {
+          const float4 v = *reinterpret_cast<const float4*>(xp + q);
+          xw[kR + q] = v.x, xw[kR + q + 1] = v.y, xw[kR + q + 2] = v.z, xw[kR + q + 3] = v.w;
+        }
+        float wr[kR];
+#pragma unroll
+        for (int q = 0; q < kR; q += 4) {
+          const float4 v = *reinterpret_cast<const float4*>(sw + kb + q);  // broadcast
+          wr[q] = v.x, wr[q + 1] = v.y, wr[q + 2] = v.z, wr[q + 3] = v.w;
+        }
+#pragma unroll
+        for (int k = 0; k < kR; ++k)
+#pragma unroll
+          for (int i = 0; i < kR; ++i) acc[i] = fmaf(wr[k], xw[i + k], acc[i]);
+#pragma unroll
+        for (int i = 0; i < kR; ++i) xw[i] = xw[i + kR];
+      }
+
+      if (last) {
+        const int64_t l = it.l0 + tid * kR;
+        if (p.y_sl == 1 && l >= 0 && l + kR <= p.L_out) {
+          // 16-byte aligned: the item's l0 is at the row's aligned position.
+#pragma unroll
+          for (int m = 0; m < kR / kV; ++m) {
+            Vec<T, kV> o;
+#pragma unroll
+            for (int e = 0; e < kV; ++e) o.v[e] = from_float<T>(acc[m * kV + e]);
+            store_vec<T, kV>(it.yrow + l + m * kV, o);
+          }
+        } else {
+#pragma unroll
+          for (int i = 0; i < kR; ++i) {
+            if (l + i >= 0 && l + i < p.L_out) it.yrow[(l + i) * p.y_sl] = from_float<T>(acc[i]);
+          }
+        }
+      }
+    }
+    if (!more) return;
+    it = nit;
+    k0 = nk0;
   }
 }
 
