@@ -153,7 +153,7 @@ def test_mv_cuda_paths(device, dtype, name, shape, layout):
 
 # ---------------------------------------------------------------- algorithm query and forcing
 
-MV_ALGOS = ["rows_vec", "rows", "cols_vec", "cols", "rows_wave"]
+MV_ALGOS = ["rows_vec", "rows", "cols_vec", "cols"]
 
 
 def _meta(*shape):
@@ -165,10 +165,7 @@ def test_mv_algorithm_query():
     if not torch_ops.has_cuda_kernels():
         assert torch_ops.algorithm("mv", a, v) == "cpu (built without CUDA kernels)"
         return
-    assert torch_ops.algorithm("mv", a, v) == "rows_wave"
-    assert torch_ops.algorithm("mv", _meta(8191, 8192), v) == "rows_vec"
-    assert torch_ops.algorithm("mv", a, _meta(8193)[1:]) == "rows_vec"  # x not 16-byte aligned
-    assert torch_ops.algorithm("mv", a, _meta(16384)[::2]) == "rows_vec"  # x strided
+    assert torch_ops.algorithm("mv", a, v) == "rows_vec"
     assert torch_ops.algorithm("mv", a.t(), v) == "cols_vec"
     assert torch_ops.algorithm("mv", _meta(100_003, 7), _meta(7)) == "cols"
     assert torch_ops.algorithm("mv", _meta(1, 1_000_003), _meta(1_000_003)) == "rows_vec"
@@ -187,12 +184,6 @@ def test_mv_algorithm_query():
     with torch_ops.force_algorithm("mv", "rows_vec"):
         with pytest.raises(RuntimeError, match=r"gpukern::mv: forced algorithm 'rows_vec' cannot"):
             torch_ops.algorithm("mv", off, _meta(256))
-    with torch_ops.force_algorithm("mv", "rows_wave"):
-        assert torch_ops.algorithm("mv", _meta(1, 5), _meta(5)) == "rows_wave"
-        with pytest.raises(RuntimeError, match=r"gpukern::mv: forced algorithm 'rows_wave' cannot"):
-            torch_ops.algorithm("mv", a, _meta(8193)[1:])
-        with pytest.raises(RuntimeError, match=r"gpukern::mv: forced algorithm 'rows_wave' cannot"):
-            torch_ops.algorithm("mv", a.t(), v)
     with torch_ops.force_algorithm("mv", "nope"):
         with pytest.raises(RuntimeError,
                            match=r"forced algorithm 'nope' is not one of: rows_vec, rows, "
@@ -236,42 +227,5 @@ def test_mv_forced_paths(device, dtype, algo, shape, layout):
                 torch_ops.mv(a, v)
             return
         assert name == algo
-        _check(a, v, dtype)
-        assert torch.equal(torch_ops.mv(a, v), torch_ops.mv(a, v))
-
-
-# rows_wave grid logic: one resident wave of W warps (W = 132 SMs x 32 on an H200/H100), warp w
-# owns rows [w * M / W, (w + 1) * M / W). Shapes: M = 1 and M below the warps of one block (most
-# warps idle), M not a multiple of W (warps with 1, 2 and 3 rows), rows shorter than one vector
-# (everything in the tail), a row of exactly one chunk (32 lanes x 4 vectors), one vector more,
-# a padded leading dimension, and the benchmark shapes (auto choice).
-WAVE_CASES = [((1, 2), "contig", True), ((1, 3), "contig", True), ((1, 100_003), "contig", True),
-              ((3, 1000), "contig", True), ((7, 3), "padded", True), ((13, 4096), "contig", True),
-              ((1000, 2), "padded", True), ((4225, 37), "padded", True),
-              ((8449, 136), "contig", False), ((9001, 1000), "contig", False),
-              ((8192, 8192), "contig", False), ((12_000, 1024), "padded", False),
-              ((8200, 520), "contig", False), ((20_000, 257), "padded", False)]
-
-
-@pytest.mark.cuda
-@pytest.mark.parametrize("device", DEVICE_PARAMS[1:])
-@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
-@pytest.mark.parametrize("shape,layout,forced", WAVE_CASES,
-                         ids=[f"{s[0]}x{s[1]}-{l}" for s, l, _ in WAVE_CASES])
-def test_mv_rows_wave(device, dtype, shape, layout, forced):
-    g = torch.Generator().manual_seed(5)
-    M, N = shape
-    if layout == "contig":
-        a = rand(M, N, dtype=dtype, device=device, generator=g)
-    else:  # leading dimension a multiple of 8 elements (16-byte rows) above N
-        a = rand(M, (N + 7) // 8 * 8 + 64, dtype=dtype, device=device, generator=g)[:, :N]
-    v = rand(N, dtype=dtype, device=device, generator=g)
-    if forced:
-        with torch_ops.force_algorithm("mv", "rows_wave"):
-            assert torch_ops.algorithm("mv", a, v) == "rows_wave"
-            _check(a, v, dtype)
-            assert torch.equal(torch_ops.mv(a, v), torch_ops.mv(a, v))
-    else:
-        assert torch_ops.algorithm("mv", a, v) == "rows_wave"
         _check(a, v, dtype)
         assert torch.equal(torch_ops.mv(a, v), torch_ops.mv(a, v))

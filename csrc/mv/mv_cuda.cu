@@ -7,23 +7,16 @@
 //   rows      rows kernel, scalar strided loads: any layout
 //   cols_vec  cols kernel, 16-byte vectors of V rows: s0 == 1, A aligned, s1 % V == 0
 //   cols      cols kernel, a thread per row, scalar loads: any layout
-//   rows_wave rows wave kernel (one resident wave of warps, rows split evenly across them, loads
-//             pipelined across rows): the rows_vec layout with x contiguous and 16-byte aligned,
-//             any M (M < warps leaves warps idle)
 // Automatic choice (a pure function of the shape, dtype and alignment):
 //   N <= 16 (any layout)                  cols(_vec): the short row of each thread in registers
 //   s0 == 1, s1 != 1, M >= 256            cols(_vec): column-major, threads across rows
-//   M >= 8192 and rows_wave applies       rows_wave
 //   anything else                         rows(_vec)
-// (vec variant whenever it applies). rows_wave from M = 8192: with one wave of 132 SMs x 32 warps
-// that is >= 2 rows per warp, so each warp's pipeline spans a row boundary; below that the split
-// rows kernel is kept (4096 x 65536 f32 measured 106% of the roofline with it). Within the rows kernel: a warp per row when M >= 32 * SMs,
+// (vec variant whenever it applies). Within the rows kernel: a warp per row when M >= 32 * SMs,
 // else a block per row with N split across blocks; within the cols kernel, N is split so that
 // row blocks x splits is about one resident wave. Both split paths finish in the last block.
 #include <ATen/ATen.h>
 
 #include <algorithm>
-#include <atomic>
 #include <string>
 #include <vector>
 
@@ -39,11 +32,10 @@ namespace {
 
 constexpr const char* kOp = "mv";
 
-enum class MvAlgo { kRowsVec, kRows, kColsVec, kCols, kRowsWave };
+enum class MvAlgo { kRowsVec, kRows, kColsVec, kCols };
 
 const std::vector<std::string>& mv_algo_names() {
-  static const std::vector<std::string> names = {"rows_vec", "rows", "cols_vec", "cols",
-                                                 "rows_wave"};
+  static const std::vector<std::string> names = {"rows_vec", "rows", "cols_vec", "cols"};
   return names;
 }
 
@@ -59,8 +51,6 @@ bool mv_algo_applies(MvAlgo a, const MvShape& s) {
   switch (a) {
     case MvAlgo::kRowsVec:
       return s.s1 == 1 && s.a_aligned && s.s0 % V == 0;
-    case MvAlgo::kRowsWave:
-      return s.s1 == 1 && s.a_aligned && s.s0 % V == 0 && (s.xs == 1 || s.N == 1) && s.x_aligned;
     case MvAlgo::kColsVec:
       return s.s0 == 1 && s.a_aligned && s.s1 % V == 0;
     case MvAlgo::kRows:
@@ -73,7 +63,6 @@ bool mv_algo_applies(MvAlgo a, const MvShape& s) {
 MvAlgo choose_mv_algo_auto(const MvShape& s) {
   const bool cols = s.N <= 16 || (s.s1 != 1 && s.s0 == 1 && s.M >= 256);
   if (cols) return mv_algo_applies(MvAlgo::kColsVec, s) ? MvAlgo::kColsVec : MvAlgo::kCols;
-  if (s.M >= 8192 && mv_algo_applies(MvAlgo::kRowsWave, s)) return MvAlgo::kRowsWave;
   return mv_algo_applies(MvAlgo::kRowsVec, s) ? MvAlgo::kRowsVec : MvAlgo::kRows;
 }
 
@@ -86,22 +75,6 @@ MvAlgo choose_mv_algo(const MvShape& s) {
            "' cannot run this shape (M=", s.M, ", N=", s.N, ", strides=(", s.s0, ", ", s.s1,
            "), 16-byte aligned=", s.a_aligned, ")");
   return a;
-}
-
-// Resident blocks per SM of the wave kernel (occupancy API, once per device and dtype; >= 4 by
-// its __launch_bounds__ unless the device has less shared memory or fewer warps than an H100).
-template <typename T>
-int64_t wave_blocks_per_sm(int device) {
-  static std::atomic<int> cache[64];  // 0: not asked yet (racing first calls store the same value)
-  std::atomic<int>* slot = device >= 0 && device < 64 ? &cache[device] : nullptr;
-  int n = slot ? slot->load(std::memory_order_relaxed) : 0;
-  if (n == 0) {
-    C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-        &n, mvk::mv_rows_wave_kernel<T>, mvk::kThreads, 0));
-    n = std::max(n, 1);
-    if (slot) slot->store(n, std::memory_order_relaxed);
-  }
-  return n;
 }
 
 template <typename T>
@@ -167,19 +140,8 @@ void launch_mv(const at::Tensor& self, const at::Tensor& vec, const at::Tensor& 
     return;
   }
 
-  const bool x_vec = p.xs == 1 && s.x_aligned;
-  if (algo == MvAlgo::kRowsWave) {
-    // Exactly one resident wave (a second, partial wave is what this kernel avoids), never more
-    // warps' blocks than rows need.
-    const int64_t grid = std::min(sms * wave_blocks_per_sm<T>(self.get_device()),
-                                  ceil_div(p.M, int64_t{mvk::kWarps}));
-    p.split_len = p.N;
-    mvk::mv_rows_wave_kernel<T>
-        <<<static_cast<unsigned>(grid), kThreads, 0, stream>>>(A, x, y, p);
-    GK_CHECK_LAUNCH();
-    return;
-  }
   const bool vec_a = algo == MvAlgo::kRowsVec;
+  const bool x_vec = p.xs == 1 && s.x_aligned;
   // A warp per row once rows alone give about 32 warps per SM; otherwise a block per row.
   const int rpb = p.M >= sms * 32 ? mvk::kWarps : 1;
   const int64_t groups = ceil_div(p.M, rpb);

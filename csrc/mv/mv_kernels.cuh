@@ -2,8 +2,6 @@
 // mv kernels (torch-free). y[i] = sum_j A[i, j] * x[j], accumulated in float32.
 //   mv_rows_kernel  row-major A (s1 == 1) or general strides: warps along a row (coalesced along
 //                   j), 16-byte loads when the layout allows, warp shuffles.
-//   mv_rows_wave_kernel  row-major, 16-byte layout, many rows: one resident wave of warps, each
-//                   owning a contiguous run of rows, loads software-pipelined across chunks and rows.
 //   mv_cols_kernel  column-major A (s0 == 1, A.t() of a contiguous matrix, read in place) and
 //                   very short rows: threads across rows (coalesced along i), the x chunk staged
 //                   in shared memory.
@@ -11,7 +9,6 @@
 // float32 partials to a workspace and the last block of a row group to arrive (atomic ticket)
 // adds them in split order, so the result is deterministic and no float atomics touch y.
 #include <cstdint>
-#include <cstring>
 
 #include "common/reduce.cuh"
 #include "common/tickets.cuh"
@@ -134,142 +131,6 @@ __global__ void __launch_bounds__(kThreads, 4)
       }
     }
     __syncthreads();  // part and s_last free for the next group
-  }
-}
-
-// Rows "wave" kernel: row-major A (s1 == 1, A 16-byte aligned, s0 % V == 0), a warp per row, a
-// grid of exactly one resident wave (the host sizes it with the occupancy API). Global warp gw of
-// W = gridDim.x * kWarps owns the contiguous rows [gw * M / W, (gw + 1) * M / W) (0 or more; no
-// block-level barriers, so idle warps just return). The warp walks its rows in chunks of
-// kWaveUnroll 16-byte vectors per lane and issues the next chunk's loads (possibly the next row's
-// first chunk) before the current chunk's FMAs and, at a row end, the shuffle reduction: the
-// block-per-wave kernel above waited on each round of 4 loads with nothing in flight, and its
-// 8-row blocks (two waves for 8192 rows) drained and refilled every row.
-// Vectors past the row's nv = N / V are zero-filled (and their x vector too), so every chunk has
-// the same code; the N % V tail elements are added at the row end. x is contiguous and 16-byte
-// aligned (read with 16-byte read-only loads; L1 keeps it, A bypasses L1).
-constexpr int kWaveUnroll = 4;
-
-// 16 bytes of A through the non-coherent path, not allocated in L1 (streamed once): L1 keeps x.
-__device__ __forceinline__ uint4 ld_stream16(const void* p) {
-  uint4 v;
-  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(p));
-  return v;
-}
-
-// acc += dot(a, x) over one 16-byte vector of each. bf16 -> fp32 is exact: the bf16 bits are the
-// high half of the fp32, so each 32-bit word gives its pair with one shift and one mask.
-template <typename T>
-__device__ __forceinline__ void dot16(const uint4& a, const uint4& x, float& acc0, float& acc1);
-
-template <>
-__device__ __forceinline__ void dot16<float>(const uint4& a, const uint4& x, float& acc0,
-                                             float& acc1) {
-  acc0 = fmaf(__uint_as_float(a.x), __uint_as_float(x.x), acc0);
-  acc1 = fmaf(__uint_as_float(a.y), __uint_as_float(x.y), acc1);
-  acc0 = fmaf(__uint_as_float(a.z), __uint_as_float(x.z), acc0);
-  acc1 = fmaf(__uint_as_float(a.w), __uint_as_float(x.w), acc1);
-}
-
-__device__ __forceinline__ void bf16_pair_fma(unsigned a, unsigned x, float& acc0, float& acc1) {
-  acc0 = fmaf(__uint_as_float(a << 16), __uint_as_float(x << 16), acc0);
-  acc1 = fmaf(__uint_as_float(a & 0xffff0000u), __uint_as_float(x & 0xffff0000u), acc1);
-}
-
-template <>
-__device__ __forceinline__ void dot16<__nv_bfloat16>(const uint4& a, const uint4& x, float& acc0,
-                                                     float& acc1) {
-  bf16_pair_fma(a.x, x.x, acc0, acc1);
-  bf16_pair_fma(a.y, x.y, acc0, acc1);
-  bf16_pair_fma(a.z, x.z, acc0, acc1);
-  bf16_pair_fma(a.w, x.w, acc0, acc1);
-}
-
-__device__ __forceinline__ void half_pair_fma(unsigned a, unsigned x, float& acc0, float& acc1) {
-  __half2 ha, hx;
-  memcpy(&ha, &a, 4);
-  memcpy(&hx, &x, 4);
-  const float2 fa = __half22float2(ha);
-  const float2 fx = __half22float2(hx);
-  acc0 = fmaf(fa.x, fx.x, acc0);
-  acc1 = fmaf(fa.y, fx.y, acc1);
-}
-
-template <>
-__device__ __forceinline__ void dot16<__half>(const uint4& a, const uint4& x, float& acc0,
-                                              float& acc1) {
-  half_pair_fma(a.x, x.x, acc0, acc1);
-  half_pair_fma(a.y, x.y, acc0, acc1);
-  half_pair_fma(a.z, x.z, acc0, acc1);
-  half_pair_fma(a.w, x.w, acc0, acc1);
-}
-
-template <typename T>
-__global__ void __launch_bounds__(kThreads, 4)
-    mv_rows_wave_kernel(const T* __restrict__ A, const T* __restrict__ x, T* __restrict__ y,
-                        MvParams p) {
-  constexpr int V = kVec16<T>;
-  constexpr int U = kWaveUnroll;
-  constexpr int64_t kSpan = static_cast<int64_t>(U) * kWarpSize;  // vectors per warp chunk
-  const int lane = threadIdx.x % kWarpSize;
-  const int64_t W = static_cast<int64_t>(gridDim.x) * kWarps;
-  const int64_t gw = static_cast<int64_t>(blockIdx.x) * kWarps + threadIdx.x / kWarpSize;
-  const int64_t r_end = (gw + 1) * p.M / W;
-  int64_t r = gw * p.M / W;
-  if (r >= r_end) return;  // warp-uniform; this kernel has no block barriers
-  const int64_t nv = p.N / V;
-  // At least one chunk per row, so rows shorter than one vector take the same loop (all loads
-  // predicated off, everything in the tail).
-  const int64_t nchunk = nv > 0 ? (nv + kSpan - 1) / kSpan : 1;
-  const int64_t tail0 = nv * V;
-
-  uint4 cur[U];
-  auto load_chunk = [&](uint4(&buf)[U], int64_t row, int64_t c) {
-    const T* a = A + row * p.s0;
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const int64_t q = c * kSpan + u * kWarpSize + lane;
-      buf[u] = q < nv ? ld_stream16(a + q * V) : make_uint4(0u, 0u, 0u, 0u);
-    }
-  };
-  load_chunk(cur, r, 0);
-  int64_t c = 0;
-  float acc0 = 0.f, acc1 = 0.f;
-  for (;;) {
-    int64_t nr = r, nc = c + 1;
-    if (nc == nchunk) {
-      nr = r + 1;
-      nc = 0;
-    }
-    const bool more = nr < r_end;
-    uint4 nxt[U];
-    if (more) load_chunk(nxt, nr, nc);  // in flight during this chunk's math and the reduction
-    // All of the chunk's x vectors before its FMAs: their L1 round trips overlap.
-    uint4 xv[U];
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const int64_t q = c * kSpan + u * kWarpSize + lane;
-      xv[u] = q < nv ? __ldg(reinterpret_cast<const uint4*>(x) + q) : make_uint4(0u, 0u, 0u, 0u);
-    }
-#pragma unroll
-    for (int u = 0; u < U; ++u) dot16<T>(cur[u], xv[u], acc0, acc1);
-    if (nc == 0) {  // row r done
-      const T* a = A + r * p.s0;
-      for (int64_t k = tail0 + lane; k < p.N; k += kWarpSize) {
-        acc0 += to_float(a[k]) * to_float(x[k]);
-      }
-      const float v = warp_reduce(acc0 + acc1, SumOp{});
-      if (lane == 0) y[r] = from_float<T>(v);
-      acc0 = 0.f;
-      acc1 = 0.f;
-    }
-    if (!more) break;
-    r = nr;
-    c = nc;
-#pragma unroll
-    for (int u = 0; u < U; ++u) cur[u] = nxt[u];
   }
 }
 
