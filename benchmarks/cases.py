@@ -245,14 +245,10 @@ CASES: List[Case] = [
     mv_case("mv_4096x65536_f32", "mv 4096x65536 fp32", 4096, 65536, f32, ("roof", 0.90)),
     mv_case("mv_65536x4096_bf16", "mv 65536x4096 bf16", 65536, 4096, bf16, ("roof", 0.90)),
     # skinny and odd shapes (4 MB and up: HBM-bound after the L2 flush, so not graph-timed)
-    # a row of 1M random products has a condition number sum|a*v| / |a.v| of ~300-500, so any fp32
-    # dot (torch.mv included: 4.4e-6) errs by ~0.1-1 x 6e-8 x that; 1e-5 would fail correct code
-    mv_case("mv_1x1M_f32", "mv 1x1,000,000 fp32", 1, 1_000_000, f32, ("speedup", 1.0),
-            tol=1e-4),
+    mv_case("mv_1x1M_f32", "mv 1x1,000,000 fp32", 1, 1_000_000, f32, ("speedup", 1.0)),
     mv_case("mv_1Mx1_f32", "mv 1,000,000x1 fp32", 1_000_000, 1, f32, ("speedup", 1.0)),
     mv_case("mv_1000x7777_f32", "mv 1000x7777 fp32", 1000, 7777, f32, ("speedup", 1.0)),
-    mv_case("mv_3x1M_f32", "mv 3x1,000,000 fp32", 3, 1_000_000, f32, ("speedup", 1.0),
-            tol=1e-4),
+    mv_case("mv_3x1M_f32", "mv 3x1,000,000 fp32", 3, 1_000_000, f32, ("speedup", 1.0)),
     reduce_case("sum_100M_f32", "sum of 1e8 fp32", (100_000_000,), f32, "sum", None,
                 ("roof", 0.95)),
     reduce_case("sum_100M_bf16", "sum of 1e8 bf16", (100_000_000,), bf16, "sum", None,

@@ -20,6 +20,13 @@ namespace {
 
 constexpr const char* kOp = "mv";
 
+// Two-level summation: each row's dot product is summed in blocks of kBlock terms whose partial
+// sums are then added, so the fp32 rounding error grows with kBlock + N/kBlock terms instead of N
+// (a 1M-term dot product loses ~30x less); inside a block 8 interleaved partial sums break the
+// add chain so the loop vectorises.
+constexpr int64_t kBlock = 1024;
+constexpr int kLanes = 8;
+
 // Rows are split across threads. When consecutive rows are closer in memory than consecutive
 // columns (a transposed matrix), each task walks the columns outermost and keeps one accumulator
 // per row, so memory is read in order either way.
@@ -35,21 +42,39 @@ void mv_cpu_kernel(const at::Tensor& A, const at::Tensor& x, const at::Tensor& o
   const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(N, 1));
   at::parallel_for(0, M, grain, [&](int64_t b, int64_t e) {
     if (by_columns) {
-      std::vector<acc_t> acc(static_cast<size_t>(e - b), acc_t(0));
-      for (int64_t j = 0; j < N; ++j) {
-        const acc_t v = static_cast<acc_t>(xv[j * xs]);
-        const T* col = a + j * s1;
-        for (int64_t i = b; i < e; ++i) acc[i - b] += static_cast<acc_t>(col[i * s0]) * v;
+      std::vector<acc_t> total(static_cast<size_t>(e - b), acc_t(0));
+      std::vector<acc_t> part(static_cast<size_t>(e - b));
+      for (int64_t j0 = 0; j0 < N; j0 += kBlock) {
+        std::fill(part.begin(), part.end(), acc_t(0));
+        for (int64_t j = j0; j < std::min(N, j0 + kBlock); ++j) {
+          const acc_t v = static_cast<acc_t>(xv[j * xs]);
+          const T* col = a + j * s1;
+          for (int64_t i = b; i < e; ++i) part[i - b] += static_cast<acc_t>(col[i * s0]) * v;
+        }
+        for (int64_t i = b; i < e; ++i) total[i - b] += part[i - b];
       }
-      for (int64_t i = b; i < e; ++i) y[i] = static_cast<T>(acc[i - b]);
+      for (int64_t i = b; i < e; ++i) y[i] = static_cast<T>(total[i - b]);
     } else {
       for (int64_t i = b; i < e; ++i) {
         const T* row = a + i * s0;
-        acc_t acc(0);
-        for (int64_t j = 0; j < N; ++j) {
-          acc += static_cast<acc_t>(row[j * s1]) * static_cast<acc_t>(xv[j * xs]);
+        acc_t total(0);
+        for (int64_t j0 = 0; j0 < N; j0 += kBlock) {
+          const int64_t j1 = std::min(N, j0 + kBlock);
+          acc_t lane[kLanes] = {};
+          int64_t j = j0;
+          for (; j + kLanes <= j1; j += kLanes) {
+            for (int l = 0; l < kLanes; ++l) {
+              lane[l] += static_cast<acc_t>(row[(j + l) * s1]) *
+                         static_cast<acc_t>(xv[(j + l) * xs]);
+            }
+          }
+          for (; j < j1; ++j) {
+            lane[0] += static_cast<acc_t>(row[j * s1]) * static_cast<acc_t>(xv[j * xs]);
+          }
+          total += ((lane[0] + lane[1]) + (lane[2] + lane[3])) +
+                   ((lane[4] + lane[5]) + (lane[6] + lane[7]));
         }
-        y[i] = static_cast<T>(acc);
+        y[i] = static_cast<T>(total);
       }
     }
   });
