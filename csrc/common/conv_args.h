@@ -4,6 +4,7 @@
 #include <ATen/ATen.h>
 
 #include <optional>
+#include <string>
 #include <string_view>
 
 namespace gpukern {
@@ -45,5 +46,21 @@ at::Tensor conv_output(const ConvArgs& args, const at::Tensor& input, const at::
 at::Tensor conv_batched_input(const ConvArgs& args, const at::Tensor& input);
 // The batched view of an output made by conv_output.
 at::Tensor conv_batched_output(const ConvArgs& args, const at::Tensor& output);
+
+// The algorithm query ops (_algorithm_conv1d/2d): meta views of input and weight (only sizes,
+// strides and dtype matter, so any device works and nothing is allocated), the output of args,
+// then name(batched input, weight, batched output) -> the algorithm's name; "empty" when the
+// output is.
+template <typename NameFn>
+std::string conv_algorithm_query(const ConvArgs& args, const at::Tensor& input,
+                                 const at::Tensor& weight, NameFn&& name) {
+  const at::Tensor xm = at::empty_strided(input.sizes(), input.strides(),
+                                          input.options().device(at::kMeta));
+  const at::Tensor wm = at::empty_strided(weight.sizes(), weight.strides(),
+                                          weight.options().device(at::kMeta));
+  const at::Tensor out = conv_output(args, xm, wm);
+  if (out.numel() == 0) return "empty";
+  return name(conv_batched_input(args, xm), wm, conv_batched_output(args, out));
+}
 
 }  // namespace gpukern

@@ -141,14 +141,10 @@ namespace {
 std::string conv1d_algorithm_run(const ConvArgs& a, const at::Tensor& input,
                                  const at::Tensor& weight) {
 #ifdef GPUKERN_WITH_CUDA
-  const at::Tensor xm = at::empty_strided(input.sizes(), input.strides(),
-                                          input.options().device(at::kMeta));
-  const at::Tensor wm = at::empty_strided(weight.sizes(), weight.strides(),
-                                          weight.options().device(at::kMeta));
-  const at::Tensor out = conv_output(a, xm, wm);
-  if (out.numel() == 0) return "empty";
-  return conv1d_cuda_algorithm(
-      conv1d_params(a, conv_batched_input(a, xm), wm, nullptr, conv_batched_output(a, out)));
+  return conv_algorithm_query(a, input, weight, [&](const at::Tensor& x3, const at::Tensor& w,
+                                                    const at::Tensor& y3) {
+    return conv1d_cuda_algorithm(conv1d_params(a, x3, w, nullptr, y3));
+  });
 #else
   (void)a, (void)input, (void)weight;
   return "cpu (built without CUDA kernels)";

@@ -155,15 +155,11 @@ at::Tensor conv2d_padding_cpu(const at::Tensor& input, const at::Tensor& weight,
 std::string conv2d_algorithm_run(const ConvArgs& a, const at::Tensor& input,
                                  const at::Tensor& weight) {
 #ifdef GPUKERN_WITH_CUDA
-  const at::Tensor xm = at::empty_strided(input.sizes(), input.strides(),
-                                          input.options().device(at::kMeta));
-  const at::Tensor wm = at::empty_strided(weight.sizes(), weight.strides(),
-                                          weight.options().device(at::kMeta));
-  const at::Tensor out = conv_output(a, xm, wm);
-  if (out.numel() == 0) return "empty";
-  return conv2d_cuda_algorithm(make_conv2d_params(a, conv_batched_input(a, xm), wm, std::nullopt,
-                                                  conv_batched_output(a, out)),
-                               input.element_size());
+  return conv_algorithm_query(a, input, weight, [&](const at::Tensor& x4, const at::Tensor& w,
+                                                    const at::Tensor& y4) {
+    return conv2d_cuda_algorithm(make_conv2d_params(a, x4, w, std::nullopt, y4),
+                                 input.element_size());
+  });
 #else
   (void)a, (void)input, (void)weight;
   return "cpu (built without CUDA kernels)";
