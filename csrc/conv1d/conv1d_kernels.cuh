@@ -447,11 +447,18 @@ struct Conv1dShortTraits {
   // Window shift (a multiple of 4, < kV) plus taps after the residual shift (up to 3 leading
   // zeros, whole 4-tap blocks): at most the longest filter after a kV - 1 shift, rounded up.
   static constexpr int kMaxTaps = (kMaxK + kV - 1 + 3) / 4 * 4;
-  static constexpr int kMaxHalo = (kMaxTaps + kV - 1) / kV;   // halo vectors per tile
+  // A row's last tile also takes up to kExtra outputs past kTile (warp 0 computes them in a
+  // second pass), so that rows a little longer than whole tiles (depthwise L_out = L + 3 = 4099)
+  // do not end in a nearly empty tile: that tile cost a whole iteration of the block's pipeline
+  // with almost no bytes in flight (1 iteration in 5 for fp32, 1 in 3 for 16-bit types).
+  static constexpr int kExtra = 32 * kE;
+  // Vectors past the tile (extra outputs plus the taps' halo), one a thread at most.
+  static constexpr int kMaxHalo = (kExtra + kMaxTaps + kV - 1) / kV;
   static constexpr int kStaged = (kTile + kMaxHalo * kV + 31) / 32 * 32;  // whole swizzle rows
   static constexpr int kBuf = kStaged + kMaxTaps;        // floats per buffer: input, then taps
   static_assert(kE == 8 || kE == 16, "rowwise_swizzle is derived for 8 and 16 floats a thread");
   static_assert(kMaxHalo <= kThreads && kMaxTaps <= kThreads, "one halo vector / tap a thread");
+  static_assert(kExtra % kE == 0 && kExtra / kE <= 32, "the extra outputs are one warp's units");
   static_assert((kV - 1) / 4 * 4 + (kMaxK + 3 + 3) / 4 * 4 <= kMaxTaps,
                 "the largest window shift plus the largest tap count fit the staged halo");
   static_assert(kBuf % 4 == 0 && kStaged % 32 == 0, "float4-aligned buffers and taps");
@@ -477,7 +484,14 @@ struct Conv1dShortItem {
   int shift;   // staged offset of output 0's window: a multiple of 4, < kV
   int off;     // leading zero taps, < 4
   int kp;      // shifted taps rounded up to whole 4-tap blocks; shift + kp <= kMaxTaps
+  int ext;     // outputs past kTile (a row's last tile only), <= kExtra
 };
+
+// Vectors staged past the tile's kTile: the extra outputs' inputs and the taps' halo.
+template <typename T, typename Traits>
+__device__ __forceinline__ int short_halo(const Conv1dShortItem<T>& it) {
+  return (it.shift + it.kp + it.ext + Traits::kV - 1) / Traits::kV;
+}
 
 // Item = row * tiles + tile (tile fastest: neighbouring blocks share halos in L2). 32-bit
 // division: the launcher checks that items fit (they are >= 1024x fewer than the outputs).
@@ -506,6 +520,10 @@ __device__ __forceinline__ Conv1dShortItem<T> short_item(const Conv1dParams& p, 
   it.off = off & 3;
   it.shift = off - it.off;
   it.kp = static_cast<int>((p.K + it.off + 3) / 4 * 4);
+  // The launcher sizes `tiles` so that the last tile's outputs past kTile are at most kExtra;
+  // the clamp only keeps the shared reads in bounds.
+  const int64_t ext = tile + 1 == tiles ? p.L_out - it.l0 - Traits::kTile : 0;
+  it.ext = static_cast<int>(ext <= 0 ? 0 : (ext < Traits::kExtra ? ext : Traits::kExtra));
   return it;
 }
 
@@ -546,7 +564,7 @@ __device__ __forceinline__ void short_prefetch(const Conv1dParams& p, const Conv
                                                Conv1dShortRegs<T, Traits>& r) {
   constexpr int kV = Traits::kV;
   const int tid = threadIdx.x;
-  const int nh = (it.shift + it.kp + kV - 1) / kV;  // halo vectors
+  const int nh = short_halo<T, Traits>(it);  // vectors past the tile
   if (p.x_sl == 1 && it.a0 >= 0 && it.a0 + Traits::kTile + nh * kV <= p.L) {
     // Interior tile (block-uniform): plain vector loads, no per-vector bounds checks.
     const T* src = it.xrow + it.a0;
@@ -621,7 +639,7 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocks)
     for (int m = 0; m < Traits::kMain; ++m) {
       short_stage_vec<T, Traits>(sx, tid + m * Traits::kThreads, r.main[m]);
     }
-    const int nh = (it.shift + it.kp + kV - 1) / kV;
+    const int nh = short_halo<T, Traits>(it);
     if (tid < nh) short_stage_vec<T, Traits>(sx, Traits::kTile / kV + tid, r.halo);
     if (tid < it.kp) sw[tid] = r.tap;
     const float bias = r.bias;
@@ -639,48 +657,56 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocks)
     }
     if (more) short_prefetch<T, Traits>(p, nit, r);
 
-    const int base = tid * kE;
-    const int wbase = base + it.shift;  // the window of output base (float4-aligned)
-    if (it.l0 + (tid & ~31) * kE < p.L_out) {  // warp-uniform
-      float acc[kE];
+    // Pass 0: the tile, every warp. Pass 1 (a row's last tile only): its outputs past kTile,
+    // warp 0, thread t at kTile + t*kE.
+    const int npass = it.ext > 0 && tid < 32 ? 2 : 1;  // warp-uniform
+#pragma unroll 1
+    for (int pass = 0; pass < npass; ++pass) {
+      const int base = pass * Traits::kTile + tid * kE;
+      const int wbase = base + it.shift;  // the window of output base (float4-aligned)
+      if (it.l0 + (base - (tid & 31) * kE) < p.L_out) {  // warp-uniform
+        float acc[kE];
 #pragma unroll
-      for (int i = 0; i < kE; ++i) acc[i] = 0.f;
-      float xw[kE + 4];
+        for (int i = 0; i < kE; ++i) acc[i] = 0.f;
+        float xw[kE + 4];
 #pragma unroll
-      for (int q = 0; q < kE; q += 4) {
-        const float4 v = *reinterpret_cast<const float4*>(sx + rowwise_swizzle<kE>(wbase + q));
-        xw[q] = v.x, xw[q + 1] = v.y, xw[q + 2] = v.z, xw[q + 3] = v.w;
-      }
-      // Fully unrolled (kp <= kMaxTaps): the window shift below is a register renaming.
-#pragma unroll
-      for (int kb = 0; kb < Traits::kMaxTaps; kb += 4) {
-        if (kb >= it.kp) break;
-        const float4 v =
-            *reinterpret_cast<const float4*>(sx + rowwise_swizzle<kE>(wbase + kb + kE));
-        xw[kE] = v.x, xw[kE + 1] = v.y, xw[kE + 2] = v.z, xw[kE + 3] = v.w;
-        const float4 wv = *reinterpret_cast<const float4*>(sw + kb);  // broadcast
-        const float wr[4] = {wv.x, wv.y, wv.z, wv.w};
-#pragma unroll
-        for (int k = 0; k < 4; ++k)
-#pragma unroll
-          for (int i = 0; i < kE; ++i) acc[i] = fmaf(wr[k], xw[i + k], acc[i]);
-#pragma unroll
-        for (int i = 0; i < kE; ++i) xw[i] = xw[i + 4];
-      }
-
-      const int64_t l = it.l0 + base;
-      if (p.y_sl == 1 && l >= 0 && l + kE <= p.L_out) {
-#pragma unroll
-        for (int m = 0; m < Traits::kMain; ++m) {
-          Vec<T, kV> o;
-#pragma unroll
-          for (int e = 0; e < kV; ++e) o.v[e] = from_float<T>(acc[m * kV + e] + bias);
-          store_vec<T, kV>(it.yrow + l + m * kV, o);
+        for (int q = 0; q < kE; q += 4) {
+          const float4 v = *reinterpret_cast<const float4*>(sx + rowwise_swizzle<kE>(wbase + q));
+          xw[q] = v.x, xw[q + 1] = v.y, xw[q + 2] = v.z, xw[q + 3] = v.w;
         }
-      } else {
+        // Fully unrolled (kp <= kMaxTaps): the window shift below is a register renaming.
 #pragma unroll
-        for (int i = 0; i < kE; ++i) {
-          if (l + i >= 0 && l + i < p.L_out) it.yrow[(l + i) * p.y_sl] = from_float<T>(acc[i] + bias);
+        for (int kb = 0; kb < Traits::kMaxTaps; kb += 4) {
+          if (kb >= it.kp) break;
+          const float4 v =
+              *reinterpret_cast<const float4*>(sx + rowwise_swizzle<kE>(wbase + kb + kE));
+          xw[kE] = v.x, xw[kE + 1] = v.y, xw[kE + 2] = v.z, xw[kE + 3] = v.w;
+          const float4 wv = *reinterpret_cast<const float4*>(sw + kb);  // broadcast
+          const float wr[4] = {wv.x, wv.y, wv.z, wv.w};
+#pragma unroll
+          for (int k = 0; k < 4; ++k)
+#pragma unroll
+            for (int i = 0; i < kE; ++i) acc[i] = fmaf(wr[k], xw[i + k], acc[i]);
+#pragma unroll
+          for (int i = 0; i < kE; ++i) xw[i] = xw[i + 4];
+        }
+
+        const int64_t l = it.l0 + base;
+        if (p.y_sl == 1 && l >= 0 && l + kE <= p.L_out) {
+#pragma unroll
+          for (int m = 0; m < Traits::kMain; ++m) {
+            Vec<T, kV> o;
+#pragma unroll
+            for (int e = 0; e < kV; ++e) o.v[e] = from_float<T>(acc[m * kV + e] + bias);
+            store_vec<T, kV>(it.yrow + l + m * kV, o);
+          }
+        } else {
+#pragma unroll
+          for (int i = 0; i < kE; ++i) {
+            if (l + i >= 0 && l + i < p.L_out) {
+              it.yrow[(l + i) * p.y_sl] = from_float<T>(acc[i] + bias);
+            }
+          }
         }
       }
     }
