@@ -499,8 +499,8 @@ def test_cuda_rowwise_short_many_rows(device, dtype):
 @pytest.mark.parametrize("device", [pytest.param("cuda", marks=cuda_only)])
 def test_cuda_rowwise_short_alignments(device, dtype, K):
     """Every input misalignment (storage offsets 0..7) and several paddings: the window shift
-    (multiple of 4) plus the residual tap shift (< 4) take all their values, up to the largest
-    halo (K = 32 with a shift of 4 and 3 leading zero taps for 16-bit types)."""
+    (multiple of 4) plus the residual shift (< 4, one compiled multiply-add variant each) take
+    all their values, up to the largest halo (K = 32 with a shift of 4 + 3 for 16-bit types)."""
     g = torch.Generator().manual_seed(4242 + K)
     big = rand(2, 3, 760, dtype=dtype, device=device, generator=g)
     w = rand(3, 1, K, dtype=dtype, device=device, generator=g)
