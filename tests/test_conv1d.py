@@ -431,13 +431,16 @@ def test_cuda_views_and_alignment(device):
         check(big[:, :, ::2], w, None, 1, 7, 1, 3)
 
 
-# rowwise_short: tiles of 1024 (fp32) / 2048 (fp16, bf16) outputs, 32 bytes per thread each way.
+# rowwise_short: tiles of 1024 (fp32) / 2048 (fp16, bf16) outputs, 32 bytes per thread each way;
+# a row's last tile also takes up to a quarter tile (one warp's units, SHORT_EXTRA) past its end.
 SHORT_TILE = {torch.float32: 1024, torch.float16: 2048, torch.bfloat16: 2048}
 SHORT_MAX_K = 32
+SHORT_EXTRA = {dt: t // 4 for dt, t in SHORT_TILE.items()}
 
 
 def _short_cases(dtype):
     t = SHORT_TILE[dtype]
+    e = SHORT_EXTRA[dtype]
     # (N, C, L_out, K, padding, bias, x view: "plain" | "offset1" | "strided")
     return [
         (1, 1, t - 1, 16, 15, True, "plain"),
@@ -450,11 +453,18 @@ def _short_cases(dtype):
         (4, 6, 4099, 4, 3, True, "offset1"),             # depthwise K4, odd L_out (row alignments vary)
         (1, 2, 37, 5, 2, True, "plain"),                 # row shorter than a warp's outputs
         (1, 1, 5000, 7, 0, True, "strided"),             # 'valid' padding
+        # The last tile's extra outputs (warp 0's second pass): one tile plus nearly all of the
+        # extra, rows of varying alignments; just past the extra (a second tile); two tiles plus
+        # exactly the extra at aligned rows; the extra with the longest halo.
+        (3, 5, t + e - 7, 4, 3, True, "offset1"),
+        (2, 3, t + e + 1, 3, 1, False, "plain"),
+        (2, 4, 2 * t + e, 5, 2, True, "plain"),
+        (2, 3, t + e - 9, SHORT_MAX_K, 31, True, "strided"),
     ]
 
 
 @pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=str)
-@pytest.mark.parametrize("idx", range(10))
+@pytest.mark.parametrize("idx", range(14))
 @pytest.mark.parametrize("device", [pytest.param("cuda", marks=cuda_only)])
 def test_cuda_rowwise_short_forced(device, dtype, idx):
     N, C, L_out, K, padding, bias, view = _short_cases(dtype)[idx]
@@ -489,8 +499,8 @@ def test_cuda_rowwise_short_many_rows(device, dtype):
 @pytest.mark.parametrize("device", [pytest.param("cuda", marks=cuda_only)])
 def test_cuda_rowwise_short_alignments(device, dtype, K):
     """Every input misalignment (storage offsets 0..7) and several paddings: the window shift
-    (multiple of 4) plus the residual tap shift (< 4) take all their values, up to the largest
-    halo (K = 32 with a shift of 4 and 3 leading zero taps for 16-bit types)."""
+    (multiple of 4) plus the residual shift (< 4, one compiled multiply-add variant each) take
+    all their values, up to the largest halo (K = 32 with a shift of 4 + 3 for 16-bit types)."""
     g = torch.Generator().manual_seed(4242 + K)
     big = rand(2, 3, 760, dtype=dtype, device=device, generator=g)
     w = rand(3, 1, K, dtype=dtype, device=device, generator=g)

@@ -382,6 +382,34 @@ def test_cuda_graph_chain():
 
 @pytest.mark.cuda
 @pytest.mark.skipif(not HAS_CUDA, reason="needs CUDA")
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_cuda_graph_chain_rows(dtype):
+    """row_vec also launches with programmatic dependent launch: row sums back-to-back with a
+    torch kernel rewriting the input between them, captured in a graph."""
+    g = torch.Generator().manual_seed(15)
+    x = rand(4099, 256, dtype=dtype, device="cuda", generator=g)
+    assert torch_ops.algorithm("sum", x, [1]) == "row_vec"
+    torch_ops.sum(x, [1])  # warm-up (occupancy query) outside the capture
+    outs = []
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(3):
+            outs.append(torch_ops.sum(x, [1]))
+            outs.append(torch_ops.amax(x, [1]))
+            x.mul_(2.0)  # exact scaling: each sum / max doubles exactly
+    x0 = rand(4099, 256, dtype=dtype, device="cuda", generator=g)
+    x.copy_(x0)
+    graph.replay()
+    torch.cuda.synchronize()
+    base_sum, base_max = torch_ops.sum(x0, [1]), torch_ops.amax(x0, [1])
+    for k in range(3):
+        assert torch.equal(outs[2 * k], base_sum * 2.0 ** k)
+        assert torch.equal(outs[2 * k + 1], base_max * 2.0 ** k)
+    graph.reset()
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not HAS_CUDA, reason="needs CUDA")
 def test_cuda_large_index():
     """> 2^31 elements (int8, 2.2 GB): the full sum and a sum over a 1.1e9-long dim."""
     n = 2**31 + 2**27 + 5
@@ -492,6 +520,8 @@ def test_cuda_forced_paths(dtype, algo, name, spec, dims):
         assert torch.equal(torch_ops.sum(x, dims), torch_ops.sum(x, dims))
         d = _dims_arg(dims) or list(range(x.dim()))
         assert torch.isnan(torch_ops.amax(xn, d)).any()
+        for op in ("amax", "amin"):  # the NaN lands in exactly the right outputs (max.NaN/min.NaN)
+            _check_float(op, xn, dims, False, dtype)
         assert torch.isnan(torch_ops.sum(xn, dims)).any()
         if algo not in ("col_vec", "row_vec"):  # integer sums: int64; these are float-only
             _exact(torch_ops.sum(xi, dims), torch.sum(xi.cpu(), d))

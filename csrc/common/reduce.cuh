@@ -13,16 +13,31 @@ struct SumOp {
   __device__ __forceinline__ float operator()(float a, float b) const { return a + b; }
   __device__ __forceinline__ static float identity() { return 0.f; }
 };
-// max/min propagate NaN like torch.amax/amin: a NaN anywhere makes the result NaN.
+// max/min propagate NaN like torch.amax/amin: a NaN anywhere makes the result NaN. On sm_80+
+// one max.NaN / min.NaN instruction (FMNMX.NAN; the result is the canonical NaN) replaces the
+// compare-compare-select chain, which cost three dependent instructions per element and made
+// amax ~4% slower than sum on 65536x256 bf16 rows. Older archs keep the select form.
 struct MaxOp {
   __device__ __forceinline__ float operator()(float a, float b) const {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    float d;
+    asm("max.NaN.f32 %0, %1, %2;" : "=f"(d) : "f"(a), "f"(b));
+    return d;
+#else
     return (a != a || a > b) ? a : b;
+#endif
   }
   __device__ __forceinline__ static float identity() { return -INFINITY; }
 };
 struct MinOp {
   __device__ __forceinline__ float operator()(float a, float b) const {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    float d;
+    asm("min.NaN.f32 %0, %1, %2;" : "=f"(d) : "f"(a), "f"(b));
+    return d;
+#else
     return (a != a || a < b) ? a : b;
+#endif
   }
   __device__ __forceinline__ static float identity() { return INFINITY; }
 };

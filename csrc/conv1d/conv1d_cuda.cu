@@ -174,7 +174,12 @@ void launch_rowwise_short(const Conv1dParams& p, cudaStream_t stream) {
   if (p.y_sl == 1 && (p.C == 1 || p.y_so % kV == 0) && (p.N == 1 || p.y_sn % kV == 0)) {
     early = static_cast<int64_t>((reinterpret_cast<uintptr_t>(p.y) / sizeof(T)) % kV);
   }
-  const int64_t tiles = ceil_div(p.L_out + early, Traits::kTile);
+  // The last tile of a row also computes up to kExtra outputs past its kTile (no nearly empty
+  // last tiles): tiles * kTile + kExtra >= L_out + early. The last tile is never empty:
+  // (tiles - 1) * kTile < L_out + early - kExtra < L_out - my for kExtra >= kV.
+  static_assert(Traits::kExtra >= kV, "a row's last tile is never empty");
+  const int64_t tiles =
+      std::max<int64_t>(1, ceil_div(p.L_out + early - Traits::kExtra, Traits::kTile));
   const int64_t total = p.N * p.C * tiles;
   GK_CHECK(total <= INT_MAX, kOp, "too many rows for the rowwise_short kernel (", p.N * p.C,
            " rows of ", tiles, " tiles)");

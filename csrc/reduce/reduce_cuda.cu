@@ -162,7 +162,7 @@ int64_t col_vec_resident_blocks_per_sm(int device) {
 // Launch with programmatic stream serialization (sm_90+): the kernel's blocks may be scheduled
 // while the preceding kernel finishes; the kernel itself waits (griddepcontrol.wait) before
 // touching memory, so ordering is unchanged. Only for kernels that call pdl_wait_then_release()
-// first (small, seg): launch-bound full reductions, where launch latency is most of the time.
+// first (small, seg, row_vec): one-wave grids, where launch latency is a large part of the time.
 template <typename... KArgs, typename... Args>
 void launch_pdl(void (*kernel)(KArgs...), dim3 grid, dim3 block, cudaStream_t stream,
                 Args... args) {
@@ -271,9 +271,9 @@ void launch_reduce(const ReduceLayout& L, const red::ReduceOut& o, const at::Ten
         const int64_t wave = sms * row_vec_resident_blocks_per_sm<T, Op>(dev);
         const int64_t rounds = ceil_div(L.n_out, wave * rows_per_block);
         const int64_t blocks = ceil_div(L.n_out, rounds * rows_per_block);
-        red::row_vec_reduce_kernel<T, Op>
-            <<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
-                xp, L.n_out, L.kstride[0], static_cast<int>(nvec), o, lg);
+        launch_pdl(red::row_vec_reduce_kernel<T, Op>, dim3(static_cast<unsigned>(blocks)),
+                   dim3(kThreads), stream, xp, L.n_out, L.kstride[0], static_cast<int>(nvec), o,
+                   lg);
         GK_CHECK_LAUNCH();
       } else {
         TORCH_INTERNAL_ASSERT(false, "row_vec chosen for an integer reduction");

@@ -44,7 +44,8 @@ static_assert(kColX * kColY == kThreads, "col block shape");
 // Arrival counters for the last-block finish (scheme and slots: common/tickets.cuh).
 __device__ unsigned int g_tickets[kTicketSlots * kTicketsPerSlot];
 
-// Programmatic dependent launch (sm_90; the host sets the launch attribute for small and seg).
+// Programmatic dependent launch (sm_90; the host sets the launch attribute for small, seg and
+// row_vec: one-wave kernels only, so a dependent's early blocks never displace our own).
 // First wait until the preceding kernel of the stream has completed and flushed its memory
 // (nothing global is touched before), then allow the next kernel's blocks to be scheduled now:
 // they run their own wait, so they still start reading only after this grid has completed. In a
@@ -321,6 +322,7 @@ __global__ void __launch_bounds__(kThreads, 4)
   static_assert(std::is_same<typename AccOf<T>::type, float>::value, "float types only");
   constexpr int U = kRowVecUnroll;
   using VT = uint4;
+  pdl_wait_then_release();  // one resident wave: dependents' blocks can only take spare slots
   const Op op{};
   const int G = 1 << lg;
   const int grp = threadIdx.x >> lg;
