@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One call on the GPU machine: build the extension, run the whole test suite, run the benchmark.
 # Logs and results go to $OUT (the device tool's folder) or ./results.
-#   STEPS="build test bench models" (default: build test bench), PYTEST_ARGS, BENCH_ARGS,
+#   STEPS="build test bench probe models" (default: build test bench), PYTEST_ARGS, BENCH_ARGS,
 #   MODELS_ARGS (benchmarks/models.py arguments).
 set -uo pipefail
 OUT=${OUT:-results}
@@ -23,6 +23,9 @@ if [[ $STEPS == *test* ]]; then
 fi
 if [[ $STEPS == *bench* ]]; then
   timeout ${BENCH_TIMEOUT:-400} python3 benchmarks/run.py --out "$OUT" ${BENCH_ARGS:-} 2>&1 | tee "$OUT/bench.log" || rc=1
+fi
+if [[ $STEPS == *probe* ]]; then
+  timeout ${PROBE_TIMEOUT:-120} python3 benchmarks/probe.py --out "$OUT" 2>&1 | tee "$OUT/probe.log" || rc=1
 fi
 if [[ $STEPS == *models* ]]; then
   timeout ${MODELS_TIMEOUT:-500} python3 benchmarks/models.py --out "$OUT" ${MODELS_ARGS:-} 2>&1 | tee "$OUT/models.log" || rc=1

@@ -292,6 +292,11 @@ CUDA_CASES = [
     ("cols_transposed", "transposed", [1]),
     ("cols_few_out", (1_000_003, 8), [0]),
     ("generic_many", (8, 5000, 9), [0, 2]),
+    # seg_runs: NCHW over (0, 2, 3), runs of H*W (784: four groups per block; 3136: one), and a
+    # full reduction of a sliced matrix (runs of 994 with 16-byte misaligned starts).
+    ("runs_nchw_28", (8, 64, 28, 28), [0, 2, 3]),
+    ("runs_nchw_56", (4, 48, 56, 56), [0, 2, 3]),
+    ("runs_many_out", (2, 3000, 33, 40), [0, 2, 3]),
     ("generic_few", (300, 5, 700), [0, 2]),
 ]
 
@@ -427,7 +432,7 @@ def test_cuda_large_index():
 
 # ---------------------------------------------------------------- algorithm query and forcing
 
-REDUCE_ALGOS = ["small", "seg_contig", "seg", "row", "col_vec", "col", "row_vec"]
+REDUCE_ALGOS = ["small", "seg_contig", "seg", "row", "col_vec", "col", "row_vec", "seg_runs"]
 
 
 def _meta(*shape, dtype=torch.float32):
@@ -456,7 +461,12 @@ def test_reduce_algorithm_query():
     assert q("sum", _meta(8192, 8192), 0) == "col_vec"
     assert q("sum", _meta(8192, 8192, dtype=torch.int32), 0) == "col"
     assert q("amin", _meta(1_000_003, 8), 0) == "seg"
-    assert q("sum", _meta(8, 5000, 9), [0, 2]) == "col"
+    assert q("sum", _meta(8, 5000, 9), [0, 2]) == "col"  # runs of 9: too short for seg_runs
+    assert q("sum", _meta(32, 256, 56, 56), [0, 2, 3]) == "seg_runs"
+    assert q("sum", _meta(32, 256, 56, 56, dtype=torch.bfloat16), [0, 2, 3]) == "seg_runs"
+    assert q("sum", _meta(32, 256, 7, 7), [0, 2, 3]) == "col"
+    assert q("sum", _meta(3000, 1000)[:, 3:997]) == "seg_runs"
+    assert q("sum", _meta(3000, 1000)[:, 3:67]) == "seg"
     assert q("sum", _meta(0, 5), 1) == "empty"
     with torch_ops.force_algorithm("reduce", "col"):
         assert q("sum", x, -1) == "col"
@@ -468,7 +478,7 @@ def test_reduce_algorithm_query():
             q("sum", _meta(8192, 8193), 0)
     with torch_ops.force_algorithm("reduce", "nope"):
         with pytest.raises(RuntimeError, match=r"is not one of: small, seg_contig, seg, row, "
-                                               r"col_vec, col, row_vec"):
+                                               r"col_vec, col, row_vec, seg_runs"):
             q("sum", x)
     with pytest.raises(RuntimeError, match=r"unknown kind 'prod'"):
         torch.ops.gpukern._algorithm_reduce(x, None, "prod")

@@ -6,6 +6,8 @@
 //   small       one warp, no workspace, no ticket: full reductions (n_out == 1) of contiguous data
 //   seg_contig  seg kernel, blocks split each contiguous segment (reduced dims one stride-1 run)
 //   seg         seg kernel with the general index decode: any layout
+//   seg_runs    seg kernel over contiguous runs: the innermost reduced dim has stride 1 (e.g.
+//               NCHW over (0, 2, 3): N runs of H*W per channel), 1..8 runs at once per block
 //   row         row kernel, 1..32 lanes per contiguous row: reduced dims one stride-1 run
 //   col_vec     col kernel with a 16-byte vector of outputs per thread: float types, one kept dim
 //               of stride 1, one reduced dim with stride % V == 0, n_out % V == 0, data aligned
@@ -14,13 +16,16 @@
 //               row stride % V == 0, R % V == 0), R <= 128 * V (<= 4 vectors per lane of a warp)
 // Automatic choice (a pure function of the layout, dtype and alignment):
 //   n_out == 1, contiguous, R <= 256 * V   small (the launch-bound case: 1K fp32 elements)
-//   n_out == 1                             seg_contig / seg (one full resident wave of blocks,
-//                                          last block to arrive finishes)
+//   n_out == 1                             seg_contig / seg_runs / seg (one full resident wave of
+//                                          blocks, last block to arrive finishes)
 //   row_vec applies and n_out >= 2048      row_vec (65536x256: 5 waves of row blocks at 80
 //                                          registers reached 47-78% of DRAM bandwidth)
 //   contiguous rows, n_out >= 2048 or      row
 //     R <= 4 * 1024 * V
 //   contiguous rows otherwise              seg_contig (blocks split each long row)
+//   innermost reduced dim stride 1, runs   seg_runs (threads along the runs: the col kernel's
+//     of >= 32 vectors                     threads across outputs strided H*W apart were 3.6x
+//                                          slower than torch on 32x256x56x56 over (0, 2, 3))
 //   col_vec applies and n_out >= 32 * V    col_vec
 //   n_out >= 32                            col (R split across blocks when outputs are few)
 //   otherwise                              seg (blocks split each of the few strided outputs)
@@ -48,12 +53,12 @@ namespace {
 
 constexpr const char* kOp = "reduce";
 
-enum class RedAlgo { kSmall, kSegContig, kSeg, kRow, kColVec, kCol, kRowVec };
+enum class RedAlgo { kSmall, kSegContig, kSeg, kRow, kColVec, kCol, kRowVec, kSegRuns };
 
 const std::vector<std::string>& reduce_algo_names() {
   static const std::vector<std::string> names = {"small", "seg_contig", "seg",
                                                  "row",   "col_vec",    "col",
-                                                 "row_vec"};
+                                                 "row_vec", "seg_runs"};
   return names;
 }
 
@@ -65,6 +70,12 @@ struct RedInput {
 };
 
 bool contiguous_run(const ReduceLayout& L) { return L.nr == 1 && L.rstride[0] == 1; }
+
+// The innermost reduced dim is stride 1 with at least 32 16-byte vectors (a warp's worth):
+// seg_runs reads it coalesced.
+bool long_runs(const ReduceLayout& L, int64_t V) {
+  return L.rstride[L.nr - 1] == 1 && L.rsize[L.nr - 1] >= 32 * V;
+}
 
 bool reduce_algo_applies(RedAlgo a, const ReduceLayout& L, const RedInput& in) {
   const int64_t V = 16 / in.elem_size;
@@ -80,6 +91,8 @@ bool reduce_algo_applies(RedAlgo a, const ReduceLayout& L, const RedInput& in) {
     case RedAlgo::kRowVec:
       return in.float_acc && contiguous_run(L) && L.nk == 1 && in.aligned && L.kstride[0] % V == 0 &&
              L.R % V == 0 && L.R / V <= int64_t{red::kRowVecUnroll} * kWarpSize;
+    case RedAlgo::kSegRuns:
+      return L.rstride[L.nr - 1] == 1;
     case RedAlgo::kSeg:
     case RedAlgo::kCol:
       return true;
@@ -96,7 +109,8 @@ RedAlgo choose_reduce_algo_auto(const ReduceLayout& L, const RedInput& in) {
   const bool contig = contiguous_run(L);
   if (L.n_out == 1) {
     if (contig && L.R <= red::kSmallMaxVecs * V) return RedAlgo::kSmall;
-    return contig ? RedAlgo::kSegContig : RedAlgo::kSeg;
+    if (contig) return RedAlgo::kSegContig;
+    return long_runs(L, V) ? RedAlgo::kSegRuns : RedAlgo::kSeg;
   }
   if (contig) {
     const int64_t per_block_min = int64_t{red::kThreads} * V * 4;
@@ -106,6 +120,7 @@ RedAlgo choose_reduce_algo_auto(const ReduceLayout& L, const RedInput& in) {
     if (L.n_out >= kTicketsPerSlot || L.R <= 4 * per_block_min) return RedAlgo::kRow;
     return RedAlgo::kSegContig;
   }
+  if (long_runs(L, V)) return RedAlgo::kSegRuns;
   if (reduce_algo_applies(RedAlgo::kColVec, L, in) && L.n_out >= red::kColX * V) {
     return RedAlgo::kColVec;
   }
@@ -138,11 +153,11 @@ int64_t cached_blocks_per_sm(std::atomic<int>* cache, const void* kernel, int de
   return n;
 }
 
-template <typename T, typename Op, bool kContig>
+template <typename T, typename Op, int kMode>
 int64_t seg_resident_blocks_per_sm(int device) {
   static std::atomic<int> cache[64];  // per instance; 0 = not read yet
   return cached_blocks_per_sm(
-      cache, reinterpret_cast<const void*>(red::seg_reduce_kernel<T, Op, kContig>), device);
+      cache, reinterpret_cast<const void*>(red::seg_reduce_kernel<T, Op, kMode>), device);
 }
 
 template <typename T, typename Op>
@@ -201,7 +216,7 @@ void launch_reduce(const ReduceLayout& L, const red::ReduceOut& o, const at::Ten
 
   // bps > 1 needs n_out <= kTicketsPerSlot (one counter per segment, gridDim.y == n_out); a
   // forced seg on more segments runs one block per segment.
-  auto launch_seg = [&](bool contig, int64_t bps) {
+  auto launch_seg = [&](int mode, int64_t bps, int runs_lg) {
     bps = L.n_out <= kTicketsPerSlot ? clamp64(bps, 1, 65535) : 1;
     at::Tensor ws;
     Acc* wsp = nullptr;
@@ -211,12 +226,15 @@ void launch_reduce(const ReduceLayout& L, const red::ReduceOut& o, const at::Ten
     }
     const dim3 grid(static_cast<unsigned>(bps),
                     static_cast<unsigned>(bps > 1 ? L.n_out : std::min<int64_t>(L.n_out, 65535)));
-    if (contig) {
-      launch_pdl(red::seg_reduce_kernel<T, Op, true>, grid, dim3(kThreads), stream, xp, L, o,
-                 wsp, tbase);
+    if (mode == red::kSegContig) {
+      launch_pdl(red::seg_reduce_kernel<T, Op, red::kSegContig>, grid, dim3(kThreads), stream,
+                 xp, L, o, wsp, tbase, runs_lg);
+    } else if (mode == red::kSegRuns) {
+      launch_pdl(red::seg_reduce_kernel<T, Op, red::kSegRuns>, grid, dim3(kThreads), stream, xp,
+                 L, o, wsp, tbase, runs_lg);
     } else {
-      launch_pdl(red::seg_reduce_kernel<T, Op, false>, grid, dim3(kThreads), stream, xp, L, o,
-                 wsp, tbase);
+      launch_pdl(red::seg_reduce_kernel<T, Op, red::kSegGeneral>, grid, dim3(kThreads), stream,
+                 xp, L, o, wsp, tbase, runs_lg);
     }
     GK_CHECK_LAUNCH();
   };
@@ -233,16 +251,36 @@ void launch_reduce(const ReduceLayout& L, const red::ReduceOut& o, const at::Ten
       if (L.n_out == 1) {
         // Grid = one full wave of resident blocks (not 8 per SM regardless of registers, which
         // left a partial second wave), each thread with kSegUnroll 16-byte loads in flight.
-        const int64_t wave = sms * (contig ? seg_resident_blocks_per_sm<T, Op, true>(dev)
-                                           : seg_resident_blocks_per_sm<T, Op, false>(dev));
-        launch_seg(contig, std::min(wave, ceil_div(L.R, per_block_min)));
+        const int64_t wave =
+            sms * (contig ? seg_resident_blocks_per_sm<T, Op, red::kSegContig>(dev)
+                          : seg_resident_blocks_per_sm<T, Op, red::kSegGeneral>(dev));
+        launch_seg(contig ? red::kSegContig : red::kSegGeneral,
+                   std::min(wave, ceil_div(L.R, per_block_min)), 0);
       } else if (contig) {
-        const int64_t wave = sms * seg_resident_blocks_per_sm<T, Op, true>(dev);
-        launch_seg(true, std::min(ceil_div(wave, L.n_out), ceil_div(L.R, per_block_min)));
+        const int64_t wave = sms * seg_resident_blocks_per_sm<T, Op, red::kSegContig>(dev);
+        launch_seg(red::kSegContig, std::min(ceil_div(wave, L.n_out), ceil_div(L.R, per_block_min)),
+                   0);
       } else {
-        launch_seg(false, std::min(ceil_div(target_blocks, L.n_out),
-                                   ceil_div(L.R, int64_t{kThreads} * 4)));
+        launch_seg(red::kSegGeneral, std::min(ceil_div(target_blocks, L.n_out),
+                                              ceil_div(L.R, int64_t{kThreads} * 4)),
+                   0);
       }
+      return;
+    }
+    case RedAlgo::kSegRuns: {
+      // Groups per block: halve the group while a run still fills its kSegUnroll vectors per
+      // thread (H*W = 784 fp32: 4 groups of 64 threads), at most 8 groups (warp-sized).
+      const int64_t run = L.rsize[L.nr - 1];
+      const int64_t nruns = L.R / run;
+      int lg = 0;
+      while (lg < 3 && run <= (int64_t{kThreads} >> (lg + 1)) * V * red::kSegUnroll) ++lg;
+      const int64_t run_slots = ceil_div(nruns, int64_t{1} << lg);  // group-rounds per segment
+      // Blocks per segment: about one resident wave in all, each block the same number of
+      // group-rounds (e.g. 256 outputs x 32 runs: 4 blocks of 8 runs per output, 1024 blocks).
+      const int64_t wave = sms * seg_resident_blocks_per_sm<T, Op, red::kSegRuns>(dev);
+      int64_t bps = std::min(std::max<int64_t>(wave / L.n_out, 1), run_slots);
+      bps = ceil_div(run_slots, ceil_div(run_slots, bps));
+      launch_seg(red::kSegRuns, bps, lg);
       return;
     }
     case RedAlgo::kRow: {

@@ -2,7 +2,7 @@
 // Reduction kernels (torch-free). These kernels cover every ReduceLayout:
 //   small_reduce_kernel  short contiguous full reductions: one warp, no barrier, no ticket.
 //   seg_reduce_kernel  one or a few long segments (full reductions, few long rows, few strided
-//                      columns): blocks split each segment, grid-stride accumulation in registers
+//                      columns, segments made of contiguous runs): blocks split each segment, grid-stride accumulation in registers
 //                      with 16-byte loads, warp shuffles, one block step, and the last block of
 //                      each segment to arrive finishes it (fixed order) in the same launch.
 //   row_reduce_kernel  many contiguous rows (reduced dim innermost, stride 1): a group of 1..32
@@ -185,6 +185,17 @@ __device__ __forceinline__ int64_t reduced_offset(const ReduceLayout& L, int64_t
   return L.nr == 1 ? r * L.rstride[0] : offset_of(r, L.nr, L.rsize, L.rstride);
 }
 
+// How the seg kernel walks a segment's reduced elements.
+//   kSegGeneral  element r at reduced_offset(r): any layout (a decode per element)
+//   kSegContig   one contiguous run of R (16-byte loads after the misaligned head)
+//   kSegRuns     the innermost reduced dim is stride 1: the segment is R / run contiguous runs
+//                (e.g. NCHW over (0, 2, 3): N runs of H*W). The block's threads form 1 << runs_lg
+//                groups; group g of block b takes runs (b << runs_lg) + g, stepping by
+//                gridDim.x << runs_lg, each run walked like kSegContig by the group's threads.
+constexpr int kSegGeneral = 0;
+constexpr int kSegContig = 1;
+constexpr int kSegRuns = 2;
+
 // grid.x = blocks per segment (B), grid.y strides over segments (outputs). Block: kThreads
 // threads, each accumulating in registers, then block_reduce. B == 1: thread 0 stores the
 // segment's result. B > 1 (only when n_out <= kTicketsPerSlot, gridDim.y == n_out): each block
@@ -192,10 +203,10 @@ __device__ __forceinline__ int64_t reduced_offset(const ReduceLayout& L, int64_t
 // the segment reduces the B partials in a fixed order, stores, and resets the counter.
 // smem: kThreads / 32 partials for block_reduce (reused across segments; block_reduce ends with a
 // barrier, and the s_last barrier below separates the ticket write from its reads).
-template <typename T, typename Op, bool kContig>
+template <typename T, typename Op, int kMode>
 __global__ void __launch_bounds__(kThreads)
     seg_reduce_kernel(const T* __restrict__ x, ReduceLayout L, ReduceOut out,
-                      typename AccOf<T>::type* __restrict__ ws, int ticket_base) {
+                      typename AccOf<T>::type* __restrict__ ws, int ticket_base, int runs_lg) {
   using Acc = typename AccOf<T>::type;
   __shared__ Acc smem[kThreads / kWarpSize];
   __shared__ bool s_last;
@@ -206,8 +217,19 @@ __global__ void __launch_bounds__(kThreads)
   for (int64_t seg = blockIdx.y; seg < L.n_out; seg += gridDim.y) {
     const T* base = x + offset_of(seg, L.nk, L.ksize, L.kstride);
     Acc acc = Acc(Op::identity());
-    if (kContig) {
+    if (kMode == kSegContig) {
       acc = accumulate_contig<kSegUnroll, T, Op, Acc>(base, L.R, t, nthr, acc, op);
+    } else if (kMode == kSegRuns) {
+      const int64_t run = L.rsize[L.nr - 1];
+      const int64_t nruns = L.R / run;
+      const int gthreads = kThreads >> runs_lg;
+      const int64_t step = static_cast<int64_t>(gridDim.x) << runs_lg;
+      for (int64_t j = (static_cast<int64_t>(blockIdx.x) << runs_lg) + threadIdx.x / gthreads;
+           j < nruns; j += step) {
+        const int64_t off = L.nr == 2 ? j * L.rstride[0] : offset_of(j, L.nr - 1, L.rsize, L.rstride);
+        acc = accumulate_contig<kSegUnroll, T, Op, Acc>(base + off, run, threadIdx.x % gthreads,
+                                                        gthreads, acc, op);
+      }
     } else {
       for (int64_t r = t; r < L.R; r += nthr) acc = op(acc, to_acc(base[reduced_offset(L, r)]));
     }
