@@ -6,7 +6,10 @@ On a GPU: measures the two ceilings (copy bandwidth, fp32 FMA rate) in the same 
 output against a float64 reference before timing it, times ours and every baseline (cuDNN with
 cudnn.benchmark off and on, strict fp32; torch.fft where listed; cuBLAS; ATen) with CUDA events
 and the L2 flushed (launch-bound cases inside a CUDA graph), and prints time, best baseline,
-speedup, fraction of the roofline and the target. Without a GPU it says so and times the CPU path
+speedup, fraction of the roofline and the target. Cases reading at most 160 MiB are also timed
+with rotated inputs (back-to-back calls over copies that together exceed the L2: rot_us, b.rot_us,
+rot_sp, r.roof), which leaves out the fixed cost of timing one call between two events; their
+status is judged on that timing. Without a GPU it says so and times the CPU path
 on scaled-down shapes against torch's CPU ops. Results go to <out>/bench.{json,md}.
 """
 import argparse
@@ -22,9 +25,14 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import torch_ops  # noqa: E402
 from cases import select  # noqa: E402
-from timing import measure_ceilings, time_cpu, time_cuda, time_cuda_graph  # noqa: E402
+from timing import (measure_ceilings, time_cpu, time_cuda, time_cuda_graph,  # noqa: E402
+                    time_cuda_rotated)
 
 CPU_SCALE = 1 / 256
+# Cases reading at most this many bytes are also timed with rotated inputs (timing.py); their
+# copies fill at least ROTATE_SPAN bytes, several times the L2 of an H100/H200 (50-60 MB).
+ROTATE_MAX_BYTES = 160 * 1024 * 1024
+ROTATE_SPAN = 480 * 1024 * 1024
 
 
 def norm_rel_err(out, ref):
@@ -82,16 +90,33 @@ def run_case(case, device, ceilings):
     row["best"] = best
     row["best_ms"] = valid.get(best)
     row["speedup"] = row["best_ms"] / row["ours_ms"] if best else None
+    if device == "cuda" and not case.graph and built.bytes <= ROTATE_MAX_BYTES and best:
+        # Rotated inputs: ours and the best baseline, each over its own copies (same seeds).
+        copies = [built] + [case.make(device, scale)
+                            for _ in range(max(1, -(-ROTATE_SPAN // built.bytes) - 1))]
+        row["ours_rot_ms"] = time_cuda_rotated([c.ours for c in copies])
+        fn_flags = [c.baselines[best] for c in copies]
+        set_flags(fn_flags[0][1])
+        row["best_rot_ms"] = time_cuda_rotated([f for f, _ in fn_flags])
+        set_flags({})
+        row["speedup_rot"] = row["best_rot_ms"] / row["ours_rot_ms"]
+        del copies, fn_flags
     if ceilings:
         bw, fma = ceilings
         floor_ms = max(built.bytes / bw, built.flops / fma) * 1e3
         row["floor_ms"] = floor_ms
         row["roof"] = floor_ms / row["ours_ms"]
         row["base_roof"] = floor_ms / row["best_ms"] if best else None
+        if "ours_rot_ms" in row:
+            row["roof_rot"] = floor_ms / row["ours_rot_ms"]
     kind, value = case.target
     if device == "cuda":
-        got = {"roof": row.get("roof"), "speedup": row.get("speedup"),
-               "us": row["ours_ms"] * 1e3}[kind]
+        # The target is judged on the flushed single call, or on the rotated timing where the
+        # case has one (short cases: see timing.py); both are printed.
+        rot = "ours_rot_ms" in row
+        got = {"roof": row.get("roof_rot" if rot else "roof"),
+               "speedup": row.get("speedup_rot" if rot else "speedup"),
+               "us": row["ours_rot_ms" if rot else "ours_ms"] * 1e3}[kind]
         met = got is not None and (got <= value if kind == "us" else got >= value)
         row["target"] = (f">= {value:.0%} roof" if kind == "roof" else
                          f">= {value}x best" if kind == "speedup" else f"<= {value} us")
@@ -109,12 +134,20 @@ def fmt_row(r):
     roof = f"{r['roof']:6.0%}" if r.get("roof") is not None else f"{'-':>6}"
     broof = f"{r['base_roof']:6.0%}" if r.get("base_roof") is not None else f"{'-':>6}"
     sp = f"{r['speedup']:7.2f}x" if r.get("speedup") is not None else f"{'-':>8}"
+    if r.get("ours_rot_ms") is not None:
+        rot = (f"{r['ours_rot_ms'] * 1e3:8.1f} {r['best_rot_ms'] * 1e3:8.1f} "
+               f"{r['speedup_rot']:6.2f}x {r['roof_rot']:6.0%}" if r.get("roof_rot") is not None
+               else f"{r['ours_rot_ms'] * 1e3:8.1f} {r['best_rot_ms'] * 1e3:8.1f} "
+                    f"{r['speedup_rot']:6.2f}x {'-':>6}")
+    else:
+        rot = f"{'-':>8} {'-':>8} {'-':>7} {'-':>6}"
     return (f"{r['id']:<20} {us(r['ours_ms'])} {us(r.get('best_ms'))} {str(r.get('best')):<10} "
-            f"{sp} {roof} {broof}  {r.get('target', ''):<16} {r['status']}")
+            f"{sp} {roof} {broof} | {rot}  {r.get('target', ''):<16} {r['status']}")
 
 
 HEADER = (f"{'case':<20} {'ours_us':>10} {'best_us':>10} {'best':<10} {'speedup':>8} "
-          f"{'roof':>6} {'b.roof':>6}  {'target':<16} status")
+          f"{'roof':>6} {'b.roof':>6} | {'rot_us':>8} {'b.rot_us':>8} {'rot_sp':>7} "
+          f"{'r.roof':>6}  {'target':<16} status")
 
 
 def main(argv=None):

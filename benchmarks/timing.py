@@ -6,6 +6,12 @@
   bias every short case), warm-up first, median of the repetitions.
 - time_cuda_graph(): for launch-bound cases, many calls captured in one CUDA graph; the replay
   time divided by the number of calls is the per-call kernel time without launch gaps.
+- time_cuda_rotated(): back-to-back calls, each on its own copy of the inputs (the copies
+  together several times the L2, so no call finds its inputs cached), CUDA events around the
+  whole sequence; time / calls. The other method PERF.md allows ("inputs rotated"): launches
+  queue behind the running kernel as they do in a model, so the ~4.4 us an H200 takes to time
+  a single one-element kernel between two events after a flush (benchmarks/probe.py) is not
+  added to every call. Used alongside time_cuda() for cases with small inputs.
 - time_cpu(): wall clock median, for machines without a GPU.
 """
 import statistics
@@ -43,6 +49,25 @@ def time_cuda(fn, reps=30, warmup=5, flush=True, max_seconds=3.0):
         times.append(start.elapsed_time(end))
         if time.perf_counter() > t_end and len(times) >= 5:
             break
+    return statistics.median(times)
+
+
+def time_cuda_rotated(fns, rounds=8, reps=7):
+    """Median milliseconds per call of fns[0](), fns[1](), ... called back to back (each fn on
+    its own inputs), `rounds` times over the list per repetition."""
+    for fn in fns:
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(reps):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(rounds):
+            for fn in fns:
+                fn()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) / (rounds * len(fns)))
     return statistics.median(times)
 
 

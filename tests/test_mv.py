@@ -115,8 +115,8 @@ CUDA_CASES = [
     ("rows_1xN", (1, 1_000_003), "contig"),
     ("rows_1000x7777", (1000, 7777), "contig"),
     ("rows_offset", (1000, 7777), "offset"),
-    ("rows_warp_odd", (5000, 1001), "contig"),  # warp per row, every row's head peeled
-    ("rows_split_offset", (3, 1_000_000), "offset"),  # N split, misaligned row heads
+    ("rows_warp_odd", (5000, 1001), "contig"),  # warp per row, misaligned rows: scalar loads
+    ("rows_split_offset", (3, 1_000_000), "offset"),  # N split, misaligned: scalar loads
     ("short_rows", (100_003, 7), "contig"),
     ("Nx1", (1_000_003, 1), "contig"),
     ("cols_T_8192", (8192, 4096), "transposed"),
@@ -172,8 +172,8 @@ def test_mv_algorithm_query():
     assert torch_ops.algorithm("mv", _meta(100_003, 7), _meta(7)) == "cols"
     assert torch_ops.algorithm("mv", _meta(1, 1_000_003), _meta(1_000_003)) == "rows_vec"
     off = _meta(64 * 256 + 1)[1:].view(64, 256)  # storage offset breaks 16-byte alignment
-    assert torch_ops.algorithm("mv", off, _meta(256)) == "rows_vec"  # row heads peeled
-    assert torch_ops.algorithm("mv", _meta(1000, 7777), _meta(7777)) == "rows_vec"
+    assert torch_ops.algorithm("mv", off, _meta(256)) == "rows"
+    assert torch_ops.algorithm("mv", _meta(1000, 7777), _meta(7777)) == "rows"
     strided = _meta(999, 8002)[:, ::2]
     assert torch_ops.algorithm("mv", strided, _meta(4001)) == "rows"
     assert torch_ops.algorithm("mv", _meta(4001, 999).t()[:, ::1], _meta(4001)) == "cols"
@@ -187,7 +187,7 @@ def test_mv_algorithm_query():
             torch_ops.algorithm("mv", a, v)
     with torch_ops.force_algorithm("mv", "rows_vec"):
         with pytest.raises(RuntimeError, match=r"gpukern::mv: forced algorithm 'rows_vec' cannot"):
-            torch_ops.algorithm("mv", strided, _meta(4001))
+            torch_ops.algorithm("mv", off, _meta(256))
     with torch_ops.force_algorithm("mv", "nope"):
         with pytest.raises(RuntimeError,
                            match=r"forced algorithm 'nope' is not one of: rows_vec, rows, "

@@ -3,9 +3,7 @@
 //
 // Algorithms (names accepted by torch_ops.force_algorithm("mv", name), returned by
 // torch_ops.algorithm("mv", A, x)):
-//   rows_vec  rows kernel, 16-byte loads of A: s1 == 1 (each row's misaligned head peeled, so
-//             odd row strides and storage offsets too: 1000x7777 fp32 ran at 0.58x cuBLAS's speed
-//             with the scalar rows kernel it fell to before)
+//   rows_vec  rows kernel, 16-byte loads of A: s1 == 1, A 16-byte aligned, s0 % V == 0
 //   rows      rows kernel, scalar strided loads: any layout
 //   cols_vec  cols kernel, 16-byte vectors of V rows: s0 == 1, A aligned, s1 % V == 0
 //   cols      cols kernel, a thread per row, scalar loads: any layout
@@ -52,7 +50,7 @@ bool mv_algo_applies(MvAlgo a, const MvShape& s) {
   const int64_t V = 16 / s.elem_size;
   switch (a) {
     case MvAlgo::kRowsVec:
-      return s.s1 == 1;
+      return s.s1 == 1 && s.a_aligned && s.s0 % V == 0;
     case MvAlgo::kColsVec:
       return s.s0 == 1 && s.a_aligned && s.s1 % V == 0;
     case MvAlgo::kRows:
