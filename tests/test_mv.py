@@ -115,8 +115,8 @@ CUDA_CASES = [
     ("rows_1xN", (1, 1_000_003), "contig"),
     ("rows_1000x7777", (1000, 7777), "contig"),
     ("rows_offset", (1000, 7777), "offset"),
-    ("rows_warp_odd", (5000, 1001), "contig"),  # warp per row, misaligned rows: scalar loads
-    ("rows_split_offset", (3, 1_000_000), "offset"),  # N split, misaligned: scalar loads
+    ("rows_warp_odd", (5000, 1001), "contig"),  # warp per row, misaligned rows
+    ("rows_split_offset", (3, 1_000_000), "offset"),  # N split, misaligned rows
     ("short_rows", (100_003, 7), "contig"),
     ("Nx1", (1_000_003, 1), "contig"),
     ("cols_T_8192", (8192, 4096), "transposed"),

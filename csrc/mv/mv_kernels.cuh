@@ -88,23 +88,7 @@ __global__ void __launch_bounds__(kThreads, 4)
         }
         tail0 = k0 + nv * V;
       }
-      int64_t k = tail0 + first;
-      if constexpr (!kVecA) {
-        // Scalar layouts (misaligned or strided rows): kRowUnroll independent pairs of loads
-        // per round. One pair per iteration left a block per row of 1000x7777 fp32 waiting
-        // for ~16 serial round trips (0.58x cuBLAS).
-        for (; k + (kRowUnroll - 1) * step < k1; k += kRowUnroll * step) {
-          T va[kRowUnroll], vx[kRowUnroll];
-#pragma unroll
-          for (int u = 0; u < kRowUnroll; ++u) {
-            va[u] = a[(k + u * step) * p.s1];
-            vx[u] = x[(k + u * step) * p.xs];
-          }
-#pragma unroll
-          for (int u = 0; u < kRowUnroll; ++u) acc += to_float(va[u]) * to_float(vx[u]);
-        }
-      }
-      for (; k < k1; k += step) {
+      for (int64_t k = tail0 + first; k < k1; k += step) {
         acc += to_float(a[k * p.s1]) * to_float(x[k * p.xs]);
       }
     }
