@@ -172,8 +172,8 @@ def test_mv_algorithm_query():
     assert torch_ops.algorithm("mv", _meta(100_003, 7), _meta(7)) == "cols"
     assert torch_ops.algorithm("mv", _meta(1, 1_000_003), _meta(1_000_003)) == "rows_vec"
     off = _meta(64 * 256 + 1)[1:].view(64, 256)  # storage offset breaks 16-byte alignment
-    assert torch_ops.algorithm("mv", off, _meta(256)) == "rows"
-    assert torch_ops.algorithm("mv", _meta(1000, 7777), _meta(7777)) == "rows"
+    assert torch_ops.algorithm("mv", off, _meta(256)) == "rows_vec"  # row heads peeled
+    assert torch_ops.algorithm("mv", _meta(1000, 7777), _meta(7777)) == "rows_vec"
     strided = _meta(999, 8002)[:, ::2]
     assert torch_ops.algorithm("mv", strided, _meta(4001)) == "rows"
     assert torch_ops.algorithm("mv", _meta(4001, 999).t()[:, ::1], _meta(4001)) == "cols"
@@ -187,7 +187,7 @@ def test_mv_algorithm_query():
             torch_ops.algorithm("mv", a, v)
     with torch_ops.force_algorithm("mv", "rows_vec"):
         with pytest.raises(RuntimeError, match=r"gpukern::mv: forced algorithm 'rows_vec' cannot"):
-            torch_ops.algorithm("mv", off, _meta(256))
+            torch_ops.algorithm("mv", strided, _meta(4001))
     with torch_ops.force_algorithm("mv", "nope"):
         with pytest.raises(RuntimeError,
                            match=r"forced algorithm 'nope' is not one of: rows_vec, rows, "

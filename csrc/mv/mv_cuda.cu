@@ -3,7 +3,9 @@
 //
 // Algorithms (names accepted by torch_ops.force_algorithm("mv", name), returned by
 // torch_ops.algorithm("mv", A, x)):
-//   rows_vec  rows kernel, 16-byte loads of A: s1 == 1, A 16-byte aligned, s0 % V == 0
+//   rows_vec  rows kernel, 16-byte loads of A: s1 == 1 (rows that are not all 16-byte aligned,
+//             odd row strides or storage offsets, take the instantiation that peels each row's
+//             head; 1000x7777 fp32 ran at 0.58x cuBLAS with the scalar rows kernel)
 //   rows      rows kernel, scalar strided loads: any layout
 //   cols_vec  cols kernel, 16-byte vectors of V rows: s0 == 1, A aligned, s1 % V == 0
 //   cols      cols kernel, a thread per row, scalar loads: any layout
@@ -12,7 +14,9 @@
 //   s0 == 1, s1 != 1, M >= 256            cols(_vec): column-major, threads across rows
 //   anything else                         rows(_vec)
 // (vec variant whenever it applies). Within the rows kernel: a warp per row when M >= 32 * SMs,
-// else a block per row with N split across blocks; within the cols kernel, N is split so that
+// else a block per row, with N split across blocks only when the rows fill less than half a
+// resident wave (1000x7777 fp32 split in 2 ran 3.8 waves of short blocks, each paying the
+// split's fence and ticket); within the cols kernel, N is split so that
 // row blocks x splits is about one resident wave. Both split paths finish in the last block.
 #include <ATen/ATen.h>
 
@@ -50,7 +54,7 @@ bool mv_algo_applies(MvAlgo a, const MvShape& s) {
   const int64_t V = 16 / s.elem_size;
   switch (a) {
     case MvAlgo::kRowsVec:
-      return s.s1 == 1 && s.a_aligned && s.s0 % V == 0;
+      return s.s1 == 1;
     case MvAlgo::kColsVec:
       return s.s0 == 1 && s.a_aligned && s.s1 % V == 0;
     case MvAlgo::kRows:
@@ -141,13 +145,15 @@ void launch_mv(const at::Tensor& self, const at::Tensor& vec, const at::Tensor& 
   }
 
   const bool vec_a = algo == MvAlgo::kRowsVec;
+  const bool peel = !(s.a_aligned && s.s0 % V == 0);  // rows_vec on rows not all aligned
   const bool x_vec = p.xs == 1 && s.x_aligned;
   // A warp per row once rows alone give about 32 warps per SM; otherwise a block per row.
   const int rpb = p.M >= sms * 32 ? mvk::kWarps : 1;
   const int64_t groups = ceil_div(p.M, rpb);
   int64_t splits = 1;
   const int64_t align = static_cast<int64_t>(kWarpSize) * V;  // keeps split starts vector-aligned
-  if (rpb == 1 && groups < target_blocks) {
+  // One resident wave of the rows kernel: __launch_bounds__(kThreads, 4) gives 4 blocks per SM.
+  if (rpb == 1 && groups < target_blocks && 2 * groups < sms * 4) {
     const int64_t min_cols = static_cast<int64_t>(mvk::kThreads) * V * 2;
     splits = std::min({ceil_div(target_blocks, groups), ceil_div(p.N, min_cols), int64_t{65535}});
     splits = std::max<int64_t>(splits, 1);
@@ -163,11 +169,14 @@ void launch_mv(const at::Tensor& self, const at::Tensor& vec, const at::Tensor& 
   }
   const int64_t gx = splits > 1 ? groups : std::min(groups, sms * 64);
   const dim3 grid(static_cast<unsigned>(gx), static_cast<unsigned>(splits));
-  if (vec_a) {
-    mvk::mv_rows_kernel<T, true>
+  if (vec_a && !peel) {
+    mvk::mv_rows_kernel<T, true, false>
+        <<<grid, kThreads, 0, stream>>>(A, x, y, wsp, p, rpb, x_vec, tbase);
+  } else if (vec_a) {
+    mvk::mv_rows_kernel<T, true, true>
         <<<grid, kThreads, 0, stream>>>(A, x, y, wsp, p, rpb, x_vec, tbase);
   } else {
-    mvk::mv_rows_kernel<T, false>
+    mvk::mv_rows_kernel<T, false, false>
         <<<grid, kThreads, 0, stream>>>(A, x, y, wsp, p, rpb, x_vec, tbase);
   }
   GK_CHECK_LAUNCH();

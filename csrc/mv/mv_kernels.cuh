@@ -30,13 +30,17 @@ __device__ unsigned int g_tickets[kTicketSlots * kTicketsPerSlot];
 // Block = kWarps warps; a block owns rpb rows (1 or kWarps) with wpr = kWarps / rpb warps per
 // row; warp w takes row (w / wpr) and interleaves its lanes with the row's other warps over the
 // split's columns. grid.x strides over row groups, grid.y = splits (then gridDim.x == groups <=
-// kTicketsPerSlot). kVecA: s1 == 1, A 16-byte aligned, s0 and split_len multiples of V; x is
-// read with vectors too when x_vec (contiguous and aligned), else element by element.
+// kTicketsPerSlot). kVecA: s1 == 1, split_len a multiple of V, and either A 16-byte aligned with
+// s0 a multiple of V, or kPeel: rows of any alignment, each row's h < V elements before its first
+// 16-byte boundary taken by lanes 0..h-1 first (a separate instantiation: the extra live values
+// cost the aligned kernel 25% at its 64-register cap). x is read with vectors too when x_vec
+// (contiguous and aligned) and the row's vectors start at a column that is a multiple of V,
+// else element by element.
 // smem: one partial per warp; barriers: after the warps write it, before it is reused.
 // At least 4 resident blocks per SM (<= 64 registers): the fp32 vector path otherwise took 128
 // registers (2 blocks, 16 warps per SM, too few loads in flight), and 4 blocks also make the
 // 1024-block grid of an 8192-row matrix two even waves.
-template <typename T, bool kVecA>
+template <typename T, bool kVecA, bool kPeel>
 __global__ void __launch_bounds__(kThreads, 4)
     mv_rows_kernel(const T* __restrict__ A, const T* __restrict__ x, T* __restrict__ y,
                    float* __restrict__ ws, MvParams p, int rpb, bool x_vec, int ticket_base) {
@@ -60,8 +64,19 @@ __global__ void __launch_bounds__(kThreads, 4)
       const int64_t step = static_cast<int64_t>(wpr) * kWarpSize;
       int64_t tail0 = k0;
       if (kVecA) {
-        const int64_t nv = (k1 - k0) / V;
-        const Vec<T, V>* av = reinterpret_cast<const Vec<T, V>*>(a + k0);
+        int64_t kv = k0;
+        bool xv = x_vec;
+        if constexpr (kPeel) {
+          int64_t h = static_cast<int64_t>(
+              ((16u - (static_cast<unsigned>(reinterpret_cast<uintptr_t>(a + k0)) & 15u)) & 15u) /
+              sizeof(T));
+          if (h > k1 - k0) h = k1 - k0;
+          if (first < h) acc += to_float(a[k0 + first]) * to_float(x[(k0 + first) * p.xs]);
+          kv = k0 + h;
+          xv = x_vec && kv % V == 0;
+        }
+        const int64_t nv = (k1 - kv) / V;
+        const Vec<T, V>* av = reinterpret_cast<const Vec<T, V>*>(a + kv);
         int64_t q = first;
         for (; q + (kRowUnroll - 1) * step < nv; q += kRowUnroll * step) {
           Vec<T, V> va[kRowUnroll];
@@ -69,8 +84,8 @@ __global__ void __launch_bounds__(kThreads, 4)
           for (int u = 0; u < kRowUnroll; ++u) va[u] = av[q + u * step];
 #pragma unroll
           for (int u = 0; u < kRowUnroll; ++u) {
-            const int64_t k = k0 + (q + u * step) * V;
-            if (x_vec) {
+            const int64_t k = kv + (q + u * step) * V;
+            if (xv) {
               const Vec<T, V> vx = load_vec<T, V>(x + k);
 #pragma unroll
               for (int e = 0; e < V; ++e) acc += to_float(va[u].v[e]) * to_float(vx.v[e]);
@@ -82,11 +97,11 @@ __global__ void __launch_bounds__(kThreads, 4)
         }
         for (; q < nv; q += step) {
           const Vec<T, V> va = av[q];
-          const int64_t k = k0 + q * V;
+          const int64_t k = kv + q * V;
 #pragma unroll
           for (int e = 0; e < V; ++e) acc += to_float(va.v[e]) * to_float(x[(k + e) * p.xs]);
         }
-        tail0 = k0 + nv * V;
+        tail0 = kv + nv * V;
       }
       for (int64_t k = tail0 + first; k < k1; k += step) {
         acc += to_float(a[k * p.s1]) * to_float(x[k * p.xs]);
