@@ -66,14 +66,26 @@ __global__ void __launch_bounds__(kThreads, 4)
       if (kVecA) {
         int64_t kv = k0;
         bool xv = x_vec;
+        // kPeel: the head element (lanes < h) and the tail element (lanes < the < V elements
+        // after the last whole vector) are loaded before the vectors and added after them, so
+        // neither costs a round trip of its own.
+        float edge_a[2] = {0.f, 0.f}, edge_x[2] = {0.f, 0.f};
         if constexpr (kPeel) {
           int64_t h = static_cast<int64_t>(
               ((16u - (static_cast<unsigned>(reinterpret_cast<uintptr_t>(a + k0)) & 15u)) & 15u) /
               sizeof(T));
           if (h > k1 - k0) h = k1 - k0;
-          if (first < h) acc += to_float(a[k0 + first]) * to_float(x[(k0 + first) * p.xs]);
           kv = k0 + h;
           xv = x_vec && kv % V == 0;
+          const int64_t t0 = kv + (k1 - kv) / V * V;  // first element after the whole vectors
+          if (first < h) {
+            edge_a[0] = to_float(a[k0 + first]);
+            edge_x[0] = to_float(x[(k0 + first) * p.xs]);
+          }
+          if (t0 + first < k1) {
+            edge_a[1] = to_float(a[t0 + first]);
+            edge_x[1] = to_float(x[(t0 + first) * p.xs]);
+          }
         }
         const int64_t nv = (k1 - kv) / V;
         const Vec<T, V>* av = reinterpret_cast<const Vec<T, V>*>(a + kv);
@@ -95,13 +107,38 @@ __global__ void __launch_bounds__(kThreads, 4)
             }
           }
         }
-        for (; q < nv; q += step) {
-          const Vec<T, V> va = av[q];
-          const int64_t k = kv + q * V;
+        if constexpr (kPeel && sizeof(T) == 4) {
+          // The thread's last (< kRowUnroll) vectors as one predicated batch of loads (fp32
+          // only: the 16-bit instantiations spilled with it, at their 64-register cap).
+          Vec<T, V> va[kRowUnroll - 1];
 #pragma unroll
-          for (int e = 0; e < V; ++e) acc += to_float(va.v[e]) * to_float(x[(k + e) * p.xs]);
+          for (int u = 0; u < kRowUnroll - 1; ++u) {
+            if (q + u * step < nv) va[u] = av[q + u * step];
+          }
+#pragma unroll
+          for (int u = 0; u < kRowUnroll - 1; ++u) {
+            if (q + u * step < nv) {
+              const int64_t k = kv + (q + u * step) * V;
+#pragma unroll
+              for (int e = 0; e < V; ++e) {
+                acc += to_float(va[u].v[e]) * to_float(x[(k + e) * p.xs]);
+              }
+            }
+          }
+        } else {
+          for (; q < nv; q += step) {
+            const Vec<T, V> va = av[q];
+            const int64_t k = kv + q * V;
+#pragma unroll
+            for (int e = 0; e < V; ++e) acc += to_float(va.v[e]) * to_float(x[(k + e) * p.xs]);
+          }
         }
         tail0 = kv + nv * V;
+        if constexpr (kPeel) {
+          acc += edge_a[0] * edge_x[0];
+          acc += edge_a[1] * edge_x[1];
+          tail0 = k1;  // the tail element is done
+        }
       }
       for (int64_t k = tail0 + first; k < k1; k += step) {
         acc += to_float(a[k * p.s1]) * to_float(x[k * p.xs]);
