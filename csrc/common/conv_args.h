@@ -63,4 +63,42 @@ std::string conv_algorithm_query(const ConvArgs& args, const at::Tensor& input,
   return name(conv_batched_input(args, xm), wm, conv_batched_output(args, out));
 }
 
+// Each convolution op has two schemas that differ only in how padding is given: conv{1,2}d (ints)
+// and conv{1,2}d.padding ("same" / "valid"); likewise its algorithm query. ConvSchemas<Op> makes
+// both kernels from one body. Op: kName and kDims (the op and its spatial dims) and, for what is
+// registered, run(args, input, weight, bias) -> Tensor and/or query(args, input, weight) ->
+// algorithm name (members are only instantiated where used).
+template <typename Op>
+struct ConvSchemas {
+  static at::Tensor ints(const at::Tensor& input, const at::Tensor& weight,
+                         const std::optional<at::Tensor>& bias, at::IntArrayRef stride,
+                         at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups) {
+    return Op::run(conv_args(Op::kName, Op::kDims, input, weight, bias, stride, padding, dilation,
+                             groups),
+                   input, weight, bias);
+  }
+  static at::Tensor str(const at::Tensor& input, const at::Tensor& weight,
+                        const std::optional<at::Tensor>& bias, at::IntArrayRef stride,
+                        c10::string_view padding, at::IntArrayRef dilation, int64_t groups) {
+    return Op::run(conv_args(Op::kName, Op::kDims, input, weight, bias, stride,
+                             std::string_view(padding.data(), padding.size()), dilation, groups),
+                   input, weight, bias);
+  }
+  static std::string query_ints(const at::Tensor& input, const at::Tensor& weight,
+                                at::IntArrayRef stride, at::IntArrayRef padding,
+                                at::IntArrayRef dilation, int64_t groups) {
+    return Op::query(conv_args(Op::kName, Op::kDims, input, weight, std::nullopt, stride, padding,
+                               dilation, groups),
+                     input, weight);
+  }
+  static std::string query_str(const at::Tensor& input, const at::Tensor& weight,
+                               at::IntArrayRef stride, c10::string_view padding,
+                               at::IntArrayRef dilation, int64_t groups) {
+    return Op::query(conv_args(Op::kName, Op::kDims, input, weight, std::nullopt, stride,
+                               std::string_view(padding.data(), padding.size()), dilation,
+                               groups),
+                     input, weight);
+  }
+};
+
 }  // namespace gpukern

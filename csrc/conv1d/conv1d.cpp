@@ -112,21 +112,11 @@ at::Tensor conv1d_cpu_run(const ConvArgs& a, const at::Tensor& input, const at::
   return out;
 }
 
-at::Tensor conv1d_cpu(const at::Tensor& input, const at::Tensor& weight,
-                      const std::optional<at::Tensor>& bias, at::IntArrayRef stride,
-                      at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups) {
-  const ConvArgs a = conv_args(kOp, 1, input, weight, bias, stride, padding, dilation, groups);
-  return conv1d_cpu_run(a, input, weight, bias);
-}
-
-at::Tensor conv1d_padding_cpu(const at::Tensor& input, const at::Tensor& weight,
-                              const std::optional<at::Tensor>& bias, at::IntArrayRef stride,
-                              c10::string_view padding, at::IntArrayRef dilation,
-                              int64_t groups) {
-  const ConvArgs a = conv_args(kOp, 1, input, weight, bias, stride,
-                               std::string_view(padding.data(), padding.size()), dilation, groups);
-  return conv1d_cpu_run(a, input, weight, bias);
-}
+struct Conv1dCpu {
+  static constexpr const char* kName = kOp;
+  static constexpr int kDims = 1;
+  static constexpr auto run = &conv1d_cpu_run;
+};
 
 }  // namespace
 
@@ -151,31 +141,21 @@ std::string conv1d_algorithm_run(const ConvArgs& a, const at::Tensor& input,
 #endif
 }
 
-std::string conv1d_algorithm(const at::Tensor& input, const at::Tensor& weight,
-                             at::IntArrayRef stride, at::IntArrayRef padding,
-                             at::IntArrayRef dilation, int64_t groups) {
-  const ConvArgs a = conv_args(kOp, 1, input, weight, std::nullopt, stride, padding, dilation,
-                               groups);
-  return conv1d_algorithm_run(a, input, weight);
-}
-
-std::string conv1d_padding_algorithm(const at::Tensor& input, const at::Tensor& weight,
-                                     at::IntArrayRef stride, c10::string_view padding,
-                                     at::IntArrayRef dilation, int64_t groups) {
-  const ConvArgs a = conv_args(kOp, 1, input, weight, std::nullopt, stride,
-                               std::string_view(padding.data(), padding.size()), dilation, groups);
-  return conv1d_algorithm_run(a, input, weight);
-}
+struct Conv1dQuery {
+  static constexpr const char* kName = kOp;
+  static constexpr int kDims = 1;
+  static constexpr auto query = &conv1d_algorithm_run;
+};
 
 }  // namespace
 }  // namespace gpukern
 
 TORCH_LIBRARY_IMPL(gpukern, CompositeExplicitAutograd, m) {
-  m.impl("_algorithm_conv1d", &gpukern::conv1d_algorithm);
-  m.impl("_algorithm_conv1d.padding", &gpukern::conv1d_padding_algorithm);
+  m.impl("_algorithm_conv1d", &gpukern::ConvSchemas<gpukern::Conv1dQuery>::query_ints);
+  m.impl("_algorithm_conv1d.padding", &gpukern::ConvSchemas<gpukern::Conv1dQuery>::query_str);
 }
 
 TORCH_LIBRARY_IMPL(gpukern, CPU, m) {
-  m.impl("conv1d", &gpukern::conv1d_cpu);
-  m.impl("conv1d.padding", &gpukern::conv1d_padding_cpu);
+  m.impl("conv1d", &gpukern::ConvSchemas<gpukern::Conv1dCpu>::ints);
+  m.impl("conv1d.padding", &gpukern::ConvSchemas<gpukern::Conv1dCpu>::str);
 }

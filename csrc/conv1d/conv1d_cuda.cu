@@ -302,21 +302,11 @@ at::Tensor conv1d_cuda_run(const ConvArgs& a, const at::Tensor& input, const at:
   return out;
 }
 
-at::Tensor conv1d_cuda(const at::Tensor& input, const at::Tensor& weight,
-                       const std::optional<at::Tensor>& bias, at::IntArrayRef stride,
-                       at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups) {
-  const ConvArgs a = conv_args(kOp, 1, input, weight, bias, stride, padding, dilation, groups);
-  return conv1d_cuda_run(a, input, weight, bias);
-}
-
-at::Tensor conv1d_padding_cuda(const at::Tensor& input, const at::Tensor& weight,
-                               const std::optional<at::Tensor>& bias, at::IntArrayRef stride,
-                               c10::string_view padding, at::IntArrayRef dilation,
-                               int64_t groups) {
-  const ConvArgs a = conv_args(kOp, 1, input, weight, bias, stride,
-                               std::string_view(padding.data(), padding.size()), dilation, groups);
-  return conv1d_cuda_run(a, input, weight, bias);
-}
+struct Conv1dCuda {
+  static constexpr const char* kName = kOp;
+  static constexpr int kDims = 1;
+  static constexpr auto run = &conv1d_cuda_run;
+};
 
 }  // namespace
 
@@ -332,6 +322,6 @@ std::string conv1d_cuda_algorithm(const Conv1dParams& p) {
 }  // namespace gpukern
 
 TORCH_LIBRARY_IMPL(gpukern, CUDA, m) {
-  m.impl("conv1d", &gpukern::conv1d_cuda);
-  m.impl("conv1d.padding", &gpukern::conv1d_padding_cuda);
+  m.impl("conv1d", &gpukern::ConvSchemas<gpukern::Conv1dCuda>::ints);
+  m.impl("conv1d.padding", &gpukern::ConvSchemas<gpukern::Conv1dCuda>::str);
 }

@@ -133,22 +133,11 @@ at::Tensor conv2d_cpu_run(const ConvArgs& args, const at::Tensor& input, const a
   return out;
 }
 
-at::Tensor conv2d_cpu(const at::Tensor& input, const at::Tensor& weight,
-                      const std::optional<at::Tensor>& bias, at::IntArrayRef stride,
-                      at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups) {
-  const ConvArgs args = conv_args(kOp, 2, input, weight, bias, stride, padding, dilation, groups);
-  return conv2d_cpu_run(args, input, weight, bias);
-}
-
-at::Tensor conv2d_padding_cpu(const at::Tensor& input, const at::Tensor& weight,
-                              const std::optional<at::Tensor>& bias, at::IntArrayRef stride,
-                              c10::string_view padding, at::IntArrayRef dilation,
-                              int64_t groups) {
-  const ConvArgs args = conv_args(kOp, 2, input, weight, bias, stride,
-                                  std::string_view(padding.data(), padding.size()), dilation,
-                                  groups);
-  return conv2d_cpu_run(args, input, weight, bias);
-}
+struct Conv2dCpu {
+  static constexpr const char* kName = kOp;
+  static constexpr int kDims = 2;
+  static constexpr auto run = &conv2d_cpu_run;
+};
 
 // gpukern::_algorithm_conv2d: the CUDA algorithm a call with these arguments would run (see
 // common/algo.h). Only sizes, strides and dtype are read; meta tensors work.
@@ -166,31 +155,21 @@ std::string conv2d_algorithm_run(const ConvArgs& a, const at::Tensor& input,
 #endif
 }
 
-std::string conv2d_algorithm(const at::Tensor& input, const at::Tensor& weight,
-                             at::IntArrayRef stride, at::IntArrayRef padding,
-                             at::IntArrayRef dilation, int64_t groups) {
-  const ConvArgs a = conv_args(kOp, 2, input, weight, std::nullopt, stride, padding, dilation,
-                               groups);
-  return conv2d_algorithm_run(a, input, weight);
-}
-
-std::string conv2d_padding_algorithm(const at::Tensor& input, const at::Tensor& weight,
-                                     at::IntArrayRef stride, c10::string_view padding,
-                                     at::IntArrayRef dilation, int64_t groups) {
-  const ConvArgs a = conv_args(kOp, 2, input, weight, std::nullopt, stride,
-                               std::string_view(padding.data(), padding.size()), dilation, groups);
-  return conv2d_algorithm_run(a, input, weight);
-}
+struct Conv2dQuery {
+  static constexpr const char* kName = kOp;
+  static constexpr int kDims = 2;
+  static constexpr auto query = &conv2d_algorithm_run;
+};
 
 }  // namespace
 }  // namespace gpukern
 
 TORCH_LIBRARY_IMPL(gpukern, CompositeExplicitAutograd, m) {
-  m.impl("_algorithm_conv2d", &gpukern::conv2d_algorithm);
-  m.impl("_algorithm_conv2d.padding", &gpukern::conv2d_padding_algorithm);
+  m.impl("_algorithm_conv2d", &gpukern::ConvSchemas<gpukern::Conv2dQuery>::query_ints);
+  m.impl("_algorithm_conv2d.padding", &gpukern::ConvSchemas<gpukern::Conv2dQuery>::query_str);
 }
 
 TORCH_LIBRARY_IMPL(gpukern, CPU, m) {
-  m.impl("conv2d", &gpukern::conv2d_cpu);
-  m.impl("conv2d.padding", &gpukern::conv2d_padding_cpu);
+  m.impl("conv2d", &gpukern::ConvSchemas<gpukern::Conv2dCpu>::ints);
+  m.impl("conv2d.padding", &gpukern::ConvSchemas<gpukern::Conv2dCpu>::str);
 }

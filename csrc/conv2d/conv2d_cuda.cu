@@ -342,22 +342,11 @@ at::Tensor conv2d_cuda_run(const ConvArgs& args, const at::Tensor& input, const 
   return out;
 }
 
-at::Tensor conv2d_cuda(const at::Tensor& input, const at::Tensor& weight,
-                       const std::optional<at::Tensor>& bias, at::IntArrayRef stride,
-                       at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups) {
-  const ConvArgs args = conv_args(kOp, 2, input, weight, bias, stride, padding, dilation, groups);
-  return conv2d_cuda_run(args, input, weight, bias);
-}
-
-at::Tensor conv2d_padding_cuda(const at::Tensor& input, const at::Tensor& weight,
-                               const std::optional<at::Tensor>& bias, at::IntArrayRef stride,
-                               c10::string_view padding, at::IntArrayRef dilation,
-                               int64_t groups) {
-  const ConvArgs args = conv_args(kOp, 2, input, weight, bias, stride,
-                                  std::string_view(padding.data(), padding.size()), dilation,
-                                  groups);
-  return conv2d_cuda_run(args, input, weight, bias);
-}
+struct Conv2dCuda {
+  static constexpr const char* kName = kOp;
+  static constexpr int kDims = 2;
+  static constexpr auto run = &conv2d_cuda_run;
+};
 
 }  // namespace
 
@@ -368,6 +357,6 @@ std::string conv2d_cuda_algorithm(const Conv2dParams& p, int64_t elem_size) {
 }  // namespace gpukern
 
 TORCH_LIBRARY_IMPL(gpukern, CUDA, m) {
-  m.impl("conv2d", &gpukern::conv2d_cuda);
-  m.impl("conv2d.padding", &gpukern::conv2d_padding_cuda);
+  m.impl("conv2d", &gpukern::ConvSchemas<gpukern::Conv2dCuda>::ints);
+  m.impl("conv2d.padding", &gpukern::ConvSchemas<gpukern::Conv2dCuda>::str);
 }
