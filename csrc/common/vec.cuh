@@ -52,11 +52,4 @@ __host__ __device__ __forceinline__ bool is_aligned16(const void* p) {
   return (reinterpret_cast<uintptr_t>(p) & 15u) == 0;
 }
 
-// Elements of T from p up to the next 16-byte boundary (p is a multiple of sizeof(T)).
-template <typename T>
-__device__ __forceinline__ int64_t head_to_align16(const T* p) {
-  const unsigned mis = static_cast<unsigned>(reinterpret_cast<uintptr_t>(p) & 15u);
-  return static_cast<int64_t>(((16u - mis) & 15u) / sizeof(T));
-}
-
 }  // namespace gpukern

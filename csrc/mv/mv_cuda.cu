@@ -115,7 +115,8 @@ void launch_mv(const at::Tensor& self, const at::Tensor& vec, const at::Tensor& 
     const int64_t rows_per_block = vec_a ? mvk::ColsShape<true, V>::kRowsPerBlock
                                          : mvk::ColsShape<false, V>::kRowsPerBlock;
     const int64_t nrb = ceil_div(p.M, rows_per_block);
-    const int64_t wave = sms * mvk::kMinBlocks;  // one resident wave
+    // One resident wave: __launch_bounds__(kThreads, 4) guarantees 4 blocks per SM.
+    const int64_t wave = sms * 4;
     int64_t splits = 1;
     if (nrb < wave && nrb <= kTicketsPerSlot) {
       // Row blocks x splits ~ one wave (rounded, so 64 row blocks on 132 SMs take 8 splits: 512
@@ -151,7 +152,8 @@ void launch_mv(const at::Tensor& self, const at::Tensor& vec, const at::Tensor& 
   const int64_t groups = ceil_div(p.M, rpb);
   int64_t splits = 1;
   const int64_t align = static_cast<int64_t>(kWarpSize) * V;  // keeps split starts vector-aligned
-  if (rpb == 1 && groups < target_blocks && 2 * groups < sms * mvk::kMinBlocks) {
+  // One resident wave of the rows kernel: __launch_bounds__(kThreads, 4) gives 4 blocks per SM.
+  if (rpb == 1 && groups < target_blocks && 2 * groups < sms * 4) {
     const int64_t min_cols = static_cast<int64_t>(mvk::kThreads) * V * 2;
     splits = std::min({ceil_div(target_blocks, groups), ceil_div(p.N, min_cols), int64_t{65535}});
     splits = std::max<int64_t>(splits, 1);

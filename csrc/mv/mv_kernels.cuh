@@ -23,9 +23,6 @@ constexpr int kWarps = kThreads / kWarpSize;
 constexpr int kRowUnroll = 4;   // rows kernel: 16-byte vectors in flight per lane
 constexpr int kColChunk = 4 * kThreads;  // cols kernel: x elements staged per round
 constexpr int kColUnroll = 8;  // cols kernel: 16-byte loads of A in flight per thread
-// Both kernels: __launch_bounds__ minimum resident blocks per SM (<= 64 registers), so a grid of
-// SMs * kMinBlocks is one resident wave.
-constexpr int kMinBlocks = 4;
 
 // Arrival counters for the last-block finish (scheme and slots: common/tickets.cuh).
 __device__ unsigned int g_tickets[kTicketSlots * kTicketsPerSlot];
@@ -44,7 +41,7 @@ __device__ unsigned int g_tickets[kTicketSlots * kTicketsPerSlot];
 // registers (2 blocks, 16 warps per SM, too few loads in flight), and 4 blocks also make the
 // 1024-block grid of an 8192-row matrix two even waves.
 template <typename T, bool kVecA, bool kPeel>
-__global__ void __launch_bounds__(kThreads, kMinBlocks)
+__global__ void __launch_bounds__(kThreads, 4)
     mv_rows_kernel(const T* __restrict__ A, const T* __restrict__ x, T* __restrict__ y,
                    float* __restrict__ ws, MvParams p, int rpb, bool x_vec, int ticket_base) {
   constexpr int V = kVec16<T>;
@@ -74,7 +71,9 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
         // neither costs a round trip of its own.
         float edge_a[2] = {0.f, 0.f}, edge_x[2] = {0.f, 0.f};
         if constexpr (kPeel) {
-          int64_t h = head_to_align16(a + k0);
+          int64_t h = static_cast<int64_t>(
+              ((16u - (static_cast<unsigned>(reinterpret_cast<uintptr_t>(a + k0)) & 15u)) & 15u) /
+              sizeof(T));
           if (h > k1 - k0) h = k1 - k0;
           kv = k0 + h;
           xv = x_vec && kv % V == 0;
@@ -214,7 +213,7 @@ struct ColsShape {
 // Barriers: before overwriting the staged chunk (previous one consumed), after staging it, after
 // writing the column-lane partials, around the ticket, and at the end of each row block.
 template <typename T, bool kVecA>
-__global__ void __launch_bounds__(kThreads, kMinBlocks)
+__global__ void __launch_bounds__(kThreads, 4)
     mv_cols_kernel(const T* __restrict__ A, const T* __restrict__ x, T* __restrict__ y,
                    float* __restrict__ ws, MvParams p, int ticket_base) {
   using Shape = ColsShape<kVecA, kVec16<T>>;

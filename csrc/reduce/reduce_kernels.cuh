@@ -112,6 +112,13 @@ __device__ __forceinline__ void store_out(const ReduceOut& o, int64_t idx, Acc v
   }
 }
 
+// Elements of T from p up to the next 16-byte boundary (p is a multiple of sizeof(T)).
+template <typename T>
+__device__ __forceinline__ int64_t head_to_align16(const T* p) {
+  const unsigned mis = static_cast<unsigned>(reinterpret_cast<uintptr_t>(p) & 15u);
+  return static_cast<int64_t>(((16u - mis) & 15u) / sizeof(T));
+}
+
 // Thread step over a contiguous run p[0, n): thread t of nthr takes the misaligned head elements
 // t, t + nthr, ..., then aligned vectors t, t + nthr, ..., then tail element t. Fixed per (t, nthr).
 // Vectors go in rounds of U (i, i + nthr, ..., i + (U-1) nthr), software-pipelined: the next
