@@ -115,6 +115,10 @@ CUDA_CASES = [
     ("rows_1xN", (1, 1_000_003), "contig"),
     ("rows_1000x7777", (1000, 7777), "contig"),
     ("rows_offset", (1000, 7777), "offset"),
+    # 1 to 2 waves of rows: 2..8 rows a block with N split to fill one wave (700: 8 rows, 6
+    # splits); misaligned rows read x through the shifted aligned vectors.
+    ("rows_700_fill", (700, 7777), "contig"),
+    ("rows_600_fill_offset", (600, 4099), "offset"),
     ("rows_warp_odd", (5000, 1001), "contig"),  # warp per row, misaligned rows
     ("rows_split_offset", (3, 1_000_000), "offset"),  # N split, misaligned rows
     ("short_rows", (100_003, 7), "contig"),
@@ -127,6 +131,9 @@ CUDA_CASES = [
     ("cols_T_21_splits", (4096, 1300), "transposed"),
     ("cols_T_21_splits_scalar", (1001, 1300), "transposed"),
     ("general", (999, 4001), "both_strided"),
+    # 16-bit: rows_mma (M >= 2048, aligned rows of whole vectors), 15 rows in the last tile.
+    ("mma_tail", (2063, 1032), "contig"),
+    ("mma_many_tiles", (16_400, 264), "contig"),
     # mvT of the benchmark: 64 row blocks x 8 splits (f32), 32 x 16 (16-bit).
     ("cols_T_8192sq", (8192, 8192), "transposed"),
 ]
@@ -155,7 +162,7 @@ def test_mv_cuda_paths(device, dtype, name, shape, layout):
 
 # ---------------------------------------------------------------- algorithm query and forcing
 
-MV_ALGOS = ["rows_vec", "rows", "cols_vec", "cols"]
+MV_ALGOS = ["rows_vec", "rows", "cols_vec", "cols", "rows_mma"]
 
 
 def _meta(*shape):
@@ -169,6 +176,15 @@ def test_mv_algorithm_query():
         return
     assert torch_ops.algorithm("mv", a, v) == "rows_vec"
     assert torch_ops.algorithm("mv", a.t(), v) == "cols_vec"
+    h = torch.empty(8192, 16384, device="meta", dtype=torch.float16)
+    hv = torch.empty(16384, device="meta", dtype=torch.float16)
+    assert torch_ops.algorithm("mv", h[:2048, :2048], hv[:2048]) == "rows_mma"
+    assert torch_ops.algorithm("mv", h[:2048, :2048].bfloat16(), hv[:2048].bfloat16()) == "rows_mma"
+    assert torch_ops.algorithm("mv", h, hv) == "rows_vec"  # large: rows_vec streams better
+    assert torch_ops.algorithm("mv", h[:2048, :2044], hv[:2044]) == "rows_vec"  # N % 8 != 0
+    assert torch_ops.algorithm("mv", h[:1000, :2048], hv[:2048]) == "rows_vec"  # too few rows
+    assert torch_ops.algorithm("mv", h[:512, :1024], hv[:1024]) == "rows_mma"
+    assert torch_ops.algorithm("mv", h[:4096, :16384], hv[:16384]) == "rows_vec"  # long rows
     assert torch_ops.algorithm("mv", _meta(100_003, 7), _meta(7)) == "cols"
     assert torch_ops.algorithm("mv", _meta(1, 1_000_003), _meta(1_000_003)) == "rows_vec"
     off = _meta(64 * 256 + 1)[1:].view(64, 256)  # storage offset breaks 16-byte alignment
@@ -191,7 +207,7 @@ def test_mv_algorithm_query():
     with torch_ops.force_algorithm("mv", "nope"):
         with pytest.raises(RuntimeError,
                            match=r"forced algorithm 'nope' is not one of: rows_vec, rows, "
-                                 r"cols_vec, cols"):
+                                 r"cols_vec, cols, rows_mma"):
             torch_ops.algorithm("mv", a, v)
     assert torch_ops.algorithms.forced_algorithm("mv") is None
 
@@ -203,7 +219,9 @@ def test_mv_algorithm_query():
 FORCED_SHAPES = [((1, 1), "contig"), ((1, 1000), "contig"), ((1000, 1), "contig"),
                  ((7, 5), "contig"), ((129, 1000), "transposed"), ((257, 33), "padded"),
                  ((100, 7777), "padded"), ((3000, 16), "contig"), ((5, 70_001), "contig"),
-                 ((128, 4104), "transposed"), ((259, 2000), "padded"), ((1, 3), "padded")]
+                 ((128, 4104), "transposed"), ((259, 2000), "padded"), ((1, 3), "padded"),
+                 # rows_mma (16-bit): a partial 16-row tile, a partial 128-column step, 8 columns.
+                 ((37, 4104), "contig"), ((17, 8), "contig"), ((16, 128), "contig")]
 
 
 @pytest.mark.cuda

@@ -36,10 +36,11 @@ namespace {
 
 constexpr const char* kOp = "mv";
 
-enum class MvAlgo { kRowsVec, kRows, kColsVec, kCols };
+enum class MvAlgo { kRowsVec, kRows, kColsVec, kCols, kRowsMma };
 
 const std::vector<std::string>& mv_algo_names() {
-  static const std::vector<std::string> names = {"rows_vec", "rows", "cols_vec", "cols"};
+  static const std::vector<std::string> names = {"rows_vec", "rows", "cols_vec", "cols",
+                                                 "rows_mma"};
   return names;
 }
 
@@ -57,6 +58,9 @@ bool mv_algo_applies(MvAlgo a, const MvShape& s) {
       return s.s1 == 1;
     case MvAlgo::kColsVec:
       return s.s0 == 1 && s.a_aligned && s.s1 % V == 0;
+    case MvAlgo::kRowsMma:
+      return s.elem_size == 2 && s.s1 == 1 && s.a_aligned && s.s0 % V == 0 && s.N % V == 0 &&
+             s.xs == 1 && s.x_aligned;
     case MvAlgo::kRows:
     case MvAlgo::kCols:
       return true;
@@ -64,9 +68,22 @@ bool mv_algo_applies(MvAlgo a, const MvShape& s) {
   return false;
 }
 
+// Where rows_mma beat rows_vec (fp16 on an H200, forced both ways): many short rows, where
+// rows_vec runs a block per row (M < 32 * SMs) and each warp sees only a few vectors. 2048 x
+// 1024: 5.4 vs 11.3 us, 4096 x 4096: 13.3 vs 23.9, 1024 x 1024: 4.8 vs 5.9, 8192 x 4096: 21.9
+// vs 22.2 (the limit in size). It lost on long rows (N = 16384: 22.9 vs 9.2 at 512 rows, 77.1
+// vs 68.1 at 8192) and on large matrices (8192 x 8192: 39.3 vs 37.0, 65536 x 4096 bf16: 135.7
+// vs 124.3): rows_vec's warps read 512 contiguous bytes of one row per load, the mma tiles 64
+// bytes of each of 8 rows.
+bool mma_wins(const MvShape& s) {
+  if (s.M * s.N > (int64_t{1} << 25)) return false;
+  return (s.N <= 4096 && s.M >= 2048) || (s.N <= 1024 && s.M >= 512);
+}
+
 MvAlgo choose_mv_algo_auto(const MvShape& s) {
   const bool cols = s.N <= 16 || (s.s1 != 1 && s.s0 == 1 && s.M >= 256);
   if (cols) return mv_algo_applies(MvAlgo::kColsVec, s) ? MvAlgo::kColsVec : MvAlgo::kCols;
+  if (mma_wins(s) && mv_algo_applies(MvAlgo::kRowsMma, s)) return MvAlgo::kRowsMma;
   return mv_algo_applies(MvAlgo::kRowsVec, s) ? MvAlgo::kRowsVec : MvAlgo::kRows;
 }
 
@@ -144,19 +161,43 @@ void launch_mv(const at::Tensor& self, const at::Tensor& vec, const at::Tensor& 
     return;
   }
 
+  if (algo == MvAlgo::kRowsMma) {
+    if constexpr (sizeof(T) == 2) {
+      const int64_t tiles = ceil_div(p.M, int64_t{16});
+      const int64_t gx = std::min(tiles, sms * 4);  // one resident wave, tiles in a loop
+      mvk::mv_rows_mma_kernel<T><<<static_cast<unsigned>(gx), kThreads, 0, stream>>>(A, x, y, p);
+      GK_CHECK_LAUNCH();
+    } else {
+      TORCH_INTERNAL_ASSERT(false, "rows_mma chosen for a 32-bit type");
+    }
+    return;
+  }
   const bool vec_a = algo == MvAlgo::kRowsVec;
   const bool peel = !(s.a_aligned && s.s0 % V == 0);  // rows_vec on rows not all aligned
   const bool x_vec = p.xs == 1 && s.x_aligned;
   // A warp per row once rows alone give about 32 warps per SM; otherwise a block per row.
-  const int rpb = p.M >= sms * 32 ? mvk::kWarps : 1;
-  const int64_t groups = ceil_div(p.M, rpb);
+  int rpb = p.M >= sms * 32 ? mvk::kWarps : 1;
+  int64_t groups = ceil_div(p.M, rpb);
   int64_t splits = 1;
   const int64_t align = static_cast<int64_t>(kWarpSize) * V;  // keeps split starts vector-aligned
   // One resident wave of the rows kernel: __launch_bounds__(kThreads, 4) gives 4 blocks per SM.
-  if (rpb == 1 && groups < target_blocks && 2 * groups < sms * 4) {
-    const int64_t min_cols = static_cast<int64_t>(mvk::kThreads) * V * 2;
+  const int64_t wave = sms * 4;
+  const int64_t min_cols = static_cast<int64_t>(mvk::kThreads) * V * 2;
+  if (rpb == 1 && groups < target_blocks && 2 * groups < wave) {
     splits = std::min({ceil_div(target_blocks, groups), ceil_div(p.N, min_cols), int64_t{65535}});
     splits = std::max<int64_t>(splits, 1);
+  } else if (rpb == 1 && p.M >= wave && p.M < 2 * wave) {
+    // One to two waves of one-row blocks: the second wave ran partly empty (1000 rows: 1.9
+    // waves, 17.2 us). Instead 2, 4 or 8 rows a block and the split of N that fill one wave
+    // best (ties: fewer splits): measured on an H200 with 7777 columns, 1000 rows -> 2 rows a
+    // block, 16.7 us; 700 rows -> 8 rows a block in 6 splits, 13.3 us (16.7 with one row).
+    int64_t best = 0;
+    for (int r = 2; r <= mvk::kWarps; r *= 2) {
+      const int64_t gr = ceil_div(p.M, int64_t{r});
+      const int64_t sp = std::max<int64_t>(1, std::min(wave / gr, ceil_div(p.N, min_cols)));
+      if (gr * sp > best) best = gr * sp, rpb = r, splits = sp;
+    }
+    groups = ceil_div(p.M, int64_t{rpb});
   }
   p.split_len = ceil_div(ceil_div(p.N, splits), align) * align;
   splits = ceil_div(p.N, p.split_len);

@@ -2,6 +2,8 @@
 // mv kernels (torch-free). y[i] = sum_j A[i, j] * x[j], accumulated in float32.
 //   mv_rows_kernel  row-major A (s1 == 1) or general strides: warps along a row (coalesced along
 //                   j), 16-byte loads when the layout allows, warp shuffles.
+//   mv_rows_mma_kernel  16-bit row-major A with aligned whole-vector rows: the products and
+//                   their float32 sums on the tensor cores (no per-element conversions).
 //   mv_cols_kernel  column-major A (s0 == 1, A.t() of a contiguous matrix, read in place) and
 //                   very short rows: threads across rows (coalesced along i), the x chunk staged
 //                   in shared memory.
@@ -9,6 +11,7 @@
 // float32 partials to a workspace and the last block of a row group to arrive (atomic ticket)
 // adds them in split order, so the result is deterministic and no float atomics touch y.
 #include <cstdint>
+#include <type_traits>
 
 #include "common/reduce.cuh"
 #include "common/tickets.cuh"
@@ -26,6 +29,46 @@ constexpr int kColUnroll = 8;  // cols kernel: 16-byte loads of A in flight per 
 
 // Arrival counters for the last-block finish (scheme and slots: common/tickets.cuh).
 __device__ unsigned int g_tickets[kTicketSlots * kTicketsPerSlot];
+
+// x[k, k + V) for a row whose vectors are not aligned with x (k % V == s, 0 < s < V; x itself
+// 16-byte aligned and contiguous): the two aligned vectors around it, shifted by s elements with
+// selects (two word-select levels, then a half-word funnel for 16-bit types). Before, these rows
+// loaded x element by element: four loads per vector of A, 3.5 us of 17 for 1000x7777 fp32. The
+// second vector is read whole only when it lies inside x[0, N).
+template <typename T, int V>
+__device__ __forceinline__ Vec<T, V> load_x_shifted(const T* x, int64_t k, int s, int64_t N) {
+  static_assert(V * sizeof(T) == 16, "16-byte vectors");
+  const int64_t b0 = k - s;
+  const uint4 a = *reinterpret_cast<const uint4*>(x + b0);
+  uint4 b;
+  if (b0 + 2 * V <= N) {
+    b = *reinterpret_cast<const uint4*>(x + b0 + V);
+  } else {
+    Vec<T, V> t;
+#pragma unroll
+    for (int e = 0; e < V; ++e) t.v[e] = b0 + V + e < N ? x[b0 + V + e] : from_float<T>(0.f);
+    b = *reinterpret_cast<const uint4*>(&t);
+  }
+  const unsigned c[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+  constexpr int kPerWord = 4 / static_cast<int>(sizeof(T));
+  const int ws = s / kPerWord;  // whole words
+  unsigned c1[6], c2[5], o[4];
+#pragma unroll
+  for (int j = 0; j < 6; ++j) c1[j] = (ws & 2) ? c[j + 2] : c[j];
+#pragma unroll
+  for (int j = 0; j < 5; ++j) c2[j] = (ws & 1) ? c1[j + 1] : c1[j];
+  if constexpr (kPerWord == 2) {
+    const bool odd = (s & 1) != 0;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) o[j] = odd ? __byte_perm(c2[j], c2[j + 1], 0x5432) : c2[j];
+  } else {
+#pragma unroll
+    for (int j = 0; j < 4; ++j) o[j] = c2[j];
+  }
+  Vec<T, V> r;
+  *reinterpret_cast<uint4*>(&r) = make_uint4(o[0], o[1], o[2], o[3]);
+  return r;
+}
 
 // Block = kWarps warps; a block owns rpb rows (1 or kWarps) with wpr = kWarps / rpb warps per
 // row; warp w takes row (w / wpr) and interleaves its lanes with the row's other warps over the
@@ -66,6 +109,7 @@ __global__ void __launch_bounds__(kThreads, 4)
       if (kVecA) {
         int64_t kv = k0;
         bool xv = x_vec;
+        int xsh = 0;  // kPeel, x aligned but not at the row's vectors: their misalignment
         // kPeel: the head element (lanes < h) and the tail element (lanes < the < V elements
         // after the last whole vector) are loaded before the vectors and added after them, so
         // neither costs a round trip of its own.
@@ -77,6 +121,7 @@ __global__ void __launch_bounds__(kThreads, 4)
           if (h > k1 - k0) h = k1 - k0;
           kv = k0 + h;
           xv = x_vec && kv % V == 0;
+          xsh = x_vec ? static_cast<int>(kv % V) : 0;
           const int64_t t0 = kv + (k1 - kv) / V * V;  // first element after the whole vectors
           if (first < h) {
             edge_a[0] = to_float(a[k0 + first]);
@@ -90,22 +135,40 @@ __global__ void __launch_bounds__(kThreads, 4)
         const int64_t nv = (k1 - kv) / V;
         const Vec<T, V>* av = reinterpret_cast<const Vec<T, V>*>(a + kv);
         int64_t q = first;
-        for (; q + (kRowUnroll - 1) * step < nv; q += kRowUnroll * step) {
-          Vec<T, V> va[kRowUnroll];
+        // The x access mode is fixed per row: one loop each (a branch per vector inside one
+        // loop kept the x loads from being issued together).
+        auto main_loop = [&](auto mode) {
+          constexpr int kMode = decltype(mode)::value;  // 0: aligned x, 1: shifted, 2: scalar
+          for (; q + (kRowUnroll - 1) * step < nv; q += kRowUnroll * step) {
+            Vec<T, V> va[kRowUnroll];
 #pragma unroll
-          for (int u = 0; u < kRowUnroll; ++u) va[u] = av[q + u * step];
+            for (int u = 0; u < kRowUnroll; ++u) va[u] = av[q + u * step];
 #pragma unroll
-          for (int u = 0; u < kRowUnroll; ++u) {
-            const int64_t k = kv + (q + u * step) * V;
-            if (xv) {
-              const Vec<T, V> vx = load_vec<T, V>(x + k);
+            for (int u = 0; u < kRowUnroll; ++u) {
+              const int64_t k = kv + (q + u * step) * V;
+              if constexpr (kMode == 0) {
+                const Vec<T, V> vx = load_vec<T, V>(x + k);
 #pragma unroll
-              for (int e = 0; e < V; ++e) acc += to_float(va[u].v[e]) * to_float(vx.v[e]);
-            } else {
+                for (int e = 0; e < V; ++e) acc += to_float(va[u].v[e]) * to_float(vx.v[e]);
+              } else if constexpr (kMode == 1) {
+                const Vec<T, V> vx = load_x_shifted<T, V>(x, k, xsh, p.N);
 #pragma unroll
-              for (int e = 0; e < V; ++e) acc += to_float(va[u].v[e]) * to_float(x[(k + e) * p.xs]);
+                for (int e = 0; e < V; ++e) acc += to_float(va[u].v[e]) * to_float(vx.v[e]);
+              } else {
+#pragma unroll
+                for (int e = 0; e < V; ++e) {
+                  acc += to_float(va[u].v[e]) * to_float(x[(k + e) * p.xs]);
+                }
+              }
             }
           }
+        };
+        if (xv) {
+          main_loop(std::integral_constant<int, 0>{});
+        } else if (kPeel && xsh != 0) {
+          main_loop(std::integral_constant<int, 1>{});
+        } else {
+          main_loop(std::integral_constant<int, 2>{});
         }
         if constexpr (kPeel && sizeof(T) == 4) {
           // The thread's last (< kRowUnroll) vectors as one predicated batch of loads (fp32
@@ -183,6 +246,103 @@ __global__ void __launch_bounds__(kThreads, 4)
       }
     }
     __syncthreads();  // part and s_last free for the next group
+  }
+}
+
+// 16-bit A on the tensor cores: mma.sync m16n8k16 (f16 or bf16 inputs, float32 accumulators)
+// computes a 16-row tile of A times a 16-column slice of x replicated in all 8 columns of B. The
+// CUDA-core path spends two conversions (fp16: HADD2.F32 on the FMA pipe) and an FFMA per
+// element, which held fp16 8192^2 at 87% of the copy bandwidth while bf16 (conversions on the
+// integer pipe) reached 91%; here a lane issues one mma per 8 elements of A.
+// The k order inside an mma is free (a dot product), so lane (g = lane / 4, t = lane % 4) uses
+// its own 16-byte loads directly as fragments: the vector at columns c..c+7 of rows g and g + 8
+// and of x feed two mmas, elements c+0,1 / c+2,3 as k = 2t,2t+1 / 2t+8,2t+9 of the first and
+// c+4..7 likewise of the second (the same columns for A and B, so sum_k A[i][k] B[k][n] is the
+// row's partial dot product for every n). Fragment layout (PTX ISA, mma.m16n8k16 .f16/.bf16):
+//   a0 = A[g][2t..2t+1], a1 = A[g+8][2t..2t+1], a2 = A[g][2t+8..2t+9], a3 = A[g+8][2t+8..2t+9]
+//   b0 = B[2t..2t+1][g],  b1 = B[2t+8..2t+9][g];  d0,d1 = D[g][2t..2t+1], d2,d3 = D[g+8][...]
+// Block: kWarps warps on one 16-row tile; warp w takes column steps w, w + kWarps, ... of
+// kMmaStep columns (lane t loads columns step * kMmaStep + (u * 4 + t) * 8, u < kMmaUnroll:
+// each load instruction covers 64 contiguous bytes of 8 rows). The warps' partials (d0 of
+// lanes t == 0: rows g and g + 8) are added in warp order through smem: a fixed order.
+// Host guarantees: T 16-bit, s1 == 1, A 16-byte aligned, s0 % 8 == 0, N % 8 == 0, x contiguous
+// and aligned. Rows past M read row M - 1 (results dropped); columns past N load zeros.
+constexpr int kMmaUnroll = 4;
+constexpr int kMmaStep = kMmaUnroll * 4 * 8;  // columns per warp step
+
+template <typename T>
+__device__ __forceinline__ void mma_16816(float (&d)[4], const uint4& ra, const uint4& rb8,
+                                          unsigned b0, unsigned b1, bool hi) {
+  // hi: the vector's second half (elements 4..7: words z, w) as this mma's k slots.
+  const unsigned a0 = hi ? ra.z : ra.x, a2 = hi ? ra.w : ra.y;
+  const unsigned a1 = hi ? rb8.z : rb8.x, a3 = hi ? rb8.w : rb8.y;
+  if constexpr (std::is_same<T, __half>::value) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+  } else {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+  }
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kThreads, 4)
+    mv_rows_mma_kernel(const T* __restrict__ A, const T* __restrict__ x, T* __restrict__ y,
+                       MvParams p) {
+  static_assert(sizeof(T) == 2, "16-bit types only");
+  __shared__ float part[kWarps][16];
+  const int warp = threadIdx.x / kWarpSize;
+  const int lane = threadIdx.x % kWarpSize;
+  const int g = lane >> 2, t = lane & 3;
+  const int64_t tiles = (p.M + 15) / 16;
+  const int64_t nsteps = (p.N + kMmaStep - 1) / kMmaStep;
+  for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+    const int64_t r0 = tile * 16 + g, r1 = r0 + 8;
+    const T* a0p = A + (r0 < p.M ? r0 : p.M - 1) * p.s0;
+    const T* a1p = A + (r1 < p.M ? r1 : p.M - 1) * p.s0;
+    // Two accumulator sets (the first and second half of each vector) halve the dependent
+    // chain of mmas.
+    float d0[4] = {0.f, 0.f, 0.f, 0.f}, d1[4] = {0.f, 0.f, 0.f, 0.f};
+    for (int64_t st = warp; st < nsteps; st += kWarps) {
+      uint4 va[kMmaUnroll], vb[kMmaUnroll], vx[kMmaUnroll];
+#pragma unroll
+      for (int u = 0; u < kMmaUnroll; ++u) {
+        const int64_t c = st * kMmaStep + (u * 4 + t) * 8;
+        if (c < p.N) {
+          va[u] = *reinterpret_cast<const uint4*>(a0p + c);
+          vb[u] = *reinterpret_cast<const uint4*>(a1p + c);
+          vx[u] = *reinterpret_cast<const uint4*>(x + c);
+        } else {
+          va[u] = vb[u] = vx[u] = make_uint4(0u, 0u, 0u, 0u);
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < kMmaUnroll; ++u) {
+        mma_16816<T>(d0, va[u], vb[u], vx[u].x, vx[u].y, false);
+        mma_16816<T>(d1, va[u], vb[u], vx[u].z, vx[u].w, true);
+      }
+    }
+    if (t == 0) {
+      part[warp][g] = d0[0] + d1[0];
+      part[warp][g + 8] = d0[2] + d1[2];
+    }
+    __syncthreads();  // every warp's partials in smem
+    if (threadIdx.x < 16) {
+      const int64_t r = tile * 16 + threadIdx.x;
+      if (r < p.M) {
+        float v = part[0][threadIdx.x];
+#pragma unroll
+        for (int w = 1; w < kWarps; ++w) v += part[w][threadIdx.x];
+        y[r] = from_float<T>(v);
+      }
+    }
+    __syncthreads();  // part free for the next tile
   }
 }
 
