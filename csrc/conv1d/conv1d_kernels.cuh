@@ -8,9 +8,11 @@
 //  conv1d_rowwise_kernel  stride 1 and one input row per output row (C == O == groups: single-
 //                         channel signals, depthwise). Sliding register windows over a shared-
 //                         memory tile, 16-byte loads, filter streamed in chunks of taps.
-//  conv1d_rowwise_short_kernel  the same rows at dilation 1 with K <= 32: a streaming kernel
-//                         (16-byte loads and stores, next tile's loads in flight during the
-//                         current tile's multiply-adds, one barrier per tile).
+//  conv1d_rowwise_short_kernel  the same rows at dilation 1 with K <= 32, fp32: a streaming
+//                         kernel (16-byte loads and stores, next tile's loads in flight in
+//                         registers during the current tile's multiply-adds, one barrier a tile).
+//  conv1d_rowwise_short16_kernel  the same for fp16/bf16: a 4-stage cp.async pipeline of raw
+//                         16-bit tiles in shared memory, converted to float in the window loads.
 //  conv1d_rowwise_stream_kernel the same rows at dilation 1, any K (rowwise16: FMA-bound filters):
 //                         conv1d_rowwise_kernel's 16x16 register blocks in a persistent loop fed
 //                         by a 3-stage cp.async ring (one barrier per step, 16-byte stores from
@@ -431,6 +433,8 @@ __global__ void __launch_bounds__(Traits::kThreads)
 // Short-filter row-wise kernel (stride 1, dilation 1, K <= kMaxK, one input row per output row)
 // ------------------------------------------------------------------------------------------------
 
+// Instantiated for fp32 only: fp16/bf16 run conv1d_rowwise_short16_kernel below (the 16-bit
+// branches here, kShiftVariants false, are what they ran before it).
 // Short filters are bandwidth-bound: the kernel must keep enough bytes in flight and spend few
 // instructions per element. Each thread owns kE consecutive outputs = 32 bytes of input and of
 // output (two 16-byte vectors each way: kE = 8 for fp32, 16 for fp16/bf16, so bf16 costs the
@@ -793,6 +797,444 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocks)
     }
     if (!more) return;
     it = nit;
+  }
+}
+
+// ------------------------------------------------------------------------------------------------
+// Short-filter row-wise kernel for 16-bit types (rowwise_short on fp16/bf16): a cp.async pipeline
+// ------------------------------------------------------------------------------------------------
+
+// The register-prefetch kernel above held one tile of lookahead in registers: for fp16/bf16 that
+// was 28 KB of loads in flight per SM (7 blocks x 128 threads x 32 bytes, registers capped at 72)
+// over 4 KB tiles, and depthwise K = 4 ran at 46% of the copy bandwidth (fp32: 40 KB, 86%). Here
+// the raw input goes global -> shared memory with cp.async (LDGSTS: no registers held while in
+// flight), kStages - 1 tiles ahead of the multiply-adds, and is converted to float only when a
+// thread loads its window into registers. Stage = one tile's raw input plus halo (swizzled, see
+// short16_swizzle) and its taps and bias as float.
+//
+// Sizing (H100/H200: 64K registers, 227 KB shared memory per SM): 256 threads x 16 outputs =
+// 4096-output tiles (8 KB of bf16 input; twice the old tile, so the per-tile fixed costs --
+// barrier, item decode, halo, taps -- are paid half as often per byte), 4 stages of 9.4 KB =
+// 37.5 KB per block, 4 blocks per SM (64 registers a thread, __launch_bounds__) = 150 KB of
+// shared memory. Loads in flight per SM: 4 blocks x 3 tiles x 8 KB = 96 KB, above the ~64 KB that
+// Little's law asks of ~4 TB/s at ~2 us of loaded latency over 132 SMs. (3 stages would keep
+// 64 KB, no margin for latency spikes; 5 stages would still fit 4 blocks (188 KB) but exceed the
+// default 48 KB of dynamic shared memory a block, for loads past what the bandwidth needs.)
+// Registers, not shared memory, cap the blocks: unconstrained the kernel takes 96.
+template <typename T>
+struct Conv1dShortAsyncTraits {
+  static_assert(sizeof(T) == 2, "16-bit types; fp32 runs conv1d_rowwise_short_kernel");
+  static constexpr int kThreads = 256;
+  static constexpr int kV = kVec16<T>;          // elements per 16-byte piece (one cp.async)
+  static constexpr int kE = 2 * kV;             // outputs per thread
+  static constexpr int kTile = kThreads * kE;   // outputs per tile
+  static constexpr int kMaxK = 32;              // longest filter
+  static constexpr int kMaxKp = (kMaxK + 3) / 4 * 4;  // taps in whole 4-tap blocks
+  static constexpr int kStages = 4;
+  static constexpr int kMinBlocks = 4;
+  // short_item's split of the misalignment off (< kV) of the staged input: shift (0 or 4) is
+  // applied by the window's address (8-byte shared loads), xoff = off & 3 by one compiled
+  // multiply-add variant each (short16_fma<kOff>); no leading zero taps (kp = K rounded up to 4).
+  static constexpr bool kShiftVariants = true;
+  // A row's last tile takes up to kExtra outputs past kTile (warp 0's second pass), as in
+  // Conv1dShortTraits: depthwise rows of L_out = 4099 are one tile, not a tile and a near-empty one.
+  static constexpr int kExtra = 32 * kE;
+  // Staged elements: the largest read is by the last unit of warp 0's second pass, from staged
+  // kTile + kExtra - kE + shift (<= 4) up to kE + kp (<= kMaxKp) + 2 (short16_fma's ex word)
+  // further. Whole 64-element swizzle rows.
+  static constexpr int kStaged = (kTile + kExtra + 4 + kMaxKp + 2 + 63) / 64 * 64;
+  static constexpr int kInBytes = kStaged * static_cast<int>(sizeof(T));
+  static constexpr int kTapSlots = kMaxKp + 4;  // taps (zeros past K), the bias at kMaxKp
+  static constexpr int kStageBytes = kInBytes + kTapSlots * static_cast<int>(sizeof(float));
+  static_assert(kE == 16 && kV == 8, "short16_swizzle is derived for 16 outputs a thread");
+  static_assert(kExtra % kE == 0 && kExtra / kE <= 32, "the extra outputs are one warp's units");
+  static_assert(kMaxKp < kThreads, "one tap a thread, and a thread for the bias");
+  static_assert(kInBytes % 16 == 0 && kStageBytes % 16 == 0, "16-byte aligned pieces and taps");
+  static_assert(kStages >= 2, "the stage written next is not the one being computed");
+  static constexpr int smem_bytes() { return kStages * kStageBytes; }
+  static_assert(smem_bytes() <= 48 * 1024, "within the default dynamic shared-memory limit");
+};
+
+// Staged raw element e lives at short16_swizzle(e): the 16-byte pieces (8 elements) of every odd
+// 128-byte row (64 elements) swap places in pairs. Whole pieces move, so cp.async writes them
+// as they are. A thread's window loads are 8 bytes at staged 16t + c (c a multiple of 4, the same
+// for the whole warp): unswizzled, the 16 threads of a half-warp (one 128-byte wavefront) hit 4
+// bank pairs, 4 ways each; swizzled they hit 8, 2 ways each (the least possible when whole pieces
+// move: every thread reads the same half of a piece). Words (ex) keep their piece too.
+__device__ __forceinline__ int short16_swizzle(int e) { return e ^ ((e >> 3) & 8); }
+
+// Two 16-bit values of a shared word (lower address first) as float, and back.
+template <typename T>
+__device__ __forceinline__ float2 short16_unpack(uint32_t w);
+template <>
+__device__ __forceinline__ float2 short16_unpack<__nv_bfloat16>(uint32_t w) {
+  return make_float2(__uint_as_float(w << 16), __uint_as_float(w & 0xffff0000u));
+}
+template <>
+__device__ __forceinline__ float2 short16_unpack<__half>(uint32_t w) {
+  __half2 h;
+  memcpy(&h, &w, sizeof(h));
+  return __half22float2(h);
+}
+template <typename T>
+__device__ __forceinline__ uint32_t short16_pack(float a, float b);
+template <>
+__device__ __forceinline__ uint32_t short16_pack<__nv_bfloat16>(float a, float b) {
+  const __nv_bfloat162 h = __floats2bfloat162_rn(a, b);
+  uint32_t w;
+  memcpy(&w, &h, sizeof(w));
+  return w;
+}
+template <>
+__device__ __forceinline__ uint32_t short16_pack<__half>(float a, float b) {
+  const __half2 h = __floats2half2_rn(a, b);
+  uint32_t w;
+  memcpy(&w, &h, sizeof(w));
+  return w;
+}
+
+// cp.async (sm_80+): 16 bytes global -> shared, the shared address from __cvta_generic_to_shared.
+// The _zfill form reads `bytes` (< 16) and writes zeros for the rest of the piece.
+// Before sm_80 (not built by default): synchronous copies with the same results.
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
+#define GK_SHORT16_CP_ASYNC 1
+#endif
+__device__ __forceinline__ void short16_cp_async(uint32_t dst, const void* src) {
+#ifdef GK_SHORT16_CP_ASYNC
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(src) : "memory");
+#else
+  const uint4 v = *static_cast<const uint4*>(src);
+  asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(dst), "r"(v.x), "r"(v.y),
+               "r"(v.z), "r"(v.w)
+               : "memory");
+#endif
+}
+__device__ __forceinline__ void short16_cp_async_zfill(uint32_t dst, const void* src, int bytes) {
+#ifdef GK_SHORT16_CP_ASYNC
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
+               "r"(bytes)
+               : "memory");
+#else
+  uint16_t h[8];
+#pragma unroll
+  for (int e = 0; e < 8; ++e) h[e] = 2 * e < bytes ? static_cast<const uint16_t*>(src)[e] : 0;
+  uint4 v;
+  memcpy(&v, h, sizeof(v));
+  asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(dst), "r"(v.x), "r"(v.y),
+               "r"(v.z), "r"(v.w)
+               : "memory");
+#endif
+}
+__device__ __forceinline__ void short16_cp_commit() {
+#ifdef GK_SHORT16_CP_ASYNC
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+#endif
+}
+template <int kPending>
+__device__ __forceinline__ void short16_cp_wait() {
+#ifdef GK_SHORT16_CP_ASYNC
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
+#endif
+}
+#undef GK_SHORT16_CP_ASYNC
+
+// x[g, g + 8) of a row, element by element with zeros outside [0, L): the pieces cp.async
+// cannot copy (a row's start cut by the piece, strided rows).
+template <typename T>
+__device__ __forceinline__ uint4 short16_gather(const Conv1dParams& p, const T* xrow, int64_t g) {
+  Vec<T, 8> v;
+#pragma unroll
+  for (int e = 0; e < 8; ++e) {
+    const int64_t gi = g + e;
+    v.v[e] = (gi >= 0 && gi < p.L) ? xrow[gi * p.x_sl] : from_float<T>(0.f);
+  }
+  uint4 u;
+  memcpy(&u, &v, sizeof(u));
+  return u;
+}
+
+// The block's position in its items (tile fastest), advanced without divisions as in
+// conv1d_rowwise_short_kernel: gridDim.x = dq rows + dr tiles, dq rows = dqn * C + dqc.
+struct ShortCursor {
+  uint32_t item, tile, n, c;
+};
+struct ShortStride {
+  uint32_t C, dr, dqn, dqc;
+};
+
+__device__ __forceinline__ void short_cursor_init(uint32_t tiles, uint32_t C, ShortStride& s,
+                                                  ShortCursor& cur) {
+  const uint32_t dq = gridDim.x / tiles;
+  s.C = C;
+  s.dr = gridDim.x - dq * tiles;
+  s.dqn = dq / C;
+  s.dqc = dq - s.dqn * C;
+  cur.item = blockIdx.x;
+  cur.tile = cur.item % tiles;
+  const uint32_t row = cur.item / tiles;
+  cur.c = row % C;
+  cur.n = row / C;
+}
+
+__device__ __forceinline__ void short_cursor_advance(const ShortStride& s, uint32_t tiles,
+                                                     ShortCursor& cur) {
+  cur.item += gridDim.x;
+  cur.tile += s.dr;
+  uint32_t carry = 0;
+  if (cur.tile >= tiles) cur.tile -= tiles, carry = 1;
+  cur.c += s.dqc + carry;  // < 2C
+  cur.n += s.dqn;
+  if (cur.c >= s.C) cur.c -= s.C, ++cur.n;
+}
+
+// The cursor's item, or the first non-empty one after it (tiles starting past the row are
+// skipped); false when the block has none left. The issue and compute cursors of the kernel go
+// through the same items, so they see the same sequence.
+template <typename T, typename Traits>
+__device__ __forceinline__ bool short_cursor_seek(const Conv1dParams& p, const ShortStride& s,
+                                                  uint32_t tiles, uint32_t total,
+                                                  ShortCursor& cur, Conv1dShortItem<T>& it) {
+  for (;; short_cursor_advance(s, tiles, cur)) {
+    if (cur.item >= total) return false;
+    it = short_item<T, Traits>(p, cur.n, cur.c, cur.tile, tiles);
+    if (it.l0 < p.L_out) return true;
+  }
+}
+
+// Shared-memory writes that a thread makes one iteration late (short16_flush), so that it
+// never waits on a global load it just issued: the piece of a row's start (g < 0 < g + 8: it
+// needs zeros before the row, which cp.async cannot put in front) and its tap / the bias. Offsets
+// are bytes from the shared-memory base, -1 when nothing is pending.
+struct Short16Pending {
+  uint4 head;
+  int head_at;
+  float tap;
+  int tap_at;
+};
+
+__device__ __forceinline__ void short16_flush(char* smem, Short16Pending& pd) {
+  if (pd.head_at >= 0) *reinterpret_cast<uint4*>(smem + pd.head_at) = pd.head;
+  if (pd.tap_at >= 0) *reinterpret_cast<float*>(smem + pd.tap_at) = pd.tap;
+  pd.head_at = -1;
+  pd.tap_at = -1;
+}
+
+// Starts a tile's copies into `stage` (the caller commits them as one group). Staged element e
+// holds x[a0 + e] (zeros outside the row), for every e < need that a valid output reads: output
+// s < kTile + ext reads staged s + shift + xoff + k, k < kp. Pieces are 16-byte aligned in global
+// memory when the row is unit-stride (short_item chooses a0 so).
+template <typename T, typename Traits>
+__device__ __forceinline__ void short16_issue(const Conv1dParams& p, const Conv1dShortItem<T>& it,
+                                              char* smem, int stage, Short16Pending& pd) {
+  constexpr int kV = Traits::kV;
+  constexpr int kThreads = Traits::kThreads;
+  const int tid = threadIdx.x;
+  const int at = stage * Traits::kStageBytes;
+  char* const sx = smem + at;
+  const uint32_t sx_addr = static_cast<uint32_t>(__cvta_generic_to_shared(sx));
+  const int need = Traits::kTile + it.ext + it.shift + it.xoff + it.kp - 1;
+  const int pieces = (need + kV - 1) / kV;
+  static_assert(kV * sizeof(T) == 16, "one cp.async a piece");
+  if (p.x_sl == 1) {
+    const T* const src = it.xrow + it.a0;
+    if (it.a0 >= 0 && it.a0 + static_cast<int64_t>(pieces) * kV <= p.L) {
+      // Interior tile (block-uniform): every piece lies inside the row.
+      for (int j = tid; j < pieces; j += kThreads) {
+        short16_cp_async(sx_addr + static_cast<uint32_t>(short16_swizzle(j * kV) * sizeof(T)),
+                         src + j * kV);
+      }
+    } else {
+      for (int j = tid; j < pieces; j += kThreads) {
+        const int64_t g = it.a0 + static_cast<int64_t>(j) * kV;
+        const int dst = short16_swizzle(j * kV) * static_cast<int>(sizeof(T));
+        if (g >= 0 && g + kV <= p.L) {
+          short16_cp_async(sx_addr + static_cast<uint32_t>(dst), src + j * kV);
+        } else if (g >= p.L || g + kV <= 0) {
+          *reinterpret_cast<uint4*>(sx + dst) = make_uint4(0u, 0u, 0u, 0u);
+        } else if (g >= 0) {  // the row's end cuts the piece: read what is inside
+          short16_cp_async_zfill(sx_addr + static_cast<uint32_t>(dst), src + j * kV,
+                                 static_cast<int>(p.L - g) * static_cast<int>(sizeof(T)));
+        } else {  // the row's start cuts it (one piece a tile at most): written next iteration
+          pd.head = short16_gather<T>(p, it.xrow, g);
+          pd.head_at = at + dst;
+        }
+      }
+    }
+  } else {
+    // Strided rows: element-wise loads, written at once (correct, not fast: the thread waits).
+    for (int j = tid; j < pieces; j += kThreads) {
+      const int64_t g = it.a0 + static_cast<int64_t>(j) * kV;
+      *reinterpret_cast<uint4*>(sx + short16_swizzle(j * kV) * sizeof(T)) =
+          short16_gather<T>(p, it.xrow, g);
+    }
+  }
+  // Taps w[0, kMaxKp) (zeros past K: the taps up to kp multiply staged data) and the bias.
+  if (tid <= Traits::kMaxKp) {
+    float v = 0.f;
+    if (tid < p.K) {
+      v = to_float(static_cast<const T*>(p.w)[it.c * p.w_so + tid * p.w_sk]);
+    } else if (tid == Traits::kMaxKp && p.b != nullptr) {
+      v = to_float(static_cast<const T*>(p.b)[it.c * p.b_s]);
+    }
+    pd.tap = v;
+    pd.tap_at = at + Traits::kInBytes + tid * static_cast<int>(sizeof(float));
+  }
+}
+
+// Four staged raw elements from e (a multiple of 4: one 8-byte shared load) as float.
+template <typename T>
+__device__ __forceinline__ void short16_load4(const T* sx, int e, float* out) {
+  const uint2 u = *reinterpret_cast<const uint2*>(sx + short16_swizzle(e));
+  const float2 a = short16_unpack<T>(u.x);
+  const float2 b = short16_unpack<T>(u.y);
+  out[0] = a.x, out[1] = a.y, out[2] = b.x, out[3] = b.y;
+}
+
+// Multiply-adds of one thread's kE outputs, as short_fma but from raw staged data: acc[i] +=
+// sum_{k < kp} sw[k] * staged[wbase + kOff + i + k], wbase a multiple of 4, kp a multiple of 4.
+// Per 4 taps: one 8-byte load of input (4 elements), one float4 of taps (broadcast) and, at
+// kOff >= 2, one word (2 elements) for the window's overhang ex.
+template <int kOff, typename T, typename Traits>
+__device__ __forceinline__ void short16_fma(const T* sx, const float* sw, int wbase, int kp,
+                                            float (&acc)[Traits::kE]) {
+  constexpr int kE = Traits::kE;
+  float xw[kE + 4];
+  float ex[2] = {0.f, 0.f};
+#pragma unroll
+  for (int q = 0; q < kE; q += 4) short16_load4<T>(sx, wbase + q, xw + q);
+#pragma unroll
+  for (int kb = 0; kb < Traits::kMaxKp; kb += 4) {
+    if (kb >= kp) break;
+    short16_load4<T>(sx, wbase + kb + kE, xw + kE);
+    if constexpr (kOff >= 2) {
+      const uint32_t u =
+          *reinterpret_cast<const uint32_t*>(sx + short16_swizzle(wbase + kb + kE + 4));
+      const float2 f = short16_unpack<T>(u);
+      ex[0] = f.x, ex[1] = f.y;
+    }
+    const float4 wv = *reinterpret_cast<const float4*>(sw + kb);  // broadcast
+    const float wr[4] = {wv.x, wv.y, wv.z, wv.w};
+#pragma unroll
+    for (int k = 0; k < 4; ++k)
+#pragma unroll
+      for (int i = 0; i < kE; ++i) {
+        const int j = i + k + kOff;  // <= kE + 5
+        acc[i] = fmaf(wr[k], j < kE + 4 ? xw[j] : ex[j - (kE + 4)], acc[i]);
+      }
+#pragma unroll
+    for (int i = 0; i < kE; ++i) xw[i] = xw[i + 4];
+  }
+}
+
+// Grid: 1-D, at most as many blocks as fit on the device at once; block i runs the non-empty
+// items i, i + gridDim.x, ... (Conv1dShortItem; tile fastest). Block: kThreads threads, thread t
+// owns the kE outputs at staged t*kE + i (16-byte aligned in y: 2 vector stores), and warp 0 a
+// row's last tile's extra outputs at kTile + t*kE.
+// Pipeline over the block's tiles q = 0, 1, ..., stage q % kStages: the prologue issues tiles
+// 0 .. kStages-2, one commit group each. Iteration q:
+//   flush (the deferred writes of tile q + kStages - 2, issued last iteration, into its stage);
+//   cp.async.wait_group kStages - 2: of the q + kStages - 1 groups committed so far, all but the
+//     newest kStages - 2 are complete, so tile q's copies by this thread have landed;
+//   __syncthreads: every thread's copies and writes of tile q are visible, and every thread has
+//     finished computing tile q - 1;
+//   issue tile q + kStages - 1 into stage (q - 1) % kStages, commit (a group, empty or not, every
+//     iteration keeps the count above exact);
+//   compute tile q from stage q % kStages; 16-byte stores straight from registers.
+// One barrier per tile is enough: the only stage written after it (the issue, then next
+// iteration's flush) is (q - 1) % kStages, whose last reader (tile q - 1's multiply-adds) every
+// thread finished before reaching it; the stage read after it, q % kStages, is written again only
+// by iteration q + 1's issue, after iteration q + 1's barrier, which every thread reaches only
+// when done with tile q. The flush at iteration q + 1 writes (q + kStages - 1) % kStages, not
+// q % kStages (kStages >= 2), so threads still computing tile q are not disturbed.
+template <typename T, typename Traits>
+__global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocks)
+    conv1d_rowwise_short16_kernel(const Conv1dParams p, const uint32_t tiles,
+                                  const uint32_t total) {
+  constexpr int kE = Traits::kE;
+  constexpr int kS = Traits::kStages;
+  extern __shared__ float4 conv1d_short16_smem[];
+  char* const smem = reinterpret_cast<char*>(conv1d_short16_smem);
+  const int tid = threadIdx.x;
+
+  // 32-bit cursors: total + gridDim.x < 2^32 (the launcher keeps total <= INT_MAX, grid <= total).
+  ShortStride step;
+  ShortCursor issue_cur;
+  short_cursor_init(tiles, static_cast<uint32_t>(p.C), step, issue_cur);
+  ShortCursor compute_cur = issue_cur;
+  Short16Pending pd;
+  pd.head_at = -1;
+  pd.tap_at = -1;
+  Conv1dShortItem<T> iit;
+  bool issuing = short_cursor_seek<T, Traits>(p, step, tiles, total, issue_cur, iit);
+
+  int istage = 0;
+#pragma unroll 1
+  for (; istage < kS - 1; ++istage) {
+    if (issuing) {
+      short16_issue<T, Traits>(p, iit, smem, istage, pd);
+      short_cursor_advance(step, tiles, issue_cur);
+      issuing = short_cursor_seek<T, Traits>(p, step, tiles, total, issue_cur, iit);
+    }
+    short16_cp_commit();
+    short16_flush(smem, pd);  // once per tile here: the pending slots hold one tile's writes
+  }
+
+  int cstage = 0;
+#pragma unroll 1
+  for (;;) {
+    Conv1dShortItem<T> it;
+    if (!short_cursor_seek<T, Traits>(p, step, tiles, total, compute_cur, it)) return;
+    short16_flush(smem, pd);
+    short16_cp_wait<kS - 2>();
+    __syncthreads();
+    if (issuing) {
+      short16_issue<T, Traits>(p, iit, smem, istage, pd);
+      short_cursor_advance(step, tiles, issue_cur);
+      issuing = short_cursor_seek<T, Traits>(p, step, tiles, total, issue_cur, iit);
+    }
+    short16_cp_commit();
+    istage = istage + 1 == kS ? 0 : istage + 1;
+
+    const T* const sx = reinterpret_cast<const T*>(smem + cstage * Traits::kStageBytes);
+    const float* const sw =
+        reinterpret_cast<const float*>(smem + cstage * Traits::kStageBytes + Traits::kInBytes);
+    const float bias = sw[Traits::kMaxKp];
+    const int npass = it.ext > 0 && tid < 32 ? 2 : 1;  // warp-uniform
+#pragma unroll 1
+    for (int pass = 0; pass < npass; ++pass) {
+      const int base = pass * Traits::kTile + tid * kE;
+      if (it.l0 + (base - (tid & 31) * kE) >= p.L_out) continue;  // warp-uniform: all past the row
+      float acc[kE];
+#pragma unroll
+      for (int i = 0; i < kE; ++i) acc[i] = bias;
+      const int wbase = base + it.shift;  // the window of output base, a multiple of 4
+      switch (it.xoff) {  // block-uniform
+        case 0: short16_fma<0, T, Traits>(sx, sw, wbase, it.kp, acc); break;
+        case 1: short16_fma<1, T, Traits>(sx, sw, wbase, it.kp, acc); break;
+        case 2: short16_fma<2, T, Traits>(sx, sw, wbase, it.kp, acc); break;
+        default: short16_fma<3, T, Traits>(sx, sw, wbase, it.kp, acc); break;
+      }
+      const int64_t l = it.l0 + base;
+      if (p.y_sl == 1 && l >= 0 && l + kE <= p.L_out) {
+        // y + l is 16-byte aligned: l0 = tile * kTile - my (short_item), base a multiple of kE.
+#pragma unroll
+        for (int m = 0; m < kE; m += 8) {
+          uint4 o;
+          o.x = short16_pack<T>(acc[m], acc[m + 1]);
+          o.y = short16_pack<T>(acc[m + 2], acc[m + 3]);
+          o.z = short16_pack<T>(acc[m + 4], acc[m + 5]);
+          o.w = short16_pack<T>(acc[m + 6], acc[m + 7]);
+          *reinterpret_cast<uint4*>(it.yrow + l + m) = o;
+        }
+      } else {
+#pragma unroll
+        for (int i = 0; i < kE; ++i) {
+          if (l + i >= 0 && l + i < p.L_out) it.yrow[(l + i) * p.y_sl] = from_float<T>(acc[i]);
+        }
+      }
+    }
+    cstage = cstage + 1 == kS ? 0 : cstage + 1;
+    short_cursor_advance(step, tiles, compute_cur);
   }
 }
 
