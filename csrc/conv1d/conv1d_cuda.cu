@@ -41,8 +41,8 @@ enum class Conv1dAlgo {
 
 // Longest filter of the short-filter streaming kernel (the same for every dtype).
 constexpr int64_t kShortMaxK = Conv1dShortTraits<float>::kMaxK;
-static_assert(Conv1dShortAsyncTraits<__half>::kMaxK == kShortMaxK &&
-                  Conv1dShortAsyncTraits<__nv_bfloat16>::kMaxK == kShortMaxK,
+static_assert(Conv1dShortTraits<__half>::kMaxK == kShortMaxK &&
+                  Conv1dShortTraits<__nv_bfloat16>::kMaxK == kShortMaxK,
               "one limit for every dtype");
 
 // Shortest filter of the automatic rowwise16 choice at dilation 1 (rowwise_short below it).
@@ -173,12 +173,11 @@ void launch_rowwise(const Conv1dParams& p, cudaStream_t stream) {
   GK_CHECK_LAUNCH();
 }
 
-// Persistent grid: as many blocks as fit at once (each streams its tiles with the next tiles'
-// loads in flight), or fewer when there are fewer tiles. fp32 runs the register-prefetch kernel
-// (conv1d_rowwise_short_kernel, 86% of the copy bandwidth on depthwise K = 4), fp16/bf16 the
-// cp.async pipeline (conv1d_rowwise_short16_kernel); one kernel instance per dtype.
-template <typename T, typename Traits, typename Kernel>
-void launch_short_persistent(const Conv1dParams& p, cudaStream_t stream, Kernel kernel) {
+// Persistent grid: as many blocks as fit at once (each streams its tiles with the next tile's
+// loads in flight), or fewer when there are fewer tiles.
+template <typename T>
+void launch_rowwise_short(const Conv1dParams& p, cudaStream_t stream) {
+  using Traits = Conv1dShortTraits<T>;
   constexpr int kV = Traits::kV;
   TORCH_INTERNAL_ASSERT(one_row(p) && p.stride == 1 && p.dilation == 1 && p.K <= Traits::kMaxK);
   // A row's first tile starts up to kV - 1 outputs early (at the aligned position). When every
@@ -197,28 +196,18 @@ void launch_short_persistent(const Conv1dParams& p, cudaStream_t stream, Kernel 
   const int64_t total = p.N * p.C * tiles;
   GK_CHECK(total <= INT_MAX, kOp, "too many rows for the rowwise_short kernel (", p.N * p.C,
            " rows of ", tiles, " tiles)");
-  static const int per_sm = [kernel] {
+  static const int per_sm = [] {
     int n = 0;
-    C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, Traits::kThreads,
-                                                                 Traits::smem_bytes()));
+    C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+        &n, conv1d_rowwise_short_kernel<T, Traits>, Traits::kThreads, Traits::smem_bytes()));
     return std::max(n, 1);
   }();
   const int64_t grid =
       std::min<int64_t>(total, static_cast<int64_t>(device_props().multiProcessorCount) * per_sm);
-  kernel<<<static_cast<int>(grid), Traits::kThreads, Traits::smem_bytes(), stream>>>(
-      p, static_cast<uint32_t>(tiles), static_cast<uint32_t>(total));
+  conv1d_rowwise_short_kernel<T, Traits>
+      <<<static_cast<int>(grid), Traits::kThreads, Traits::smem_bytes(), stream>>>(
+          p, static_cast<uint32_t>(tiles), static_cast<uint32_t>(total));
   GK_CHECK_LAUNCH();
-}
-
-template <typename T>
-void launch_rowwise_short(const Conv1dParams& p, cudaStream_t stream) {
-  if constexpr (sizeof(T) == 2) {
-    using Traits = Conv1dShortAsyncTraits<T>;
-    launch_short_persistent<T, Traits>(p, stream, conv1d_rowwise_short16_kernel<T, Traits>);
-  } else {
-    using Traits = Conv1dShortTraits<T>;
-    launch_short_persistent<T, Traits>(p, stream, conv1d_rowwise_short_kernel<T, Traits>);
-  }
 }
 
 // The rowwise16 algorithm: the persistent streaming kernel (as many blocks as fit at once, or
