@@ -45,11 +45,6 @@ static_assert(Conv1dShortTraits<__half>::kMaxK == kShortMaxK &&
                   Conv1dShortTraits<__nv_bfloat16>::kMaxK == kShortMaxK,
               "one limit for every dtype");
 
-// Shortest filter of the automatic rowwise16 choice at dilation 1 (rowwise_short below it).
-// Predicted, not yet measured (see the algorithm choice below): the GPU runs will place it.
-constexpr int64_t kStreamMinK = 24;
-static_assert(kStreamMinK <= kShortMaxK + 1, "every K has a kernel");
-
 // FFT path thresholds (see the algorithm choice below and conv1d_fft_cuda.cu).
 constexpr int64_t kFftMinTaps = 512;
 constexpr int64_t kFftMinMacs = int64_t{1} << 30;
@@ -60,25 +55,17 @@ constexpr int64_t kFftMinMacs = int64_t{1} << 30;
 //    stride 1, with dilation <= 128 (a tile holds at least one thread per dilation phase) and an
 //    output row of at least a quarter of its 1024-output tile (shorter rows would mostly compute
 //    padding; the general kernel sizes its tile to the row instead). Within it:
-//      dilation 1, K < kStreamMinK = 24: rowwise_short, the streaming kernel (bandwidth-bound
-//        taps). It replaced rowwise8 there (still forceable): rowwise8 stages 4-byte (bf16:
-//        2-byte) loads through shared memory with two barriers per 1024-output block, so it kept
-//        too few bytes in flight: on an H200 it ran at 61% of the copy bandwidth for 1 x 64M
-//        samples K = 16, 55% (fp32) and 27% (bf16, the same time as fp32) for depthwise K = 4,
-//        ~50% for depthwise K = 31.
-//      dilation 1, K >= kStreamMinK: rowwise16, the persistent streaming kernel with 16 outputs
-//        per thread (16x16 FMAs per 8 float4 shared loads; a 3-stage cp.async ring keeps two
-//        steps of input copies in flight during a step's FMAs, one barrier per step, 16-byte
-//        stores). Measured on an H200 with the previous rowwise16 (one step of register
-//        prefetch), depthwise K = 31 (16 x 768 x 2048): rowwise_short 81.7 us fp32 / 69.4 us
-//        bf16, rowwise16 76.4 / 70.3; the FMA floor is 30.6 us (32 taps), the fp32 byte floor
-//        48 us. The crossover K = 24 is PREDICTED, not yet measured with the cp.async version:
-//        rowwise16 costs ceil(K/16) register blocks whatever K, so from K = 17 to 32 it does the
-//        work of 32 taps (~31 us of FMAs at that shape, below fp32's byte floor, half of bf16's
-//        69 us) while rowwise_short's time grows with K; K = 24 leaves rowwise16 at most 25% of
-//        wasted taps. 16-bit types, with half the bytes, favour rowwise16 from lower K, and fp32
-//        from higher; the choice sees no dtype (conv1d_cuda_algorithm answers from the shape),
-//        so one constant serves both until the GPU runs say otherwise;
+//      dilation 1, K <= 32: rowwise_short, the streaming kernel (bandwidth-bound taps). It
+//        replaced rowwise8 there (still forceable): rowwise8 stages 4-byte (bf16: 2-byte) loads
+//        through shared memory with two barriers per 1024-output block, so it kept too few bytes
+//        in flight: on an H200 it ran at 61% of the copy bandwidth for 1 x 64M samples K = 16,
+//        55% (fp32) and 27% (bf16, the same time as fp32) for depthwise K = 4, ~50% for
+//        depthwise K = 31. The crossover at K = 32 is the short kernel's limit: its taps are
+//        fully unrolled, and past ~32 taps the case is FMA-bound, where rowwise16's 16x16
+//        register blocks issue fewer shared loads per multiply-add.
+//      dilation 1, K > 32: rowwise16, the persistent streaming kernel with 16 outputs per
+//        thread (FMA-bound: 16x16 FMAs per 8 float4 shared loads; next tile's loads in
+//        flight during the current one's FMAs, one barrier per tile, 16-byte stores);
 //      dilation > 1: 8 outputs per thread on one dilation phase, scalar shared reads.
 //  - General kernel otherwise (strides > 1, grouped and dense channels, depthwise multipliers,
 //    huge dilations, short rows): 4 output channels per block when a group has at least 4 (the
@@ -134,7 +121,7 @@ Conv1dAlgo choose_conv1d_algo_auto(const Conv1dParams& p) {
   if (one_row(p) && p.stride == 1 && p.dilation <= Rowwise8Dilated::kMaxDilation &&
       p.L_out * 4 >= Rowwise8::kMaxTile) {
     if (p.dilation > 1) return Conv1dAlgo::kRowwise8Dilated;
-    return p.K >= kStreamMinK ? Conv1dAlgo::kRowwise16 : Conv1dAlgo::kRowwiseShort;
+    return p.K > kShortMaxK ? Conv1dAlgo::kRowwise16 : Conv1dAlgo::kRowwiseShort;
   }
   return p.o_per_group() >= 4 ? Conv1dAlgo::kGeneralOT4 : Conv1dAlgo::kGeneralOT1;
 }
@@ -211,7 +198,7 @@ void launch_rowwise_short(const Conv1dParams& p, cudaStream_t stream) {
 }
 
 // The rowwise16 algorithm: the persistent streaming kernel (as many blocks as fit at once, or
-// fewer when there are fewer items), taps in steps of up to kMaxChunk = 128.
+// fewer when there are fewer items).
 template <typename T>
 void launch_rowwise_stream(const Conv1dParams& p, cudaStream_t stream) {
   using Traits = Conv1dStreamTraits<T>;
@@ -222,22 +209,9 @@ void launch_rowwise_stream(const Conv1dParams& p, cudaStream_t stream) {
   // A row's first tile starts up to kV - 1 outputs early (at the aligned position). When every
   // row start has the same alignment the tile count is exact; otherwise some rows may get one
   // empty tile, which the kernel skips.
-  // The kernel's rule (stream_item): a tile starts e < kV outputs early so that its staged input
-  // is 16-byte aligned when x's rows are contiguous, else so that its outputs are. When every row
-  // has the same e the tile count is exact; otherwise some rows may get one empty tile, which the
-  // kernel skips.
   int64_t early = kV - 1;
-  if (p.x_sl == 1) {
-    if ((p.C == 1 || p.x_sc % kV == 0) && (p.N == 1 || p.x_sn % kV == 0)) {
-      const int64_t xa = static_cast<int64_t>((reinterpret_cast<uintptr_t>(p.x) / sizeof(T)) % kV);
-      early = ((xa - p.pad_lo) % kV + kV) % kV;
-    }
-  } else if (p.y_sl == 1) {
-    if ((p.C == 1 || p.y_so % kV == 0) && (p.N == 1 || p.y_sn % kV == 0)) {
-      early = static_cast<int64_t>((reinterpret_cast<uintptr_t>(p.y) / sizeof(T)) % kV);
-    }
-  } else {
-    early = 0;
+  if (p.y_sl == 1 && (p.C == 1 || p.y_so % kV == 0) && (p.N == 1 || p.y_sn % kV == 0)) {
+    early = static_cast<int64_t>((reinterpret_cast<uintptr_t>(p.y) / sizeof(T)) % kV);
   }
   const int64_t tiles = ceil_div(p.L_out + early, Traits::kTile);
   const int64_t total = p.N * p.C * tiles;

@@ -12,16 +12,12 @@
 //                         (16-byte loads and stores, next tile's loads in flight during the
 //                         current tile's multiply-adds, one barrier per tile).
 //  conv1d_rowwise_stream_kernel the same rows at dilation 1, any K (rowwise16: FMA-bound filters):
-//                         conv1d_rowwise_kernel's 16x16 register blocks in a persistent loop fed
-//                         by a 3-stage cp.async ring (one barrier per step, 16-byte stores from
-//                         registers). conv1d_rowwise_kernel itself runs rowwise8 and
-//                         rowwise8_dilated.
+//                         conv1d_rowwise_kernel's 16x16 register blocks in a persistent, double-
+//                         buffered loop (one barrier per step, 16-byte stores from registers).
+//                         conv1d_rowwise_kernel itself now runs rowwise8 and rowwise8_dilated.
 //
-// All accumulate in float32. They stage data in shared memory as float, whatever scalar_t is,
-// except the streaming kernel's input stages, which hold the raw 16-byte copies.
+// All accumulate in float32 and stage data in shared memory as float, whatever scalar_t is.
 #include <cstdint>
-#include <cstring>
-#include <type_traits>
 
 #include "common/vec.cuh"
 #include "conv1d/conv1d.h"
@@ -800,103 +796,60 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocks)
 // Streaming row-wise kernel (the "rowwise16" algorithm: stride 1, dilation 1, any K)
 // ------------------------------------------------------------------------------------------------
 
-// FMA-bound filters: 16 outputs per thread in registers, 16x16 register blocks of multiply-adds
-// per 16 taps, as conv1d_rowwise_kernel<16>, in a persistent loop (a block streams its tiles in
-// steps of up to kMaxChunk taps). The staged input goes through a ring of kStages shared-memory
-// stages filled with cp.async (16-byte LDGSTS, no registers held): the copies of step s + 2 are
-// in flight while step s computes. The previous version held one step of lookahead in 17
-// registers a thread, which left the FMA pipe ~60% idle on short rows (depthwise K = 31: one
-// 32-tap step per 2048-output tile, about one loaded DRAM latency of arithmetic per step).
-//
-// Stages: 3. Two steps of arithmetic (~2 DRAM latencies at K = 31) cover a copy; with kMaxChunk
-// = 128 a 3-stage ring is <= 33.5 KB (fp32) and 6 blocks of 128 threads fit an SM (the register
-// cap of kMinBlocks), where 4 stages (44.7 KB) would leave 4 (fp32 at K > 64) or 5.
-//
-// Alignment: a tile starts up to kV - 1 outputs early (e, per row) so that its staged input
-// starts at a 16-byte aligned address of x (when x's rows are contiguous), which makes every
-// staged piece a whole aligned 16-byte copy. The outputs then usually start misaligned (e.g.
-// padding 15 with aligned rows): the last step's stores realign them with register rotations and
-// one warp shuffle per element (once per tile) and store 16-byte vectors. With strided x rows the
-// tile is aligned to y instead (as before) and the input is staged with element loads.
-//
-// Taps are loaded into registers one step ahead (a weight row is rarely 16-byte aligned:
-// depthwise [C, 1, K]) and stored to the stage as float after the next barrier; taps are small and
-// usually L2 hits, so one step of arithmetic covers them, and the multiply-add loop reads them as
-// float4 broadcasts without conversions.
+// FMA-bound filters (K > 32): 16 outputs per thread in registers, 16x16 register blocks of
+// multiply-adds per 16 taps, as conv1d_rowwise_kernel<16>. That kernel spent half of its issue
+// slots outside the multiply-adds at K = 64 (one tile per block: 64-bit item decoding,
+// bounds-checked staging, two barriers, outputs collected in shared memory) and could not overlap
+// a tile's loads with arithmetic. This one is persistent (a block streams its tiles), double-
+// buffers the staged input: the next step's loads are issued into registers before the current
+// step's multiply-adds and stored to the other buffer after them, one barrier per step. The
+// outputs go straight from the registers to global memory in 16-byte vectors: a row's tiles start
+// up to kV - 1 outputs early (at the row's 16-byte aligned position), as in rowwise_short.
 template <typename T>
 struct Conv1dStreamTraits {
   static constexpr int kThreads = 128;
-  static constexpr int kR = 16;                   // outputs per thread, taps per register block
-  static constexpr int kTile = kThreads * kR;     // outputs per tile
-  static constexpr int kStages = 3;               // shared-memory ring (copies of 2 steps ahead)
-  static constexpr int kMaxChunk = 128;           // taps per step (a multiple of kR)
-  static constexpr int kTapRegs = (kMaxChunk + kThreads - 1) / kThreads;  // taps a thread loads
-  static constexpr int kV = kVec16<T>;            // elements of one 16-byte piece
-  // Staged input rows of kR elements (raw T) followed by 16 bytes of padding: thread t's window
-  // starts at row t, i.e. 16-byte column (kRowBytes / 16) * t = 5t (fp32) or 3t (16-bit); odd
-  // multipliers make a quarter warp's 8 vector reads hit 8 distinct columns (conflict-free).
-  static constexpr int kRowBytes = kR * static_cast<int>(sizeof(T)) + 16;
-  static constexpr int kPieceIters = ((kTile + kMaxChunk) / kV + kThreads - 1) / kThreads;
+  static constexpr int kR = 16;                    // outputs per thread, taps per register block
+  static constexpr int kTile = kThreads * kR;      // outputs per tile
+  static constexpr int kMaxChunk = 1024;           // taps staged per step (a multiple of kR)
+  static constexpr int kPre = kR + 1;              // input floats per thread held in registers
+  static constexpr int kPreSpan = kPre * kThreads; // staged positions prefetched in registers
+  static constexpr int kV = kVec16<T>;
   // 6 blocks (24 warps) per SM: the register cap is 80, for the 16 accumulators, the 32-float
-  // window, 16 taps and the streaming state.
+  // window, the taps and the kPre prefetched inputs.
   static constexpr int kMinBlocks = 6;
-  static constexpr int kHeadBytes = 32;           // Conv1dStreamHead
-  // Stage layout (bytes): head | chunk float taps, the bias, 3 floats unused | input rows.
-  static constexpr int taps_off() { return kHeadBytes; }
-  static constexpr int input_off(int chunk) { return kHeadBytes + (chunk + 4) * 4; }
-  static constexpr int stage_bytes(int chunk) {
-    return input_off(chunk) + (kTile + chunk) / kR * kRowBytes;
+  static_assert(kTile % kV == 0 && kR % kV == 0, "whole vectors per thread");
+  static_assert(kPreSpan >= kTile + kR, "the prefetch covers a tile and one tap block's halo");
+  static_assert(kMaxChunk % kR == 0 && kThreads % 16 == 0 && kPreSpan % 16 == 0, "padding rows");
+  // Padded shared layout: 4 floats of padding after every 16 (see stream_pad).
+  static constexpr int padded(int n) { return n + n / 16 * 4; }
+  // Floats of one buffer for a chunk: the staged input (tile + chunk, padded), then the taps.
+  static constexpr int buf_floats(int chunk) { return padded(kTile + chunk) + chunk; }
+  static constexpr int smem_bytes(int chunk) {
+    return 2 * buf_floats(chunk) * static_cast<int>(sizeof(float));
   }
-  static constexpr int smem_bytes(int chunk) { return kStages * stage_bytes(chunk); }
-  static_assert(kTile % kV == 0 && kR % kV == 0, "whole pieces per thread and per row");
-  static_assert(kMaxChunk % kR == 0 && kMaxChunk <= kTapRegs * kThreads, "taps of a step");
-  static_assert(kRowBytes % 16 == 0 && (kRowBytes / 16) % 2 == 1, "conflict-free windows");
-  static_assert(stage_bytes(kR) % 16 == 0 && kHeadBytes % 16 == 0, "16-byte aligned stages");
-  static_assert(kStages >= 3, "one barrier per step needs a free stage to fill (see the kernel)");
   static_assert(smem_bytes(kMaxChunk) <= 48 * 1024, "within the default shared-memory limit");
 };
 
-// What the compute side of a step needs, written into the step's stage by thread 0 when the step
-// is fetched (the fetch runs kStages - 1 steps ahead, so nothing of it is held in registers).
-struct Conv1dStreamHead {
-  int64_t l0;   // output of thread 0's first output
-  void* yrow;   // the item's output row
-  int kcur_r;   // the step's taps rounded up to kR; 0: no step, the block is done
-  int flags;    // 1: the item's first step (the bias starts the sums), 2: its last (stores)
-  int d;        // l0 + d is the row's first 16-byte aligned output at or after l0 (y_sl == 1)
-  int unused;
-};
-static_assert(sizeof(Conv1dStreamHead) == 32, "kHeadBytes");
+// Padded shared index: 4 floats after every 16. Thread t's window reads float4s at logical
+// 16t + c (c a multiple of 4), i.e. at padded 20t + stream_pad(c): a quarter warp's 8 threads hit
+// float4 columns 5t mod 8, all distinct (conflict-free), and the offsets are compile-time
+// immediates from one per-thread base. Staging stores (32 consecutive floats a warp) conflict
+// 2-way on 4 banks only.
+__device__ __forceinline__ int stream_pad(int a) { return a + ((a >> 4) << 2); }
 
-__device__ __forceinline__ void conv1d_cp_async16(void* smem, const void* gmem) {
-  const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-  const size_t src = __cvta_generic_to_global(gmem);
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(src) : "memory");
-}
-__device__ __forceinline__ void conv1d_cp_async_commit() {
-  asm volatile("cp.async.commit_group;\n" ::: "memory");
-}
-template <int kPending>
-__device__ __forceinline__ void conv1d_cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
-}
-
-// One work item (a tile of one row).
+// One work item (a tile of one row) and its first chunk.
 template <typename T>
 struct Conv1dStreamItem {
   const T* xrow;
   T* yrow;
-  int64_t c;   // channel: taps and bias
+  const T* wrow;
+  int64_t c;   // channel: bias
   int64_t l0;  // output of thread 0's first output; > -kV, the item is empty when >= L_out
 };
 
-// The item (row, tile). Its tile starts e < kV outputs early: so that the staged input (position
-// l0 - pad_lo + k0, k0 a multiple of kR) is 16-byte aligned when x's rows are contiguous, else so
-// that the outputs are (the launcher's tile count assumes the same rule).
 template <typename T, typename Traits>
 __device__ __forceinline__ Conv1dStreamItem<T> stream_item(const Conv1dParams& p, uint32_t row,
                                                            uint32_t tile) {
-  constexpr int kV = Traits::kV;
   Conv1dStreamItem<T> it;
   uint32_t n = row, c = 0;
   if (p.C != 1) {
@@ -907,206 +860,84 @@ __device__ __forceinline__ Conv1dStreamItem<T> stream_item(const Conv1dParams& p
   it.c = c;
   it.xrow = static_cast<const T*>(p.x) + static_cast<int64_t>(n) * p.x_sn + it.c * p.x_sc;
   it.yrow = static_cast<T*>(p.y) + static_cast<int64_t>(n) * p.y_sn + it.c * p.y_so;
-  int e = 0;
-  if (p.x_sl == 1) {
-    const int64_t xa =
-        static_cast<int64_t>((reinterpret_cast<uintptr_t>(it.xrow) / sizeof(T)) % kV);
-    e = static_cast<int>(((xa - p.pad_lo) % kV + kV) % kV);
-  } else if (p.y_sl == 1) {
-    e = static_cast<int>((reinterpret_cast<uintptr_t>(it.yrow) / sizeof(T)) % kV);
-  }
-  it.l0 = static_cast<int64_t>(tile) * Traits::kTile - e;
+  it.wrow = static_cast<const T*>(p.w) + it.c * p.w_so;
+  constexpr int kV = Traits::kV;
+  const int my =
+      p.y_sl == 1 ? static_cast<int>((reinterpret_cast<uintptr_t>(it.yrow) / sizeof(T)) % kV) : 0;
+  it.l0 = static_cast<int64_t>(tile) * Traits::kTile - my;
   return it;
 }
 
-// A block's position in its step sequence: item = row * tiles + tile, taps from k0.
-struct Conv1dStreamPos {
-  uint32_t item, row, tile;
-  int64_t k0;
+// Registers of one step in flight: the first kPreSpan staged inputs (raw), the first kThreads
+// taps (one a thread) and the item's bias.
+template <typename T, typename Traits>
+struct Conv1dStreamRegs {
+  T x[Traits::kPre];
+  T tap;
+  float bias;
 };
 
-// Moves pos (k0 == 0) forward to the first non-empty item at or after it (items advance by
-// gridDim.x = dq rows + dr tiles, no division); false when the block has no item left.
+// Issues the loads of step (it, k0) into registers, and stages what does not fit them (inputs
+// past kPreSpan, taps past kThreads: chunks longer than kThreads taps) straight into `sx`/`sw`,
+// the buffer the step will run from (free: see the kernel).
 template <typename T, typename Traits>
-__device__ __forceinline__ bool stream_seek(const Conv1dParams& p, Conv1dStreamPos& pos,
-                                            Conv1dStreamItem<T>& it, uint32_t dq, uint32_t dr,
-                                            uint32_t tiles, uint32_t total) {
-  for (;;) {
-    if (pos.item >= total) return false;
-    it = stream_item<T, Traits>(p, pos.row, pos.tile);
-    if (it.l0 < p.L_out) return true;
-    pos.item += gridDim.x;  // total + gridDim.x < 2^32
-    pos.row += dq;
-    pos.tile += dr;
-    if (pos.tile >= tiles) pos.tile -= tiles, ++pos.row;
-  }
-}
-
-// The step after pos: the item's next chunk, or the next non-empty item's first.
-template <typename T, typename Traits>
-__device__ __forceinline__ bool stream_next(const Conv1dParams& p, Conv1dStreamPos& pos,
-                                            Conv1dStreamItem<T>& it, int chunk, uint32_t dq,
-                                            uint32_t dr, uint32_t tiles, uint32_t total) {
-  if (pos.k0 + chunk < p.K) {
-    pos.k0 += chunk;
-    it = stream_item<T, Traits>(p, pos.row, pos.tile);
-    return true;
-  }
-  pos.k0 = 0;
-  pos.item += gridDim.x;
-  pos.row += dq;
-  pos.tile += dr;
-  if (pos.tile >= tiles) pos.tile -= tiles, ++pos.row;
-  return stream_seek<T, Traits>(p, pos, it, dq, dr, tiles, total);
-}
-
-// A step's taps and bias in flight (raw: converted when stored, after the next barrier).
-template <typename T, typename Traits>
-struct Conv1dStreamTaps {
-  T w[Traits::kTapRegs];
-  T bias;  // thread 0 only
-};
-
-// Fetches step (it, k0) into the stage at st: the input's cp.async copies (the caller commits
-// them as one group), the taps into registers, the head. Staged position j (0 <= j < kTile +
-// kcur_r) holds x at l0 - pad_lo + k0 + j (zero outside [0, L)), in row j / kR of the stage.
-template <typename T, typename Traits>
-__device__ __forceinline__ void stream_fetch(const Conv1dParams& p, const Conv1dStreamItem<T>& it,
-                                             int64_t k0, int chunk, char* st,
-                                             Conv1dStreamTaps<T, Traits>& taps) {
+__device__ __forceinline__ void stream_prefetch(const Conv1dParams& p, const Conv1dStreamItem<T>& it,
+                                                int64_t k0, int chunk, Conv1dStreamRegs<T, Traits>& r,
+                                                float* sx, float* sw) {
   constexpr int kThreads = Traits::kThreads;
-  constexpr int kR = Traits::kR;
-  constexpr int kV = Traits::kV;
+  constexpr int kPre = Traits::kPre;
   const int tid = threadIdx.x;
   const int kcur = static_cast<int>(p.K - k0 < chunk ? p.K - k0 : chunk);
-  const int kcur_r = (kcur + kR - 1) / kR * kR;
-  const int npieces = (Traits::kTile + kcur_r) / kV;
+  const int kcur_r = (kcur + Traits::kR - 1) / Traits::kR * Traits::kR;
+  const int n_cur = Traits::kTile + kcur_r;  // staged inputs of the step
+  const int n_pre = n_cur < Traits::kPreSpan ? n_cur : Traits::kPreSpan;
   const int64_t g0 = it.l0 - p.pad_lo + k0;  // input position of staged position 0
-  char* const sx = st + Traits::input_off(chunk);
-  if (p.x_sl == 1) {
-    // xrow + g0 is 16-byte aligned (stream_item): whole pieces inside the row are copied
-    // asynchronously, pieces outside it are zeros, a piece across a row end (a row start or
-    // length that is not a multiple of kV elements) is loaded element by element.
-    // [lo, hi): the staged positions inside the row (32-bit compares per piece).
-    const int n = npieces * kV;
+  if (p.x_sl == 1 && g0 >= 0 && g0 + n_pre <= p.L) {
+    // Interior (block-uniform): unchecked loads at immediate offsets from one pointer.
+    const T* src = it.xrow + g0 + tid;
+#pragma unroll
+    for (int bi = 0; bi < kPre - 1; ++bi) r.x[bi] = src[bi * kThreads];
+    r.x[kPre - 1] = (kPre - 1) * kThreads + tid < n_pre ? src[(kPre - 1) * kThreads]
+                                                        : from_float<T>(0.f);
+  } else {
+    // [lo, hi): the prefetched positions inside the row.
     const int64_t lo64 = g0 < 0 ? -g0 : 0;
     const int64_t hi64 = p.L - g0;
-    const int lo = static_cast<int>(lo64 < n ? lo64 : n);
-    const int hi = static_cast<int>(hi64 < lo ? lo : (hi64 < n ? hi64 : n));
-    const T* const src = it.xrow + g0;
+    const int lo = static_cast<int>(lo64 < n_pre ? lo64 : n_pre);
+    const int hi = static_cast<int>(hi64 < lo ? lo : (hi64 < n_pre ? hi64 : n_pre));
 #pragma unroll
-    for (int q = 0; q < Traits::kPieceIters; ++q) {
-      const int pc = tid + q * kThreads;
-      if (pc < npieces) {
-        const int j = pc * kV;
-        char* const dst = sx + (j / kR) * Traits::kRowBytes + (j % kR) * static_cast<int>(sizeof(T));
-        if (j >= lo && j + kV <= hi) {
-          conv1d_cp_async16(dst, src + j);
-        } else if (j + kV <= lo || j >= hi) {
-          *reinterpret_cast<uint4*>(dst) = make_uint4(0u, 0u, 0u, 0u);
-        } else {
-          Vec<T, kV> v;
-#pragma unroll
-          for (int e = 0; e < kV; ++e) {
-            v.v[e] = j + e >= lo && j + e < hi ? src[j + e] : from_float<T>(0.f);
-          }
-          *reinterpret_cast<Vec<T, kV>*>(dst) = v;
-        }
-      }
-    }
-  } else {
-    // Strided rows: element loads through the stride (all of a thread's loads issued before its
-    // stores), plain shared stores.
-    Vec<T, kV> v[Traits::kPieceIters];
-#pragma unroll
-    for (int q = 0; q < Traits::kPieceIters; ++q) {
-      const int64_t gj = g0 + static_cast<int64_t>(tid + q * kThreads) * kV;
-#pragma unroll
-      for (int e = 0; e < kV; ++e) {
-        v[q].v[e] = tid + q * kThreads < npieces && gj + e >= 0 && gj + e < p.L
-                        ? it.xrow[(gj + e) * p.x_sl]
-                        : from_float<T>(0.f);
-      }
-    }
-#pragma unroll
-    for (int q = 0; q < Traits::kPieceIters; ++q) {
-      const int pc = tid + q * kThreads;
-      if (pc < npieces) {
-        const int j = pc * kV;
-        char* const dst = sx + (j / kR) * Traits::kRowBytes + (j % kR) * static_cast<int>(sizeof(T));
-        *reinterpret_cast<Vec<T, kV>*>(dst) = v[q];
-      }
+    for (int bi = 0; bi < kPre; ++bi) {
+      const int j = tid + bi * kThreads;
+      r.x[bi] = (j >= lo && j < hi) ? it.xrow[(g0 + j) * p.x_sl] : from_float<T>(0.f);
     }
   }
-  const T* const wrow = static_cast<const T*>(p.w) + it.c * p.w_so;
-#pragma unroll
-  for (int q = 0; q < Traits::kTapRegs; ++q) {
-    const int k = tid + q * kThreads;
-    taps.w[q] = k < kcur ? wrow[(k0 + k) * p.w_sk] : from_float<T>(0.f);
-  }
-  if (tid == 0) {
-    const T* const b = static_cast<const T*>(p.b);
-    taps.bias = b != nullptr ? b[it.c * p.b_s] : from_float<T>(0.f);
-    Conv1dStreamHead h;
-    h.l0 = it.l0;
-    h.yrow = it.yrow;
-    h.kcur_r = kcur_r;
-    h.flags = (k0 == 0 ? 1 : 0) | (k0 + kcur >= p.K ? 2 : 0);
-    const int m = static_cast<int>(
-        ((reinterpret_cast<uintptr_t>(it.yrow) / sizeof(T)) % kV + (it.l0 % kV + kV)) % kV);
-    h.d = (kV - m) % kV;
-    h.unused = 0;
-    *reinterpret_cast<Conv1dStreamHead*>(st) = h;
-  }
-}
+  r.tap = tid < kcur ? it.wrow[(k0 + tid) * p.w_sk] : from_float<T>(0.f);
+  const T* b = static_cast<const T*>(p.b);
+  r.bias = b != nullptr ? to_float(b[it.c * p.b_s]) : 0.f;
 
-// Marks the stage at st as "no step": the block is done when it gets there.
-__device__ __forceinline__ void stream_mark_end(char* st) {
-  if (threadIdx.x == 0) reinterpret_cast<Conv1dStreamHead*>(st)->kcur_r = 0;
-}
-
-// Stores fetched taps (zeros past the step's taps) and the bias into the stage at st.
-template <typename T, typename Traits>
-__device__ __forceinline__ void stream_store_taps(char* st, int chunk,
-                                                  const Conv1dStreamTaps<T, Traits>& taps) {
-  float* const sw = reinterpret_cast<float*>(st + Traits::taps_off());
+  // Long chunks only (kcur_r > kThreads taps): the rest, loaded and stored directly.
+  if (n_cur > Traits::kPreSpan) {
+    const int64_t lo64 = g0 < 0 ? -g0 : 0;
+    const int64_t hi64 = p.L - g0;
+    const int lo = static_cast<int>(lo64 < n_cur ? lo64 : n_cur);
+    const int hi = static_cast<int>(hi64 < lo ? lo : (hi64 < n_cur ? hi64 : n_cur));
+    constexpr int kBatch = 8;
+    for (int j0 = Traits::kPreSpan + tid; j0 < n_cur; j0 += kBatch * kThreads) {
+      float v[kBatch];
 #pragma unroll
-  for (int q = 0; q < Traits::kTapRegs; ++q) {
-    const int k = threadIdx.x + q * Traits::kThreads;
-    if (k < chunk) sw[k] = to_float(taps.w[q]);
-  }
-  if (threadIdx.x == 0) sw[chunk] = to_float(taps.bias);
-}
-
-// 16 staged inputs (one padded row) as floats.
-template <typename T>
-__device__ __forceinline__ void stream_row16(const char* src, float* out) {
-  if constexpr (sizeof(T) == 4) {
+      for (int q = 0; q < kBatch; ++q) {
+        const int j = j0 + q * kThreads;
+        v[q] = (j >= lo && j < hi) ? to_float(it.xrow[(g0 + j) * p.x_sl]) : 0.f;
+      }
 #pragma unroll
-    for (int q = 0; q < 4; ++q) {
-      const float4 v = *reinterpret_cast<const float4*>(src + 16 * q);
-      out[4 * q] = v.x, out[4 * q + 1] = v.y, out[4 * q + 2] = v.z, out[4 * q + 3] = v.w;
-    }
-  } else {
-#pragma unroll
-    for (int q = 0; q < 2; ++q) {
-      const uint4 v = *reinterpret_cast<const uint4*>(src + 16 * q);
-      const unsigned u[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        float lo, hi;  // element 2i is the low half (little-endian)
-        if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-          lo = __uint_as_float(u[i] << 16);
-          hi = __uint_as_float(u[i] & 0xffff0000u);
-        } else {
-          __half2 h2;
-          memcpy(&h2, &u[i], sizeof(h2));
-          const float2 f = __half22float2(h2);
-          lo = f.x, hi = f.y;
-        }
-        out[8 * q + 2 * i] = lo, out[8 * q + 2 * i + 1] = hi;
+      for (int q = 0; q < kBatch; ++q) {
+        const int j = j0 + q * kThreads;
+        if (j < n_cur) sx[stream_pad(j)] = v[q];
       }
     }
+  }
+  for (int k = kThreads + tid; k < kcur_r; k += kThreads) {
+    sw[k] = k < kcur ? to_float(it.wrow[(k0 + k) * p.w_sk]) : 0.f;
   }
 }
 
@@ -1116,92 +947,118 @@ __device__ __forceinline__ void stream_row16(const char* src, float* out) {
 // steps of `chunk` taps (one step when K <= chunk). The launcher keeps total <= INT_MAX.
 // Block: kThreads threads; thread t owns outputs l0 + 16t + i (i < 16) of its item, accumulated
 // in registers over the item's steps.
-// Shared memory: a ring of kStages stages, step s in stage s % kStages: [head | chunk float taps,
-// bias | tile + chunk staged inputs, raw, in padded rows].
-// Pipeline: the prologue fetches steps 0 and 1 (cp.async groups 0 and 1; step 0's taps stored,
-// step 1's kept in registers). Step s: wait until at most kStages - 2 = 1 group is pending (group
-// s, this thread's copies of step s, has landed); barrier (everyone's copies, plain stores and
-// taps of step s visible); store step s + 1's taps (registers) into stage s + 1; fetch step s + 2
-// into stage s + 2 (its copies: group s + 2, committed even when empty so that groups count
-// steps; its taps into registers; its head); multiply-adds from stage s; after an item's last
-// step, 16-byte stores from the registers.
-// One barrier per step suffices: stage (s + 2) % 3 was last read during step s - 1, which every
-// thread finished before step s's barrier; the taps area of stage (s + 1) % 3 was last read during
-// step s - 2 and is next read after step s + 1's barrier (its input area, written by step s + 1's
-// copies, is disjoint); stage s % 3 is next written after step s + 1's barrier, by which every
-// thread is done with step s (its head is re-read after the multiply-adds, before that barrier).
+// Shared memory: two buffers of [tile + chunk staged inputs (padded, stream_pad) | chunk taps].
+// Per step: the prefetched registers are stored into buffer `buf`; barrier (visible); the next
+// step's loads are issued (its overflow, long chunks only, staged straight into buffer buf ^ 1);
+// multiply-adds from buffer buf; after the item's last step, 16-byte stores from the registers.
+// One barrier per step suffices: buffer buf ^ 1 was last read during the previous step, which
+// every thread finished before this step's barrier; buffer buf is next written after the next
+// step's barrier, by which every thread has finished this step.
 template <typename T, typename Traits>
 __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocks)
     conv1d_rowwise_stream_kernel(const Conv1dParams p, const int chunk, const uint32_t tiles,
                                  const uint32_t total) {
+  constexpr int kThreads = Traits::kThreads;
   constexpr int kR = Traits::kR;
   constexpr int kV = Traits::kV;
-  constexpr int kStages = Traits::kStages;
+  constexpr int kPre = Traits::kPre;
   extern __shared__ float4 conv1d_stream_smem[];
-  char* const smem = reinterpret_cast<char*>(conv1d_stream_smem);
-  const int stage_bytes = Traits::stage_bytes(chunk);
-  const int input_off = Traits::input_off(chunk);
+  float* const smem = reinterpret_cast<float*>(conv1d_stream_smem);
+  const int buf_floats = Traits::padded(Traits::kTile + chunk) + chunk;
+  const int sw_off = Traits::padded(Traits::kTile + chunk);  // a multiple of 4: chunk % 16 == 0
   const int tid = threadIdx.x;
 
+  // Items advance by gridDim.x = dq rows + dr tiles (no division per item).
   const uint32_t dq = gridDim.x / tiles;
   const uint32_t dr = gridDim.x - dq * tiles;
-  Conv1dStreamPos pos;  // the fetched step's
-  pos.item = blockIdx.x;
-  pos.row = pos.item / tiles;
-  pos.tile = pos.item - pos.row * tiles;
-  pos.k0 = 0;
-  Conv1dStreamItem<T> it;
-  if (!stream_seek<T, Traits>(p, pos, it, dq, dr, tiles, total)) return;  // block-uniform
+  uint32_t item = blockIdx.x;
+  uint32_t row = item / tiles;
+  uint32_t tile = item - row * tiles;
+  auto advance = [&]() {
+    item += gridDim.x;  // total + gridDim.x < 2^32
+    row += dq;
+    tile += dr;
+    if (tile >= tiles) tile -= tiles, ++row;
+  };
 
-  Conv1dStreamTaps<T, Traits> taps;
-  stream_fetch<T, Traits>(p, it, pos.k0, chunk, smem, taps);
-  conv1d_cp_async_commit();
-  stream_store_taps<T, Traits>(smem, chunk, taps);
-  bool fetching = stream_next<T, Traits>(p, pos, it, chunk, dq, dr, tiles, total);
-  if (fetching) {
-    stream_fetch<T, Traits>(p, it, pos.k0, chunk, smem + stage_bytes, taps);
-  } else {
-    stream_mark_end(smem + stage_bytes);
+  Conv1dStreamItem<T> it;
+  for (;; advance()) {
+    if (item >= total) return;
+    it = stream_item<T, Traits>(p, row, tile);
+    if (it.l0 < p.L_out) break;
   }
-  conv1d_cp_async_commit();
+  int64_t k0 = 0;
+  Conv1dStreamRegs<T, Traits> r;
+  stream_prefetch<T, Traits>(p, it, k0, chunk, r, smem, smem + sw_off);
 
   float acc[kR];
-  const int xoff = tid * Traits::kRowBytes;  // thread t's window starts at staged row t
-  for (int cs = 0;;) {
-    conv1d_cp_async_wait<kStages - 2>();
-    __syncthreads();
-    char* const st = smem + cs * stage_bytes;
-    const Conv1dStreamHead* const head = reinterpret_cast<const Conv1dStreamHead*>(st);
-    const int kcur_r = head->kcur_r;
-    if (kcur_r == 0) return;  // block-uniform: the same head for every thread, after the barrier
-    const int c1 = cs + 1 == kStages ? 0 : cs + 1;
-    const int c2 = c1 + 1 == kStages ? 0 : c1 + 1;
-    stream_store_taps<T, Traits>(smem + c1 * stage_bytes, chunk, taps);
-    if (fetching) fetching = stream_next<T, Traits>(p, pos, it, chunk, dq, dr, tiles, total);
-    if (fetching) {
-      stream_fetch<T, Traits>(p, it, pos.k0, chunk, smem + c2 * stage_bytes, taps);
-    } else {
-      stream_mark_end(smem + c2 * stage_bytes);
-    }
-    conv1d_cp_async_commit();
-
-    const float* const sw = reinterpret_cast<const float*>(st + Traits::taps_off());
-    const int flags = head->flags;
-    if (flags & 1) {
-      const float bias = sw[chunk];
+  // Thread t's window: logical 16t + c is padded 20t + stream_pad(c).
+  const int xoff = tid * (kR + kR / 4);
+  for (int buf = 0;; buf ^= 1) {
+    float* const sx = smem + buf * buf_floats;
+    float* const sw = sx + sw_off;
+    const int kcur = static_cast<int>(p.K - k0 < chunk ? p.K - k0 : chunk);
+    const int kcur_r = (kcur + kR - 1) / kR * kR;
+    {
+      const int n_pre = Traits::kTile + kcur_r < Traits::kPreSpan ? Traits::kTile + kcur_r
+                                                                  : Traits::kPreSpan;
+      // stream_pad(tid + 128 bi) = stream_pad(tid) + 160 bi.
+      float* const dst = sx + stream_pad(tid);
 #pragma unroll
-      for (int i = 0; i < kR; ++i) acc[i] = bias;  // the bias starts the sums
+      for (int bi = 0; bi < kPre - 1; ++bi) {
+        dst[bi * (kThreads + kThreads / 4)] = to_float(r.x[bi]);
+      }
+      if ((kPre - 1) * kThreads + tid < n_pre) {
+        dst[(kPre - 1) * (kThreads + kThreads / 4)] = to_float(r.x[kPre - 1]);
+      }
     }
-    const bool active = head->l0 + static_cast<int64_t>(tid & ~31) * kR < p.L_out;  // warp-uniform
+    if (tid < kcur_r) sw[tid] = to_float(r.tap);  // taps past kThreads: staged directly
+    if (k0 == 0) {
+#pragma unroll
+      for (int i = 0; i < kR; ++i) acc[i] = r.bias;  // the bias starts the sums
+    }
+    const bool last = k0 + kcur >= p.K;
+    __syncthreads();  // this step's input and taps visible to every thread
+
+    // The next step: the item's next chunk, or the next non-empty item's first.
+    Conv1dStreamItem<T> nit = it;
+    int64_t nk0 = k0 + chunk;
+    bool more = true;
+    if (last) {
+      nk0 = 0;
+      for (;;) {
+        advance();
+        if (item >= total) {
+          more = false;
+          break;
+        }
+        nit = stream_item<T, Traits>(p, row, tile);
+        if (nit.l0 < p.L_out) break;
+      }
+    }
+    if (more) {
+      float* const nsx = smem + (buf ^ 1) * buf_floats;
+      stream_prefetch<T, Traits>(p, nit, nk0, chunk, r, nsx, nsx + sw_off);
+    }
+
+    const bool active = it.l0 + static_cast<int64_t>(tid & ~31) * kR < p.L_out;  // warp-uniform
     if (active) {
-      const char* xp = st + input_off + xoff;
+      const float* xp = sx + xoff;
       float xw[2 * kR];
-      stream_row16<T>(xp, xw);
+#pragma unroll
+      for (int q = 0; q < kR; q += 4) {
+        const float4 v = *reinterpret_cast<const float4*>(xp + q);
+        xw[q] = v.x, xw[q + 1] = v.y, xw[q + 2] = v.z, xw[q + 3] = v.w;
+      }
       // Unrolled twice: the window's half-shift becomes a register renaming.
 #pragma unroll 2
       for (int kb = 0; kb < kcur_r; kb += kR) {
-        xp += Traits::kRowBytes;  // the next 16 staged inputs
-        stream_row16<T>(xp, xw + kR);
+        xp += kR + kR / 4;  // the next 16 logical floats
+#pragma unroll
+        for (int q = 0; q < kR; q += 4) {
+          const float4 v = *reinterpret_cast<const float4*>(xp + q);
+          xw[kR + q] = v.x, xw[kR + q + 1] = v.y, xw[kR + q + 2] = v.z, xw[kR + q + 3] = v.w;
+        }
         float wr[kR];
 #pragma unroll
         for (int q = 0; q < kR; q += 4) {
@@ -1216,80 +1073,28 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocks)
         for (int i = 0; i < kR; ++i) xw[i] = xw[i + kR];
       }
 
-      if (flags & 2) {
-        const int64_t l = head->l0 + tid * kR;  // this thread's first output
-        T* const yrow = static_cast<T*>(head->yrow);
-        const int d = head->d;
-        if (p.y_sl != 1) {
+      if (last) {
+        const int64_t l = it.l0 + tid * kR;
+        if (p.y_sl == 1 && l >= 0 && l + kR <= p.L_out) {
+          // 16-byte aligned: the item's l0 is at the row's aligned position.
 #pragma unroll
-          for (int i = 0; i < kR; ++i) {
-            if (l + i >= 0 && l + i < p.L_out) yrow[(l + i) * p.y_sl] = from_float<T>(acc[i]);
-          }
-        } else if (d == 0) {  // block-uniform: l is 16-byte aligned
-          if (l >= 0 && l + kR <= p.L_out) {
+          for (int m = 0; m < kR / kV; ++m) {
+            Vec<T, kV> o;
 #pragma unroll
-            for (int m = 0; m < kR / kV; ++m) {
-              Vec<T, kV> o;
-#pragma unroll
-              for (int e = 0; e < kV; ++e) o.v[e] = from_float<T>(acc[m * kV + e]);
-              store_vec<T, kV>(yrow + l + m * kV, o);
-            }
-          } else {
-#pragma unroll
-            for (int i = 0; i < kR; ++i) {
-              if (l + i >= 0 && l + i < p.L_out) yrow[l + i] = from_float<T>(acc[i]);
-            }
+            for (int e = 0; e < kV; ++e) o.v[e] = from_float<T>(acc[m * kV + e]);
+            store_vec<T, kV>(it.yrow + l + m * kV, o);
           }
         } else {
-          // Outputs realigned by d (0 < d < kV, block-uniform): r[i] becomes output l + d + i,
-          // the thread's own acc[d + i] for i < kR - d, the next lane's acc[i + d - kR] after.
-          // Rotation by d in log2(kV) register-select steps, then one shuffle per borrowed
-          // element (every lane of the warp takes part: the branch is warp-uniform).
-          float r[kR];
 #pragma unroll
-          for (int i = 0; i < kR; ++i) r[i] = acc[i];
-#pragma unroll
-          for (int b = 1; b < kV; b <<= 1) {
-            const bool on = (d & b) != 0;
-            float t[kR];
-#pragma unroll
-            for (int i = 0; i < kR; ++i) t[i] = on ? r[(i + b) % kR] : r[i];
-#pragma unroll
-            for (int i = 0; i < kR; ++i) r[i] = t[i];
-          }
-#pragma unroll
-          for (int i = kR - kV + 1; i < kR; ++i) {
-            const float nb = __shfl_down_sync(0xffffffffu, r[i], 1);
-            if (i >= kR - d) r[i] = nb;
-          }
-          const int lane = tid & 31;
-          const int64_t ls = l + d;  // 16-byte aligned
-          if (lane != 31 && ls >= 0 && ls + kR <= p.L_out) {
-#pragma unroll
-            for (int m = 0; m < kR / kV; ++m) {
-              Vec<T, kV> o;
-#pragma unroll
-              for (int e = 0; e < kV; ++e) o.v[e] = from_float<T>(r[m * kV + e]);
-              store_vec<T, kV>(yrow + ls + m * kV, o);
-            }
-          } else {
-            // Lane 31's next lane is in the next warp, whose lane 0 stores its own first d.
-            const int nown = lane == 31 ? kR - d : kR;
-#pragma unroll
-            for (int i = 0; i < kR; ++i) {
-              if (i < nown && ls + i >= 0 && ls + i < p.L_out) yrow[ls + i] = from_float<T>(r[i]);
-            }
-          }
-          if (lane == 0) {  // outputs l .. l + d - 1 (stored by the previous lane elsewhere)
-#pragma unroll
-            for (int i = 0; i < kV - 1; ++i) {
-              if (i < d && l + i >= 0 && l + i < p.L_out) yrow[l + i] = from_float<T>(acc[i]);
-            }
+          for (int i = 0; i < kR; ++i) {
+            if (l + i >= 0 && l + i < p.L_out) it.yrow[(l + i) * p.y_sl] = from_float<T>(acc[i]);
           }
         }
       }
     }
-    cs = c1;
+    if (!more) return;
+    it = nit;
+    k0 = nk0;
   }
 }
 
