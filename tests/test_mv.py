@@ -118,8 +118,6 @@ CUDA_CASES = [
     # 1 to 2 waves of rows: 2..8 rows a block with N split to fill one wave (700: 8 rows, 6
     # splits); misaligned rows read x through the shifted aligned vectors.
     ("rows_700_fill", (700, 7777), "contig"),
-    # fp16: a warp per row with x staged as float in shared memory (rows_vec, N > 4096).
-    ("rows_x_staged", (4400, 5000), "contig"),
     ("rows_600_fill_offset", (600, 4099), "offset"),
     ("rows_warp_odd", (5000, 1001), "contig"),  # warp per row, misaligned rows
     ("rows_split_offset", (3, 1_000_000), "offset"),  # N split, misaligned rows

@@ -9,24 +9,19 @@
 //   rows      rows kernel, scalar strided loads: any layout
 //   cols_vec  cols kernel, 16-byte vectors of V rows: s0 == 1, A aligned, s1 % V == 0
 //   cols      cols kernel, a thread per row, scalar loads: any layout
-//   rows_mma  16-bit A on the tensor cores (16-row tiles): s1 == 1, A aligned, s0 % V == 0,
-//             N % V == 0, x contiguous and aligned
 // Automatic choice (a pure function of the shape, dtype and alignment):
 //   N <= 16 (any layout)                  cols(_vec): the short row of each thread in registers
 //   s0 == 1, s1 != 1, M >= 256            cols(_vec): column-major, threads across rows
-//   rows_mma applies and mma_wins()       rows_mma (many short 16-bit rows, see mma_wins)
 //   anything else                         rows(_vec)
-// (vec variant whenever it applies). Within the rows kernel: a warp per row when M >= 32 * SMs;
-// for one to two resident waves of rows (4 * SMs <= M < 8 * SMs), 2, 4 or 8 rows a block with
-// the split of N that fills one wave best; else a block per row, with N split across blocks only
-// when the rows fill less than half a resident wave (1000x7777 fp32 split in 2 ran 3.8 waves of
-// short blocks, each paying the split's fence and ticket); within the cols kernel, N is split so
-// that row blocks x splits is about one resident wave. Both split paths finish in the last block.
+// (vec variant whenever it applies). Within the rows kernel: a warp per row when M >= 32 * SMs,
+// else a block per row, with N split across blocks only when the rows fill less than half a
+// resident wave (1000x7777 fp32 split in 2 ran 3.8 waves of short blocks, each paying the
+// split's fence and ticket); within the cols kernel, N is split so that
+// row blocks x splits is about one resident wave. Both split paths finish in the last block.
 #include <ATen/ATen.h>
 
 #include <algorithm>
 #include <string>
-#include <type_traits>
 #include <vector>
 
 #include "common/algo.h"
@@ -215,17 +210,7 @@ void launch_mv(const at::Tensor& self, const at::Tensor& vec, const at::Tensor& 
   }
   const int64_t gx = splits > 1 ? groups : std::min(groups, sms * 64);
   const dim3 grid(static_cast<unsigned>(gx), static_cast<unsigned>(splits));
-  // fp16 rows with aligned x: x staged as float per block (see mv_rows_kernel's kXs), when the
-  // block has a warp per row (x reused by 8 rows) and the split's x fits 48 KiB.
-  const bool xs = std::is_same<T, __half>::value && vec_a && !peel && x_vec && rpb > 1 &&
-                  p.split_len * 4 <= 48 * 1024;
-  if (xs) {
-    if constexpr (std::is_same<T, __half>::value) {
-      mvk::mv_rows_kernel<T, true, false, true>
-          <<<grid, kThreads, static_cast<size_t>(p.split_len) * 4, stream>>>(A, x, y, wsp, p, rpb,
-                                                                              x_vec, tbase);
-    }
-  } else if (vec_a && !peel) {
+  if (vec_a && !peel) {
     mvk::mv_rows_kernel<T, true, false>
         <<<grid, kThreads, 0, stream>>>(A, x, y, wsp, p, rpb, x_vec, tbase);
   } else if (vec_a) {

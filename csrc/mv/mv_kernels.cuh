@@ -83,39 +83,15 @@ __device__ __forceinline__ Vec<T, V> load_x_shifted(const T* x, int64_t k, int s
 // At least 4 resident blocks per SM (<= 64 registers): the fp32 vector path otherwise took 128
 // registers (2 blocks, 16 warps per SM, too few loads in flight), and 4 blocks also make the
 // 1024-block grid of an 8192-row matrix two even waves.
-// kXs (fp16, aligned rows, x contiguous and aligned, split_len floats of dynamic smem): the
-// block converts its x[k0, k1) to float in shared memory once, and the row loop reads x from
-// there. The warps otherwise each converted x again for every row, one of the two HADD2.F32
-// conversions per multiply-add that held fp16 8192^2 at 87% of the copy bandwidth (bf16's
-// conversions are integer moves: 91%).
-template <typename T, bool kVecA, bool kPeel, bool kXs = false>
+template <typename T, bool kVecA, bool kPeel>
 __global__ void __launch_bounds__(kThreads, 4)
     mv_rows_kernel(const T* __restrict__ A, const T* __restrict__ x, T* __restrict__ y,
                    float* __restrict__ ws, MvParams p, int rpb, bool x_vec, int ticket_base) {
   constexpr int V = kVec16<T>;
-  static_assert(!kXs || (kVecA && !kPeel && V == 8), "x staging: aligned 16-bit rows only");
   __shared__ float part[kWarps];
   __shared__ bool s_last;
-  extern __shared__ float4 mv_xs_smem[];
-  float* const xs = reinterpret_cast<float*>(mv_xs_smem);
   const int warp = threadIdx.x / kWarpSize;
   const int lane = threadIdx.x % kWarpSize;
-  if constexpr (kXs) {
-    // k0 is a multiple of 32 * V and x is aligned: whole 16-byte vectors up to the split's end.
-    const int64_t xk0 = static_cast<int64_t>(blockIdx.y) * p.split_len;
-    const int64_t xk1 = xk0 + p.split_len < p.N ? xk0 + p.split_len : p.N;
-    const int nvx = static_cast<int>((xk1 - xk0) / V);
-    for (int j = threadIdx.x; j < nvx; j += kThreads) {
-      const Vec<T, V> v = load_vec<T, V>(x + xk0 + static_cast<int64_t>(j) * V);
-      float4* d = reinterpret_cast<float4*>(xs + j * V);
-      d[0] = make_float4(to_float(v.v[0]), to_float(v.v[1]), to_float(v.v[2]), to_float(v.v[3]));
-      d[1] = make_float4(to_float(v.v[4]), to_float(v.v[5]), to_float(v.v[6]), to_float(v.v[7]));
-    }
-    for (int64_t k = xk0 + static_cast<int64_t>(nvx) * V + threadIdx.x; k < xk1; k += kThreads) {
-      xs[k - xk0] = to_float(x[k]);
-    }
-    __syncthreads();  // x staged
-  }
   const int wpr = kWarps / rpb;
   const int sub = warp % wpr;
   const int64_t k0 = static_cast<int64_t>(blockIdx.y) * p.split_len;
@@ -170,13 +146,7 @@ __global__ void __launch_bounds__(kThreads, 4)
 #pragma unroll
             for (int u = 0; u < kRowUnroll; ++u) {
               const int64_t k = kv + (q + u * step) * V;
-              if constexpr (kMode == 0 && kXs) {
-                const float4* sx = reinterpret_cast<const float4*>(xs + (k - k0));
-                const float4 x0 = sx[0], x1 = sx[1];
-                const float xf[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
-#pragma unroll
-                for (int e = 0; e < V; ++e) acc += to_float(va[u].v[e]) * xf[e];
-              } else if constexpr (kMode == 0) {
+              if constexpr (kMode == 0) {
                 const Vec<T, V> vx = load_vec<T, V>(x + k);
 #pragma unroll
                 for (int e = 0; e < V; ++e) acc += to_float(va[u].v[e]) * to_float(vx.v[e]);
