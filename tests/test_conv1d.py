@@ -1,9 +1,10 @@
 """gpukern::conv1d / conv1d.padding against torch.nn.functional.conv1d (float64 references).
 
 CUDA kernel paths (see choose_conv1d_algo in csrc/conv1d/conv1d_cuda.cu):
-  rowwise_short   stride 1, C == O == groups, dilation 1, K <= 32, L_out >= 256 (streaming)
+  rowwise_short   stride 1, C == O == groups, dilation 1, K < 28, L_out >= 256 (streaming;
+                  forceable up to K = 32)
   rowwise8        forced only (the same shapes; any K)
-  rowwise16       the same with K > 32 (persistent streaming kernel; taps in steps of 1024)
+  rowwise16       the same with K >= 28 (persistent streaming kernel; taps in steps of 1024)
   rowwise8dil     the same with 1 < dilation <= 128
   general OT4     everything else with >= 4 output channels per group
   general OT1     everything else with < 4 output channels per group
@@ -404,6 +405,8 @@ def test_cuda_fft_forced_errors(device):
     (2**20, 8191, 8190, "fft"),           # c1_k8191_1M
     (64 * 2**20, 127, 126, "rowwise16"),  # c1_k127_64M: FMA-light, direct
     (1_024_000, 16, 15, "rowwise_short"),  # c1_k16_seed
+    (1_024_000, 27, 13, "rowwise_short"),  # below kStreamMinK
+    (1_024_000, 28, 13, "rowwise16"),      # from kStreamMinK (still a short-kernel K)
     (2**20, 511, 510, "rowwise16"),       # below kFftMinTaps
     (500_000, 1024, 1023, "rowwise16"),   # below kFftMinMacs (fixed costs not amortised)
 ])
@@ -435,6 +438,7 @@ def test_cuda_views_and_alignment(device):
 # a row's last tile also takes up to a quarter tile (one warp's units, SHORT_EXTRA) past its end.
 SHORT_TILE = {torch.float32: 1024, torch.float16: 2048, torch.bfloat16: 2048}
 SHORT_MAX_K = 32
+STREAM_MIN_K = 28  # kStreamMinK: the automatic choice's rowwise_short / rowwise16 crossover
 SHORT_EXTRA = {dt: t // 4 for dt, t in SHORT_TILE.items()}
 
 
@@ -479,7 +483,8 @@ def test_cuda_rowwise_short_forced(device, dtype, idx):
         x = x[..., ::2][..., :L]
     args = (1, padding, 1, C)
     if L_out >= 64:  # shorter rows go to the general kernel unless forced
-        assert torch_ops.algorithm("conv1d", x, w, b, *args) == "rowwise_short"
+        auto = "rowwise16" if K >= STREAM_MIN_K else "rowwise_short"
+        assert torch_ops.algorithm("conv1d", x, w, b, *args) == auto
     with torch_ops.force_algorithm("conv1d", "rowwise_short"):
         out = check(x, w, b, *args)
     assert out.shape[-1] == L_out

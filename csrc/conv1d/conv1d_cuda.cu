@@ -45,6 +45,13 @@ static_assert(Conv1dShortTraits<__half>::kMaxK == kShortMaxK &&
                   Conv1dShortTraits<__nv_bfloat16>::kMaxK == kShortMaxK,
               "one limit for every dtype");
 
+// rowwise16 from this many taps at dilation 1 (rowwise_short runs up to kShortMaxK). Measured
+// on an H200, depthwise B16 C768 L2048 K31: rowwise16 76.4 us fp32 / 70.3 bf16, rowwise_short
+// 81.7 / 69.4. From 28 taps rowwise16's padding of K to whole 16-tap blocks wastes <= 1/8 of
+// its multiply-adds.
+constexpr int64_t kStreamMinK = 28;
+static_assert(kStreamMinK <= kShortMaxK, "rowwise_short covers every K below the crossover");
+
 // FFT path thresholds (see the algorithm choice below and conv1d_fft_cuda.cu).
 constexpr int64_t kFftMinTaps = 512;
 constexpr int64_t kFftMinMacs = int64_t{1} << 30;
@@ -55,15 +62,16 @@ constexpr int64_t kFftMinMacs = int64_t{1} << 30;
 //    stride 1, with dilation <= 128 (a tile holds at least one thread per dilation phase) and an
 //    output row of at least a quarter of its 1024-output tile (shorter rows would mostly compute
 //    padding; the general kernel sizes its tile to the row instead). Within it:
-//      dilation 1, K <= 32: rowwise_short, the streaming kernel (bandwidth-bound taps). It
+//      dilation 1, K < kStreamMinK = 28: rowwise_short, the streaming kernel (bandwidth-bound
+//        taps; forceable up to K = 32). It
 //        replaced rowwise8 there (still forceable): rowwise8 stages 4-byte (bf16: 2-byte) loads
 //        through shared memory with two barriers per 1024-output block, so it kept too few bytes
 //        in flight: on an H200 it ran at 61% of the copy bandwidth for 1 x 64M samples K = 16,
 //        55% (fp32) and 27% (bf16, the same time as fp32) for depthwise K = 4, ~50% for
-//        depthwise K = 31. The crossover at K = 32 is the short kernel's limit: its taps are
-//        fully unrolled, and past ~32 taps the case is FMA-bound, where rowwise16's 16x16
+//        depthwise K = 31. The crossover sits below the short kernel's limit (32: its taps are
+//        fully unrolled): from ~28 taps the multiply-adds dominate, where rowwise16's 16x16
 //        register blocks issue fewer shared loads per multiply-add.
-//      dilation 1, K > 32: rowwise16, the persistent streaming kernel with 16 outputs per
+//      dilation 1, K >= kStreamMinK: rowwise16, the persistent streaming kernel with 16 outputs per
 //        thread (FMA-bound: 16x16 FMAs per 8 float4 shared loads; next tile's loads in
 //        flight during the current one's FMAs, one barrier per tile, 16-byte stores);
 //      dilation > 1: 8 outputs per thread on one dilation phase, scalar shared reads.
@@ -121,7 +129,7 @@ Conv1dAlgo choose_conv1d_algo_auto(const Conv1dParams& p) {
   if (one_row(p) && p.stride == 1 && p.dilation <= Rowwise8Dilated::kMaxDilation &&
       p.L_out * 4 >= Rowwise8::kMaxTile) {
     if (p.dilation > 1) return Conv1dAlgo::kRowwise8Dilated;
-    return p.K > kShortMaxK ? Conv1dAlgo::kRowwise16 : Conv1dAlgo::kRowwiseShort;
+    return p.K >= kStreamMinK ? Conv1dAlgo::kRowwise16 : Conv1dAlgo::kRowwiseShort;
   }
   return p.o_per_group() >= 4 ? Conv1dAlgo::kGeneralOT4 : Conv1dAlgo::kGeneralOT1;
 }
