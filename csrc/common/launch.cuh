@@ -33,6 +33,25 @@ inline void allow_dynamic_smem(Kernel kernel, size_t bytes) {
 // Properties of the current device, read once per device.
 inline const cudaDeviceProp& device_props() { return *at::cuda::getCurrentDeviceProperties(); }
 
+// Launch with programmatic stream serialization (sm_90+): the kernel's blocks may be scheduled
+// while the preceding kernel of the stream finishes. Only for kernels that call
+// pdl_wait_then_release() (common/pdl.cuh) before touching memory, so ordering is unchanged.
+template <typename... KArgs, typename... Args>
+void launch_pdl(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem,
+                cudaStream_t stream, Args... args) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = device_props().major >= 9 ? 1 : 0;
+  C10_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, static_cast<KArgs>(args)...));
+}
+
 inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 }  // namespace gpukern

@@ -18,6 +18,9 @@
 // resident wave (1000x7777 fp32 split in 2 ran 3.8 waves of short blocks, each paying the
 // split's fence and ticket); within the cols kernel, N is split so that
 // row blocks x splits is about one resident wave. Both split paths finish in the last block.
+// Every launch uses programmatic dependent launch (common/pdl.cuh): back to back, the next
+// kernel's blocks are scheduled while this one drains (8192^2 fp16: 37.2 us a call from a
+// stream, 35.8 in a CUDA graph, whose launches have no gap between kernels).
 #include <ATen/ATen.h>
 
 #include <algorithm>
@@ -153,9 +156,11 @@ void launch_mv(const at::Tensor& self, const at::Tensor& vec, const at::Tensor& 
     const int64_t gx = splits > 1 ? nrb : std::min(nrb, sms * 64);
     const dim3 grid(static_cast<unsigned>(gx), static_cast<unsigned>(splits));
     if (vec_a) {
-      mvk::mv_cols_kernel<T, true><<<grid, kThreads, 0, stream>>>(A, x, y, wsp, p, tbase);
+      launch_pdl(mvk::mv_cols_kernel<T, true>, grid, dim3(kThreads), 0, stream, A, x, y, wsp, p,
+                 tbase);
     } else {
-      mvk::mv_cols_kernel<T, false><<<grid, kThreads, 0, stream>>>(A, x, y, wsp, p, tbase);
+      launch_pdl(mvk::mv_cols_kernel<T, false>, grid, dim3(kThreads), 0, stream, A, x, y, wsp, p,
+                 tbase);
     }
     GK_CHECK_LAUNCH();
     return;
@@ -165,7 +170,8 @@ void launch_mv(const at::Tensor& self, const at::Tensor& vec, const at::Tensor& 
     if constexpr (sizeof(T) == 2) {
       const int64_t tiles = ceil_div(p.M, int64_t{16});
       const int64_t gx = std::min(tiles, sms * 4);  // one resident wave, tiles in a loop
-      mvk::mv_rows_mma_kernel<T><<<static_cast<unsigned>(gx), kThreads, 0, stream>>>(A, x, y, p);
+      launch_pdl(mvk::mv_rows_mma_kernel<T>, dim3(static_cast<unsigned>(gx)), dim3(kThreads), 0,
+                 stream, A, x, y, p);
       GK_CHECK_LAUNCH();
     } else {
       TORCH_INTERNAL_ASSERT(false, "rows_mma chosen for a 32-bit type");
@@ -210,16 +216,10 @@ void launch_mv(const at::Tensor& self, const at::Tensor& vec, const at::Tensor& 
   }
   const int64_t gx = splits > 1 ? groups : std::min(groups, sms * 64);
   const dim3 grid(static_cast<unsigned>(gx), static_cast<unsigned>(splits));
-  if (vec_a && !peel) {
-    mvk::mv_rows_kernel<T, true, false>
-        <<<grid, kThreads, 0, stream>>>(A, x, y, wsp, p, rpb, x_vec, tbase);
-  } else if (vec_a) {
-    mvk::mv_rows_kernel<T, true, true>
-        <<<grid, kThreads, 0, stream>>>(A, x, y, wsp, p, rpb, x_vec, tbase);
-  } else {
-    mvk::mv_rows_kernel<T, false, false>
-        <<<grid, kThreads, 0, stream>>>(A, x, y, wsp, p, rpb, x_vec, tbase);
-  }
+  auto kernel = vec_a ? (peel ? mvk::mv_rows_kernel<T, true, true>
+                               : mvk::mv_rows_kernel<T, true, false>)
+                      : mvk::mv_rows_kernel<T, false, false>;
+  launch_pdl(kernel, grid, dim3(kThreads), 0, stream, A, x, y, wsp, p, rpb, x_vec, tbase);
   GK_CHECK_LAUNCH();
 }
 

@@ -7,12 +7,14 @@
 //   mv_cols_kernel  column-major A (s0 == 1, A.t() of a contiguous matrix, read in place) and
 //                   very short rows: threads across rows (coalesced along i), the x chunk staged
 //                   in shared memory.
+// Every kernel is launched with programmatic dependent launch (common/pdl.cuh).
 // Both can split N across gridDim.y when there are too few rows to fill the GPU: the splits write
 // float32 partials to a workspace and the last block of a row group to arrive (atomic ticket)
 // adds them in split order, so the result is deterministic and no float atomics touch y.
 #include <cstdint>
 #include <type_traits>
 
+#include "common/pdl.cuh"
 #include "common/reduce.cuh"
 #include "common/tickets.cuh"
 #include "common/vec.cuh"
@@ -98,6 +100,7 @@ __global__ void __launch_bounds__(kThreads, 4)
   const int64_t k1 = k0 + p.split_len < p.N ? k0 + p.split_len : p.N;
   const int64_t groups = (p.M + rpb - 1) / rpb;
   const SumOp op{};
+  pdl_wait_then_release();
   for (int64_t g = blockIdx.x; g < groups; g += gridDim.x) {
     const int64_t row = g * rpb + warp / wpr;
     float acc = 0.f;
@@ -302,6 +305,7 @@ __global__ void __launch_bounds__(kThreads, 4)
   const int g = lane >> 2, t = lane & 3;
   const int64_t tiles = (p.M + 15) / 16;
   const int64_t nsteps = (p.N + kMmaStep - 1) / kMmaStep;
+  pdl_wait_then_release();
   for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
     const int64_t r0 = tile * 16 + g, r1 = r0 + 8;
     const T* a0p = A + (r0 < p.M ? r0 : p.M - 1) * p.s0;
@@ -388,6 +392,7 @@ __global__ void __launch_bounds__(kThreads, 4)
   const int64_t k0 = static_cast<int64_t>(blockIdx.y) * p.split_len;
   const int64_t k1 = k0 + p.split_len < p.N ? k0 + p.split_len : p.N;
   const int64_t nrb = (p.M + kRowsPerBlock - 1) / kRowsPerBlock;
+  pdl_wait_then_release();
   for (int64_t rb = blockIdx.x; rb < nrb; rb += gridDim.x) {
     const int64_t i0 = rb * kRowsPerBlock + static_cast<int64_t>(rl) * RPT;
     const bool full_vec = kVecA && i0 + RPT <= p.M;

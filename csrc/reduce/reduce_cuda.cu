@@ -174,26 +174,6 @@ int64_t col_vec_resident_blocks_per_sm(int device) {
       cache, reinterpret_cast<const void*>(red::col_vec_reduce_kernel<T, Op>), device);
 }
 
-// Launch with programmatic stream serialization (sm_90+): the kernel's blocks may be scheduled
-// while the preceding kernel finishes; the kernel itself waits (griddepcontrol.wait) before
-// touching memory, so ordering is unchanged. Only for kernels that call pdl_wait_then_release()
-// first (small, seg, row_vec): one-wave grids, where launch latency is a large part of the time.
-template <typename... KArgs, typename... Args>
-void launch_pdl(void (*kernel)(KArgs...), dim3 grid, dim3 block, cudaStream_t stream,
-                Args... args) {
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = grid;
-  cfg.blockDim = block;
-  cfg.dynamicSmemBytes = 0;
-  cfg.stream = stream;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = device_props().major >= 9 ? 1 : 0;
-  C10_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, static_cast<KArgs>(args)...));
-}
-
 int64_t clamp64(int64_t v, int64_t lo, int64_t hi) { return std::max(lo, std::min(v, hi)); }
 
 template <typename T, typename Op>
@@ -227,13 +207,13 @@ void launch_reduce(const ReduceLayout& L, const red::ReduceOut& o, const at::Ten
     const dim3 grid(static_cast<unsigned>(bps),
                     static_cast<unsigned>(bps > 1 ? L.n_out : std::min<int64_t>(L.n_out, 65535)));
     if (mode == red::kSegContig) {
-      launch_pdl(red::seg_reduce_kernel<T, Op, red::kSegContig>, grid, dim3(kThreads), stream,
+      launch_pdl(red::seg_reduce_kernel<T, Op, red::kSegContig>, grid, dim3(kThreads), 0, stream,
                  xp, L, o, wsp, tbase, runs_lg);
     } else if (mode == red::kSegRuns) {
-      launch_pdl(red::seg_reduce_kernel<T, Op, red::kSegRuns>, grid, dim3(kThreads), stream, xp,
-                 L, o, wsp, tbase, runs_lg);
+      launch_pdl(red::seg_reduce_kernel<T, Op, red::kSegRuns>, grid, dim3(kThreads), 0, stream,
+                 xp, L, o, wsp, tbase, runs_lg);
     } else {
-      launch_pdl(red::seg_reduce_kernel<T, Op, red::kSegGeneral>, grid, dim3(kThreads), stream,
+      launch_pdl(red::seg_reduce_kernel<T, Op, red::kSegGeneral>, grid, dim3(kThreads), 0, stream,
                  xp, L, o, wsp, tbase, runs_lg);
     }
     GK_CHECK_LAUNCH();
@@ -241,7 +221,7 @@ void launch_reduce(const ReduceLayout& L, const red::ReduceOut& o, const at::Ten
 
   switch (algo) {
     case RedAlgo::kSmall: {
-      launch_pdl(red::small_reduce_kernel<T, Op>, dim3(1), dim3(kWarpSize), stream, xp, L.R, o);
+      launch_pdl(red::small_reduce_kernel<T, Op>, dim3(1), dim3(kWarpSize), 0, stream, xp, L.R, o);
       GK_CHECK_LAUNCH();
       return;
     }
@@ -310,8 +290,8 @@ void launch_reduce(const ReduceLayout& L, const red::ReduceOut& o, const at::Ten
         const int64_t rounds = ceil_div(L.n_out, wave * rows_per_block);
         const int64_t blocks = ceil_div(L.n_out, rounds * rows_per_block);
         launch_pdl(red::row_vec_reduce_kernel<T, Op>, dim3(static_cast<unsigned>(blocks)),
-                   dim3(kThreads), stream, xp, L.n_out, L.kstride[0], static_cast<int>(nvec), o,
-                   lg);
+                   dim3(kThreads), 0, stream, xp, L.n_out, L.kstride[0], static_cast<int>(nvec),
+                   o, lg);
         GK_CHECK_LAUNCH();
       } else {
         TORCH_INTERNAL_ASSERT(false, "row_vec chosen for an integer reduction");

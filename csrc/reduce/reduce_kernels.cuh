@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "common/pdl.cuh"
 #include "common/reduce.cuh"
 #include "common/tickets.cuh"
 #include "common/vec.cuh"
@@ -43,20 +44,6 @@ static_assert(kColX * kColY == kThreads, "col block shape");
 
 // Arrival counters for the last-block finish (scheme and slots: common/tickets.cuh).
 __device__ unsigned int g_tickets[kTicketSlots * kTicketsPerSlot];
-
-// Programmatic dependent launch (sm_90; the host sets the launch attribute for small, seg and
-// row_vec: one-wave kernels only, so a dependent's early blocks never displace our own).
-// First wait until the preceding kernel of the stream has completed and flushed its memory
-// (nothing global is touched before), then allow the next kernel's blocks to be scheduled now:
-// they run their own wait, so they still start reading only after this grid has completed. In a
-// CUDA graph of back-to-back launch-bound reductions this hides the next launch's latency
-// behind this kernel. Without the attribute both instructions are no-ops.
-__device__ __forceinline__ void pdl_wait_then_release() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
-}
 
 struct SumI64Op {
   __device__ __forceinline__ long long operator()(long long a, long long b) const { return a + b; }
