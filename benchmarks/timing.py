@@ -8,10 +8,13 @@
   time divided by the number of calls is the per-call kernel time without launch gaps.
 - time_cuda_rotated(): back-to-back calls, each on its own copy of the inputs (the copies
   together several times the L2, so no call finds its inputs cached), CUDA events around the
-  whole sequence; time / calls. The other method PERF.md allows ("inputs rotated"): launches
-  queue behind the running kernel as they do in a model, so the ~4.4 us an H200 takes to time
-  a single one-element kernel between two events after a flush (benchmarks/probe.py) is not
-  added to every call. Used alongside time_cuda() for cases with small inputs.
+  whole sequence; time / calls. The other method PERF.md allows ("inputs rotated"): the ~4.4 us
+  an H200 takes to time a single one-element kernel between two events after a flush
+  (benchmarks/probe.py) is not added to every call. The sequence is replayed from a CUDA graph:
+  launched from Python, calls whose kernels are shorter than the host's cost of a call (10-15
+  us per torch.sum or gpukern call on the H200 machine's CPU) timed the host instead (the same
+  kernel read 9.9 us in one run and 16.3 in the next). Used alongside time_cuda() for cases
+  with small inputs; the Python-launched timing is kept in the results for comparison.
 - time_cpu(): wall clock median, for machines without a GPU.
 """
 import statistics
@@ -52,49 +55,65 @@ def time_cuda(fn, reps=30, warmup=5, flush=True, max_seconds=3.0):
     return statistics.median(times)
 
 
-def time_cuda_rotated(fns, rounds=8, reps=7):
-    """Median milliseconds per call of fns[0](), fns[1](), ... called back to back (each fn on
-    its own inputs), `rounds` times over the list per repetition."""
-    for fn in fns:
-        fn()
+def _graph_of(fns, rounds):
+    """A CUDA graph of `rounds` passes over fns (captured on a side stream after a warm-up)."""
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        for fn in fns:
+            fn()
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(rounds):
+            for fn in fns:
+                fn()
+    graph.replay()
     torch.cuda.synchronize()
+    return graph
+
+
+def _time_events(run, calls, reps):
     times = []
     for _ in range(reps):
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
+        run()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) / calls)
+    return statistics.median(times)
+
+
+def time_cuda_rotated(fns, rounds=8, reps=7, graph=True):
+    """Median milliseconds per call of fns[0](), fns[1](), ... run back to back (each fn on its
+    own inputs), `rounds` times over the list per repetition. graph=True replays the sequence
+    from a CUDA graph (the GPU's time alone), else launches it from Python: a kernel shorter
+    than the host's cost of one call (10-15 us for torch.sum or a gpukern op on the H200
+    machine's CPU) then times the host, not the GPU. Returns (ms, "graph" or "stream"); a
+    sequence that cannot be captured is launched from Python."""
+    if graph:
+        try:
+            g = _graph_of(fns, rounds)
+            return _time_events(g.replay, rounds * len(fns), reps), "graph"
+        except RuntimeError:
+            torch.cuda.synchronize()
+    for fn in fns:
+        fn()
+    torch.cuda.synchronize()
+
+    def launch():
         for _ in range(rounds):
             for fn in fns:
                 fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) / (rounds * len(fns)))
-    return statistics.median(times)
+    return _time_events(launch, rounds * len(fns), reps), "stream"
 
 
 def time_cuda_graph(fn, calls=100, reps=10):
     """Median milliseconds per call of fn() replayed from a CUDA graph of `calls` calls. Inputs
     stay in L2 between calls: use only for launch-bound (small) cases."""
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        for _ in range(3):
-            fn()
-    torch.cuda.current_stream().wait_stream(stream)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for _ in range(calls):
-            fn()
-    graph.replay()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        graph.replay()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) / calls)
-    return statistics.median(times)
+    g = _graph_of([fn], calls)
+    return _time_events(g.replay, calls, reps)
 
 
 def time_cpu(fn, reps=5, warmup=1, max_seconds=5.0):
