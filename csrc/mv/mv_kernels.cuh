@@ -72,15 +72,88 @@ __device__ __forceinline__ Vec<T, V> load_x_shifted(const T* x, int64_t k, int s
   return r;
 }
 
+// The kPeel rows kernel's dot product of row a (any alignment, s1 == 1) with x over columns
+// [k0, k1), for lane `first` of `step` lanes: the row is walked in the 16-byte vectors of its
+// aligned span (from a + k0 rounded down to 16 bytes), kPeelUnroll of them a lane in flight, the
+// last batch predicated, so no load waits on another and nothing is left for a separate tail.
+// The span's first and last vector, where they reach outside [k0, k1), are read element by
+// element with bounds checks (A and x: nothing outside the row or x is touched). x for the
+// other vectors: aligned vectors when the row is aligned and x_vec, else the two aligned vectors
+// around each (load_x_shifted) when x_vec, else element by element. k0 is a multiple of V.
+// Before, the row's head and tail elements were peeled off before the vectors and a last batch
+// of < kRowUnroll vectors followed them: at the 64-register cap the compiler spilled the peeled
+// values right after their loads, and each spill store waited for its load (two extra round
+// trips a row: 1000 x 7777 fp32 ran 16.5 us against 13.1 for 1000 x 7780).
+// Vectors in flight per lane in peel_row_dot: 16-bit types spilled 538 bytes with 4 (their edge
+// vectors take 8 element loads each way) and none with 2.
+template <typename T>
+constexpr int kPeelUnroll = sizeof(T) == 4 ? kRowUnroll : 2;
+
+template <typename T>
+__device__ __forceinline__ float peel_row_dot(const T* __restrict__ a, const T* __restrict__ x,
+                                              int64_t k0, int64_t k1, int64_t first,
+                                              int64_t step, bool x_vec, const MvParams& p) {
+  constexpr int V = kVec16<T>;
+  constexpr int U = kPeelUnroll<T>;
+  const int m = static_cast<int>((reinterpret_cast<uintptr_t>(a + k0) & 15u) / sizeof(T));
+  const Vec<T, V>* av = reinterpret_cast<const Vec<T, V>*>(a + k0 - m);
+  const int64_t cbase = k0 - m;  // column of the span's first element
+  const int64_t nvp = (m + (k1 - k0) + V - 1) / V;
+  const bool head_edge = m != 0;
+  const bool tail_edge = (m + (k1 - k0)) % V != 0;
+  float acc = 0.f;
+  auto loop = [&](auto mode) {
+    constexpr int kMode = decltype(mode)::value;  // 0: aligned x, 1: shifted x, 2: scalar x
+    for (int64_t q = first; q < nvp; q += U * step) {
+      Vec<T, V> va[U], vx[U];
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const int64_t j = q + u * step;
+        const int64_t c = cbase + j * V;
+        const bool edge = (j == 0 && head_edge) || (j == nvp - 1 && tail_edge);
+        if (j < nvp && !edge) {
+          va[u] = av[j];
+          if constexpr (kMode == 0) {
+            vx[u] = load_vec<T, V>(x + c);
+          } else if constexpr (kMode == 1) {
+            vx[u] = load_x_shifted<T, V>(x, c, V - m, p.N);
+          } else {
+#pragma unroll
+            for (int e = 0; e < V; ++e) vx[u].v[e] = x[(c + e) * p.xs];
+          }
+        } else {
+#pragma unroll
+          for (int e = 0; e < V; ++e) {
+            const bool in = j < nvp && c + e >= k0 && c + e < k1;
+            va[u].v[e] = in ? a[c + e] : from_float<T>(0.f);
+            vx[u].v[e] = in ? x[(c + e) * p.xs] : from_float<T>(0.f);
+          }
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+#pragma unroll
+        for (int e = 0; e < V; ++e) acc += to_float(va[u].v[e]) * to_float(vx[u].v[e]);
+      }
+    }
+  };
+  if (x_vec && m == 0) {
+    loop(std::integral_constant<int, 0>{});
+  } else if (x_vec) {
+    loop(std::integral_constant<int, 1>{});
+  } else {
+    loop(std::integral_constant<int, 2>{});
+  }
+  return acc;
+}
+
 // Block = kWarps warps; a block owns rpb rows (1 or kWarps) with wpr = kWarps / rpb warps per
 // row; warp w takes row (w / wpr) and interleaves its lanes with the row's other warps over the
 // split's columns. grid.x strides over row groups, grid.y = splits (then gridDim.x == groups <=
 // kTicketsPerSlot). kVecA: s1 == 1, split_len a multiple of V, and either A 16-byte aligned with
-// s0 a multiple of V, or kPeel: rows of any alignment, each row's h < V elements before its first
-// 16-byte boundary taken by lanes 0..h-1 first (a separate instantiation: the extra live values
-// cost the aligned kernel 25% at its 64-register cap). x is read with vectors too when x_vec
-// (contiguous and aligned) and the row's vectors start at a column that is a multiple of V,
-// else element by element.
+// s0 a multiple of V, or kPeel: rows of any alignment (peel_row_dot; a separate instantiation:
+// the extra live values cost the aligned kernel 25% at its 64-register cap). x is read with
+// vectors too when x_vec (contiguous and aligned), else element by element.
 // smem: one partial per warp; barriers: after the warps write it, before it is reused.
 // At least 4 resident blocks per SM (<= 64 registers): the fp32 vector path otherwise took 128
 // registers (2 blocks, 16 warps per SM, too few loads in flight), and 4 blocks also make the
@@ -109,52 +182,26 @@ __global__ void __launch_bounds__(kThreads, 4)
       const int64_t first = sub * kWarpSize + lane;
       const int64_t step = static_cast<int64_t>(wpr) * kWarpSize;
       int64_t tail0 = k0;
-      if (kVecA) {
-        int64_t kv = k0;
-        bool xv = x_vec;
-        int xsh = 0;  // kPeel, x aligned but not at the row's vectors: their misalignment
-        // kPeel: the head element (lanes < h) and the tail element (lanes < the < V elements
-        // after the last whole vector) are loaded before the vectors and added after them, so
-        // neither costs a round trip of its own.
-        float edge_a[2] = {0.f, 0.f}, edge_x[2] = {0.f, 0.f};
-        if constexpr (kPeel) {
-          int64_t h = static_cast<int64_t>(
-              ((16u - (static_cast<unsigned>(reinterpret_cast<uintptr_t>(a + k0)) & 15u)) & 15u) /
-              sizeof(T));
-          if (h > k1 - k0) h = k1 - k0;
-          kv = k0 + h;
-          xv = x_vec && kv % V == 0;
-          xsh = x_vec ? static_cast<int>(kv % V) : 0;
-          const int64_t t0 = kv + (k1 - kv) / V * V;  // first element after the whole vectors
-          if (first < h) {
-            edge_a[0] = to_float(a[k0 + first]);
-            edge_x[0] = to_float(x[(k0 + first) * p.xs]);
-          }
-          if (t0 + first < k1) {
-            edge_a[1] = to_float(a[t0 + first]);
-            edge_x[1] = to_float(x[(t0 + first) * p.xs]);
-          }
-        }
-        const int64_t nv = (k1 - kv) / V;
-        const Vec<T, V>* av = reinterpret_cast<const Vec<T, V>*>(a + kv);
+      if constexpr (kVecA && kPeel) {
+        acc = peel_row_dot<T>(a, x, k0, k1, first, step, x_vec, p);
+        tail0 = k1;
+      } else if constexpr (kVecA) {
+        const int64_t nv = (k1 - k0) / V;
+        const Vec<T, V>* av = reinterpret_cast<const Vec<T, V>*>(a + k0);
         int64_t q = first;
-        // The x access mode is fixed per row: one loop each (a branch per vector inside one
+        // The x access mode is fixed per call: one loop each (a branch per vector inside one
         // loop kept the x loads from being issued together).
         auto main_loop = [&](auto mode) {
-          constexpr int kMode = decltype(mode)::value;  // 0: aligned x, 1: shifted, 2: scalar
+          constexpr bool kVecX = decltype(mode)::value;
           for (; q + (kRowUnroll - 1) * step < nv; q += kRowUnroll * step) {
             Vec<T, V> va[kRowUnroll];
 #pragma unroll
             for (int u = 0; u < kRowUnroll; ++u) va[u] = av[q + u * step];
 #pragma unroll
             for (int u = 0; u < kRowUnroll; ++u) {
-              const int64_t k = kv + (q + u * step) * V;
-              if constexpr (kMode == 0) {
+              const int64_t k = k0 + (q + u * step) * V;
+              if constexpr (kVecX) {
                 const Vec<T, V> vx = load_vec<T, V>(x + k);
-#pragma unroll
-                for (int e = 0; e < V; ++e) acc += to_float(va[u].v[e]) * to_float(vx.v[e]);
-              } else if constexpr (kMode == 1) {
-                const Vec<T, V> vx = load_x_shifted<T, V>(x, k, xsh, p.N);
 #pragma unroll
                 for (int e = 0; e < V; ++e) acc += to_float(va[u].v[e]) * to_float(vx.v[e]);
               } else {
@@ -166,45 +213,18 @@ __global__ void __launch_bounds__(kThreads, 4)
             }
           }
         };
-        if (xv) {
-          main_loop(std::integral_constant<int, 0>{});
-        } else if (kPeel && xsh != 0) {
-          main_loop(std::integral_constant<int, 1>{});
+        if (x_vec) {
+          main_loop(std::true_type{});
         } else {
-          main_loop(std::integral_constant<int, 2>{});
+          main_loop(std::false_type{});
         }
-        if constexpr (kPeel && sizeof(T) == 4) {
-          // The thread's last (< kRowUnroll) vectors as one predicated batch of loads (fp32
-          // only: the 16-bit instantiations spilled with it, at their 64-register cap).
-          Vec<T, V> va[kRowUnroll - 1];
+        for (; q < nv; q += step) {
+          const Vec<T, V> va = av[q];
+          const int64_t k = k0 + q * V;
 #pragma unroll
-          for (int u = 0; u < kRowUnroll - 1; ++u) {
-            if (q + u * step < nv) va[u] = av[q + u * step];
-          }
-#pragma unroll
-          for (int u = 0; u < kRowUnroll - 1; ++u) {
-            if (q + u * step < nv) {
-              const int64_t k = kv + (q + u * step) * V;
-#pragma unroll
-              for (int e = 0; e < V; ++e) {
-                acc += to_float(va[u].v[e]) * to_float(x[(k + e) * p.xs]);
-              }
-            }
-          }
-        } else {
-          for (; q < nv; q += step) {
-            const Vec<T, V> va = av[q];
-            const int64_t k = kv + q * V;
-#pragma unroll
-            for (int e = 0; e < V; ++e) acc += to_float(va.v[e]) * to_float(x[(k + e) * p.xs]);
-          }
+          for (int e = 0; e < V; ++e) acc += to_float(va.v[e]) * to_float(x[(k + e) * p.xs]);
         }
-        tail0 = kv + nv * V;
-        if constexpr (kPeel) {
-          acc += edge_a[0] * edge_x[0];
-          acc += edge_a[1] * edge_x[1];
-          tail0 = k1;  // the tail element is done
-        }
+        tail0 = k0 + nv * V;
       }
       for (int64_t k = tail0 + first; k < k1; k += step) {
         acc += to_float(a[k * p.s1]) * to_float(x[k * p.xs]);
