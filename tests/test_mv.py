@@ -116,7 +116,8 @@ CUDA_CASES = [
     ("rows_1000x7777", (1000, 7777), "contig"),
     ("rows_offset", (1000, 7777), "offset"),
     # 1 to 2 waves of rows: 2..8 rows a block with N split to fill one wave (700: 8 rows, 6
-    # splits); misaligned rows read x through the shifted aligned vectors.
+    # splits); misaligned rows: the aligned span with bounds-checked edge vectors, x element by
+    # element.
     ("rows_700_fill", (700, 7777), "contig"),
     ("rows_600_fill_offset", (600, 4099), "offset"),
     ("rows_warp_odd", (5000, 1001), "contig"),  # warp per row, misaligned rows
