@@ -128,6 +128,15 @@ std::string mv_algorithm(const at::Tensor& self, const at::Tensor& vec) {
   check_mv_args(self, vec);
 #if defined(GPUKERN_WITH_CUDA)
   if (self.size(0) == 0 || self.size(1) == 0) return "empty";
+  return mv_cuda_algorithm(mv_shape(self, vec));
+#else
+  return "cpu (built without CUDA kernels)";
+#endif
+}
+
+}  // namespace
+
+MvShape mv_shape(const at::Tensor& self, const at::Tensor& vec) {
   MvShape s;
   s.M = self.size(0);
   s.N = self.size(1);
@@ -137,13 +146,9 @@ std::string mv_algorithm(const at::Tensor& self, const at::Tensor& vec) {
   s.elem_size = static_cast<int>(self.element_size());
   s.a_aligned = starts_aligned16(self);
   s.x_aligned = starts_aligned16(vec);
-  return mv_cuda_algorithm(s);
-#else
-  return "cpu (built without CUDA kernels)";
-#endif
+  return s;
 }
 
-}  // namespace
 }  // namespace gpukern
 
 TORCH_LIBRARY_IMPL(gpukern, CompositeExplicitAutograd, m) {

@@ -28,6 +28,10 @@ struct MvShape {
   bool a_aligned = true, x_aligned = true;
 };
 
+// The MvShape of a call (mv.cpp): sizes, strides, element size and alignment of self and vec
+// (meta tensors: aligned storage, only the offset counts). Not normalised.
+MvShape mv_shape(const at::Tensor& self, const at::Tensor& vec);
+
 #if defined(GPUKERN_WITH_CUDA)
 // CUDA launcher (mv_cuda.cu): out is the allocated [M] output; M > 0 and N > 0.
 void mv_cuda(const at::Tensor& self, const at::Tensor& vec, const at::Tensor& out);

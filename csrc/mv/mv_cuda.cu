@@ -112,16 +112,7 @@ void launch_mv(const at::Tensor& self, const at::Tensor& vec, const at::Tensor& 
   const T* A = reinterpret_cast<const T*>(self.data_ptr());
   const T* x = reinterpret_cast<const T*>(vec.data_ptr());
   T* y = reinterpret_cast<T*>(out.data_ptr());
-  MvShape s;
-  s.M = self.size(0);
-  s.N = self.size(1);
-  s.s0 = self.stride(0);
-  s.s1 = self.stride(1);
-  s.xs = vec.stride(0);
-  s.elem_size = sizeof(T);
-  s.a_aligned = is_aligned16(A);
-  s.x_aligned = is_aligned16(x);
-  s = normalised(s);
+  const MvShape s = normalised(mv_shape(self, vec));
   const MvAlgo algo = choose_mv_algo(s);
   MvParams p;
   p.M = s.M;

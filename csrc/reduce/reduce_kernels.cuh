@@ -342,24 +342,21 @@ __global__ void __launch_bounds__(kThreads, 4)
   bool ok[U];
 #pragma unroll
   for (int u = 0; u < U; ++u) ok[u] = lane + u * G < nvec;
-  VT v[U];
-  if (gid < n_out) {
-    const VT* rp = reinterpret_cast<const VT*>(x + gid * row_stride) + lane;
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      if (ok[u]) v[u] = rp[u * G];
-    }
-  }
-  for (int64_t row = gid; row - wslot < n_out; row += ngroups) {
-    const int64_t next = row + ngroups;
-    VT w[U];
-    if (next < n_out) {
-      const VT* rp = reinterpret_cast<const VT*>(x + next * row_stride) + lane;
+  // This lane's vectors of row r (nothing past the last row).
+  auto load_row = [&](int64_t r, VT (&dst)[U]) {
+    if (r < n_out) {
+      const VT* rp = reinterpret_cast<const VT*>(x + r * row_stride) + lane;
 #pragma unroll
       for (int u = 0; u < U; ++u) {
-        if (ok[u]) w[u] = rp[u * G];
+        if (ok[u]) dst[u] = rp[u * G];
       }
     }
+  };
+  VT v[U];
+  load_row(gid, v);
+  for (int64_t row = gid; row - wslot < n_out; row += ngroups) {
+    VT w[U];
+    load_row(row + ngroups, w);
     float a[U];
 #pragma unroll
     for (int u = 0; u < U; ++u) {
