@@ -1,8 +1,9 @@
 """gpukern::conv1d / conv1d.padding against torch.nn.functional.conv1d (float64 references).
 
 CUDA kernel paths (see choose_conv1d_algo in csrc/conv1d/conv1d_cuda.cu):
-  rowwise_short   stride 1, C == O == groups, dilation 1, K < 28, L_out >= 256 (streaming;
-                  forceable up to K = 32)
+  rowwise_reg     stride 1, C == O == groups, dilation 1, K <= 8, N*C >= 256 rows, L_out >= 256
+                  (register windows, halo by warp shuffles; forceable on fewer rows)
+  rowwise_short   the same with K < 28 otherwise (streaming; forceable up to K = 32)
   rowwise8        forced only (the same shapes; any K)
   rowwise16       the same with K >= 28 (persistent streaming kernel; taps in steps of 1024)
   rowwise8dil     the same with 1 < dilation <= 128
@@ -517,6 +518,90 @@ def test_cuda_rowwise_short_alignments(device, dtype, K):
                 check(x, w, b if pad % 2 else None, 1, pad, 1, 3)
 
 
+# rowwise_reg (the register-window kernel): K <= 8, one compiled kernel per K. A warp's item is
+# (32 - halo) lanes x 8 (fp32) / 16 (fp16, bf16) outputs, halo = the lanes whose inputs the
+# window offset (< 4 / < 8) plus K - 1 taps reach; items start at the row's aligned output.
+REG_MAX_K = 8
+REG_LANE = {torch.float32: 8, torch.float16: 16, torch.bfloat16: 16}
+
+
+def _reg_item(dtype, K):
+    e = REG_LANE[dtype]
+    v = e // 2
+    halo = (v - 1 + e + K - 1 + e - 1) // e - 1
+    return (32 - halo) * e
+
+
+@pytest.mark.skipif(not torch_ops.has_cuda_kernels(), reason="needs the CUDA build of gpukern")
+@pytest.mark.parametrize("N, C, L, K, padding, expected", [
+    (8, 4096, 4096, 4, 3, "rowwise_reg"),        # dw1_k4
+    (1, 256, 4096, REG_MAX_K, 0, "rowwise_reg"),  # the fewest rows, the longest filter
+    (1, 255, 4096, 4, 3, "rowwise_short"),       # one row too few
+    (8, 4096, 4096, REG_MAX_K + 1, 4, "rowwise_short"),
+    (1, 1, 64 * 2**20, 4, 3, "rowwise_short"),   # one long row
+    (16, 768, 2048, 31, 15, "rowwise16"),        # dw1_k31
+])
+def test_rowwise_reg_choice(N, C, L, K, padding, expected):
+    x = torch.empty(N, C, L, device="meta")
+    w = torch.empty(C, 1, K, device="meta")
+    assert torch_ops.algorithm("conv1d", x, w, None, 1, padding, 1, C) == expected
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=str)
+@pytest.mark.parametrize("K", range(1, REG_MAX_K + 1))
+@pytest.mark.parametrize("device", [pytest.param("cuda", marks=cuda_only)])
+def test_cuda_rowwise_reg_forced(device, dtype, K):
+    """Every K of the kernel on rows around whole items (one short, exact, one past), batched and
+    depthwise with rows of varying alignments (odd L_out), input views at every storage offset
+    mod 8 and strided, with and without bias, paddings from 'valid' to K - 1 and 'same'."""
+    q = _reg_item(dtype, K)
+    g = torch.Generator().manual_seed(7000 + K)
+    with torch_ops.force_algorithm("conv1d", "rowwise_reg"):
+        for i, (N, C, L_out) in enumerate([(1, 1, q - 1), (2, 1, q), (2, 3, 2 * q + 1),
+                                          (3, 5, 4099), (1, 2, 37)]):
+            pad = [0, K - 1, K // 2, "same", 1][i]
+            pad_total = K - 1 if pad == "same" else 2 * pad
+            L = L_out - pad_total + K - 1
+            big = rand(N, C, 2 * L + 9, dtype=dtype, device=device, generator=g)
+            w = rand(C, 1, K, dtype=dtype, device=device, generator=g)
+            b = rand(C, dtype=dtype, device=device, generator=g) if i % 2 == 0 else None
+            views = [big[..., s0:s0 + L] for s0 in range(8)] + [big[..., ::2][..., :L]]
+            for x in views:
+                assert torch_ops.algorithm("conv1d", x, w, b, 1, pad, 1, C) == "rowwise_reg"
+                out = check(x, w, b, 1, pad, 1, C)
+                assert out.shape[-1] == L_out
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=str)
+@pytest.mark.parametrize("K", [1, 4, REG_MAX_K])
+@pytest.mark.parametrize("device", [pytest.param("cuda", marks=cuda_only)])
+def test_cuda_rowwise_reg_nan_reaches_only_its_window(device, dtype, K):
+    """A NaN input makes exactly the outputs whose window holds it NaN (no multiply by a tap
+    that is not in the filter reaches a neighbouring input), at every offset from a lane's
+    start and at the rows' ends."""
+    q = _reg_item(dtype, K)
+    g = torch.Generator().manual_seed(7100 + K)
+    x = rand(2, 3, 3 * q + 5, dtype=dtype, device=device, generator=g)
+    for pos in [0, 1, 7, 8, 15, 16, 17, q - 1, q, q + 3, 3 * q + 4]:
+        x[1, 2, pos] = float("nan")
+    x[0, 0, -1] = float("nan")
+    w = rand(3, 1, K, dtype=dtype, device=device, generator=g)
+    b = rand(3, dtype=dtype, device=device, generator=g)
+    with torch_ops.force_algorithm("conv1d", "rowwise_reg"):
+        for pad in sorted({0, K - 1, K // 2}):
+            check(x, w, b, 1, pad, 1, 3)
+            check(x[..., 3:], w, None, 1, pad, 1, 3)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("device", [pytest.param("cuda", marks=cuda_only)])
+def test_cuda_rowwise_reg_many_rows(device, dtype):
+    """N*C > 65535 rows (warp items, 32-bit item arithmetic) with an odd L_out."""
+    x, w, b = make(3, 22000, 22000, 45, 3, 22000, True, dtype, device, seed=65538)
+    with torch_ops.force_algorithm("conv1d", "rowwise_reg"):
+        check(x, w, b, 1, 1, 1, 22000)
+
+
 # rowwise16 (the persistent streaming kernel): tiles of 2048 outputs, starting up to 3 (fp32) or
 # 7 (fp16, bf16) outputs early at the row's 16-byte aligned position; taps in steps of up to 1024
 # (inputs past 17 * 128 staged positions and taps past 128 staged directly, not in registers).
@@ -593,6 +678,7 @@ def test_cuda_rowwise16_many_rows(device, dtype):
 # Every direct path forced on a shape it can run: (name, N, C, O, L, K, stride, pad, dil, groups)
 FORCED = [
     ("rowwise_short", 2, 3, 3, 3001, 9, 1, 4, 1, 3),
+    ("rowwise_reg", 2, 3, 3, 3001, 7, 1, 4, 1, 3),
     ("rowwise8", 2, 3, 3, 3001, 9, 1, 4, 1, 3),
     ("rowwise16", 1, 2, 2, 5003, 40, 1, 39, 1, 2),
     ("rowwise8_dilated", 1, 2, 2, 3001, 5, 1, 4, 2, 2),
@@ -618,6 +704,9 @@ def test_cuda_forced_errors(device):
     x = rand(1, 2, 500, device=device, generator=g)
     w33 = rand(2, 1, SHORT_MAX_K + 1, device=device, generator=g)
     w3 = rand(2, 1, 3, device=device, generator=g)
+    with torch_ops.force_algorithm("conv1d", "rowwise_reg"):
+        with pytest.raises(RuntimeError, match="cannot run this shape"):
+            call(x, rand(2, 1, REG_MAX_K + 1, device=device, generator=g), None, 1, 0, 1, 2)
     with torch_ops.force_algorithm("conv1d", "rowwise_short"):
         with pytest.raises(RuntimeError, match="cannot run this shape"):
             call(x, w33, None, 1, 0, 1, 2)                 # K past the limit

@@ -37,6 +37,7 @@ enum class Conv1dAlgo {
   kGeneralOT4,
   kFft,
   kRowwiseShort,
+  kRowwiseReg,
 };
 
 // Longest filter of the short-filter streaming kernel (the same for every dtype).
@@ -44,6 +45,15 @@ constexpr int64_t kShortMaxK = Conv1dShortTraits<float>::kMaxK;
 static_assert(Conv1dShortTraits<__half>::kMaxK == kShortMaxK &&
                   Conv1dShortTraits<__nv_bfloat16>::kMaxK == kShortMaxK,
               "one limit for every dtype");
+
+// The register-window kernel's filters: one compiled kernel per K (its taps are unrolled).
+constexpr int64_t kRegMaxK = 8;
+// rowwise_reg from this many rows (N * C). Measured on an H200 (scratch comparison, forced):
+// depthwise B8 C4096 L4096 K4: bf16 280.5 -> 165.4 us, fp32 299.6 -> 293.8 (short -> reg);
+// K3 bf16 229.9 -> 151.7, K8 bf16 310.3 -> 187.8, K8 fp32 323.8 -> 295.6; B16 C768 L2048 K5
+// fp16 45.9 -> 41.7. One 64M-sample fp32 row went the other way (K4 139.0 -> 144.6 us, K8
+// 141.6 -> 143.7): rowwise_short keeps single long rows.
+constexpr int64_t kRegMinRows = 256;
 
 // rowwise16 from this many taps at dilation 1 (rowwise_short runs up to kShortMaxK). Measured
 // on an H200, depthwise B16 C768 L2048 K31: rowwise16 76.4 us fp32 / 70.3 bf16, rowwise_short
@@ -71,6 +81,11 @@ constexpr int64_t kFftMinMacs = int64_t{1} << 30;
 //        depthwise K = 31. The crossover sits below the short kernel's limit (32: its taps are
 //        fully unrolled): from ~28 taps the multiply-adds dominate, where rowwise16's 16x16
 //        register blocks issue fewer shared loads per multiply-add.
+//      dilation 1, K <= kRegMaxK = 8 and at least kRegMinRows = 256 rows: rowwise_reg, the
+//        register-window kernel (no shared memory: a warp's lanes load 32 bytes each and take
+//        the taps' halo from the next lanes by shuffles; rowwise_short stages every element as a
+//        float, so 16-bit types cost it as much as fp32: 46% of the bandwidth for depthwise K4
+//        bf16, 79% here).
 //      dilation 1, K >= kStreamMinK: rowwise16, the persistent streaming kernel with 16 outputs per
 //        thread (FMA-bound: 16x16 FMAs per 8 float4 shared loads; next tile's loads in
 //        flight during the current one's FMAs, one barrier per tile, 16-byte stores);
@@ -97,7 +112,7 @@ constexpr int64_t kFftMinMacs = int64_t{1} << 30;
 const std::vector<std::string>& conv1d_algo_names() {
   static const std::vector<std::string> names = {"rowwise8",    "rowwise16",   "rowwise8_dilated",
                                                  "general_ot1", "general_ot4", "fft",
-                                                 "rowwise_short"};
+                                                 "rowwise_short", "rowwise_reg"};
   return names;
 }
 
@@ -114,6 +129,8 @@ bool conv1d_algo_applies(Conv1dAlgo a, const Conv1dParams& p) {
       return one_row(p) && p.stride == 1 && p.dilation <= Rowwise8Dilated::kMaxDilation;
     case Conv1dAlgo::kRowwiseShort:
       return one_row(p) && p.stride == 1 && p.dilation == 1 && p.K <= kShortMaxK;
+    case Conv1dAlgo::kRowwiseReg:
+      return one_row(p) && p.stride == 1 && p.dilation == 1 && p.K <= kRegMaxK;
     case Conv1dAlgo::kGeneralOT1:
     case Conv1dAlgo::kGeneralOT4:
       return true;
@@ -129,6 +146,7 @@ Conv1dAlgo choose_conv1d_algo_auto(const Conv1dParams& p) {
   if (one_row(p) && p.stride == 1 && p.dilation <= Rowwise8Dilated::kMaxDilation &&
       p.L_out * 4 >= Rowwise8::kMaxTile) {
     if (p.dilation > 1) return Conv1dAlgo::kRowwise8Dilated;
+    if (p.K <= kRegMaxK && p.N * p.C >= kRegMinRows) return Conv1dAlgo::kRowwiseReg;
     return p.K >= kStreamMinK ? Conv1dAlgo::kRowwise16 : Conv1dAlgo::kRowwiseShort;
   }
   return p.o_per_group() >= 4 ? Conv1dAlgo::kGeneralOT4 : Conv1dAlgo::kGeneralOT1;
@@ -203,6 +221,63 @@ void launch_rowwise_short(const Conv1dParams& p, cudaStream_t stream) {
       <<<static_cast<int>(grid), Traits::kThreads, Traits::smem_bytes(), stream>>>(
           p, static_cast<uint32_t>(tiles), static_cast<uint32_t>(total));
   GK_CHECK_LAUNCH();
+}
+
+// The rowwise_reg algorithm: warps walk segments of consecutive (32 - halo) * kE-output chunks
+// of a row; as many blocks as fit at once (or fewer when there are fewer segments).
+template <typename T, int kK>
+void launch_rowwise_reg_k(const Conv1dParams& p, cudaStream_t stream) {
+  using Traits = Conv1dRegTraits<T, kK>;
+  constexpr int kV = Traits::kV;
+  constexpr int kWarps = Traits::kThreads / 32;
+  TORCH_INTERNAL_ASSERT(one_row(p) && p.stride == 1 && p.dilation == 1 && p.K == kK);
+  const int halo = reg_halo_lanes<Traits>(p.K, p.x_sl == 1);
+  TORCH_INTERNAL_ASSERT(halo >= 0 && halo <= Traits::kMaxHalo);  // 0: K = 1, strided rows
+  const int64_t q = (32 - halo) * Traits::kE;
+  // A row's first chunk starts up to kV - 1 outputs early (at the aligned position): exact when
+  // every row start has the same alignment, else some rows get one empty chunk (skipped).
+  int64_t early = kV - 1;
+  if (p.y_sl == 1 && (p.C == 1 || p.y_so % kV == 0) && (p.N == 1 || p.y_sn % kV == 0)) {
+    early = static_cast<int64_t>((reinterpret_cast<uintptr_t>(p.y) / sizeof(T)) % kV);
+  }
+  const int64_t chunks = ceil_div(p.L_out + early, q);
+  static const int per_sm = [] {
+    int n = 0;
+    C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+        &n, conv1d_rowwise_reg_kernel<T, Traits>, Traits::kThreads, 0));
+    return std::max(n, 1);
+  }();
+  const int64_t warps = int64_t{device_props().multiProcessorCount} * per_sm * kWarps;
+  // Segments: about 8 per resident warp (the last round of segments is then a small part of the
+  // run), at most 64 chunks each, whole rows when rows are short.
+  const int64_t rows = p.N * p.C;
+  const int64_t seg_chunks =
+      std::max<int64_t>(1, std::min<int64_t>({chunks, 64, ceil_div(rows * chunks, 8 * warps)}));
+  const int64_t segs = ceil_div(chunks, seg_chunks);
+  const int64_t total = rows * segs;
+  GK_CHECK(total <= INT_MAX && chunks <= INT_MAX, kOp, "too many rows for the rowwise_reg kernel (",
+           rows, " rows of ", chunks, " chunks)");
+  const int64_t grid = std::min<int64_t>(ceil_div(total, kWarps), warps / kWarps);
+  conv1d_rowwise_reg_kernel<T, Traits><<<static_cast<int>(grid), Traits::kThreads, 0, stream>>>(
+      p, static_cast<uint32_t>(chunks), static_cast<uint32_t>(seg_chunks),
+      static_cast<uint32_t>(segs), static_cast<uint32_t>(total), halo);
+  GK_CHECK_LAUNCH();
+}
+
+template <typename T>
+void launch_rowwise_reg(const Conv1dParams& p, cudaStream_t stream) {
+  static_assert(kRegMaxK == 8, "one case per K below");
+  switch (p.K) {
+    case 1: return launch_rowwise_reg_k<T, 1>(p, stream);
+    case 2: return launch_rowwise_reg_k<T, 2>(p, stream);
+    case 3: return launch_rowwise_reg_k<T, 3>(p, stream);
+    case 4: return launch_rowwise_reg_k<T, 4>(p, stream);
+    case 5: return launch_rowwise_reg_k<T, 5>(p, stream);
+    case 6: return launch_rowwise_reg_k<T, 6>(p, stream);
+    case 7: return launch_rowwise_reg_k<T, 7>(p, stream);
+    case 8: return launch_rowwise_reg_k<T, 8>(p, stream);
+    default: TORCH_INTERNAL_ASSERT(false, "rowwise_reg: K = ", p.K);
+  }
 }
 
 // The rowwise16 algorithm: the persistent streaming kernel (as many blocks as fit at once, or
@@ -283,6 +358,8 @@ void launch_conv1d(const Conv1dParams& p, const at::Tensor& x3, cudaStream_t str
       return conv1d_fft_launch(p, x3, stream);
     case Conv1dAlgo::kRowwiseShort:
       return launch_rowwise_short<T>(p, stream);
+    case Conv1dAlgo::kRowwiseReg:
+      return launch_rowwise_reg<T>(p, stream);
     case Conv1dAlgo::kRowwise8:
       return launch_rowwise<T, Rowwise8>(p, stream);
     case Conv1dAlgo::kRowwise16:
