@@ -492,11 +492,13 @@ def test_cuda_rowwise_short_forced(device, dtype, idx):
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("algo", ["rowwise_short", "rowwise_reg"])
 @pytest.mark.parametrize("device", [pytest.param("cuda", marks=cuda_only)])
-def test_cuda_rowwise_short_many_rows(device, dtype):
-    """N*C > 65535 rows (1-D grid of tiles, 32-bit item arithmetic) with an odd L_out."""
+def test_cuda_short_filter_many_rows(device, algo, dtype):
+    """N*C > 65535 rows (1-D grids of tiles or warp segments, 32-bit item arithmetic) with an odd
+    L_out, on both short-filter kernels."""
     x, w, b = make(3, 22000, 22000, 45, 3, 22000, True, dtype, device, seed=65536)
-    with torch_ops.force_algorithm("conv1d", "rowwise_short"):
+    with torch_ops.force_algorithm("conv1d", algo):
         check(x, w, b, 1, 1, 1, 22000)
 
 
@@ -591,15 +593,6 @@ def test_cuda_rowwise_reg_nan_reaches_only_its_window(device, dtype, K):
         for pad in sorted({0, K - 1, K // 2}):
             check(x, w, b, 1, pad, 1, 3)
             check(x[..., 3:], w, None, 1, pad, 1, 3)
-
-
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
-@pytest.mark.parametrize("device", [pytest.param("cuda", marks=cuda_only)])
-def test_cuda_rowwise_reg_many_rows(device, dtype):
-    """N*C > 65535 rows (warp items, 32-bit item arithmetic) with an odd L_out."""
-    x, w, b = make(3, 22000, 22000, 45, 3, 22000, True, dtype, device, seed=65538)
-    with torch_ops.force_algorithm("conv1d", "rowwise_reg"):
-        check(x, w, b, 1, 1, 1, 22000)
 
 
 # rowwise16 (the persistent streaming kernel): tiles of 2048 outputs, starting up to 3 (fp32) or

@@ -851,16 +851,24 @@ struct Conv1dStreamItem {
   int64_t l0;  // output of thread 0's first output; > -kV, the item is empty when >= L_out
 };
 
-template <typename T, typename Traits>
-__device__ __forceinline__ Conv1dStreamItem<T> stream_item(const Conv1dParams& p, uint32_t row,
-                                                           uint32_t tile) {
-  Conv1dStreamItem<T> it;
-  uint32_t n = row, c = 0;
+// Row `row` of the N x C rows as (n, c), in 32 bits (the launchers keep the row count below 2^32).
+__device__ __forceinline__ void split_row(const Conv1dParams& p, uint32_t row, uint32_t& n,
+                                          uint32_t& c) {
+  n = row;
+  c = 0;
   if (p.C != 1) {
     const uint32_t C = static_cast<uint32_t>(p.C);
     n = row / C;
     c = row - n * C;
   }
+}
+
+template <typename T, typename Traits>
+__device__ __forceinline__ Conv1dStreamItem<T> stream_item(const Conv1dParams& p, uint32_t row,
+                                                           uint32_t tile) {
+  Conv1dStreamItem<T> it;
+  uint32_t n, c;
+  split_row(p, row, n, c);
   it.c = c;
   it.xrow = static_cast<const T*>(p.x) + static_cast<int64_t>(n) * p.x_sn + it.c * p.x_sc;
   it.yrow = static_cast<T*>(p.y) + static_cast<int64_t>(n) * p.y_sn + it.c * p.y_so;
@@ -1165,12 +1173,8 @@ __device__ __forceinline__ Conv1dRegPos<T> reg_start(const Conv1dParams& p, uint
                                                      float& bias) {
   constexpr int kV = Traits::kV;
   Conv1dRegPos<T> it;
-  uint32_t n = row, c = 0;
-  if (p.C != 1) {
-    const uint32_t C = static_cast<uint32_t>(p.C);
-    n = row / C;
-    c = row - n * C;
-  }
+  uint32_t n, c;
+  split_row(p, row, n, c);
   it.xrow = static_cast<const T*>(p.x) + static_cast<int64_t>(n) * p.x_sn +
             static_cast<int64_t>(c) * p.x_sc;
   it.yrow = static_cast<T*>(p.y) + static_cast<int64_t>(n) * p.y_sn + static_cast<int64_t>(c) * p.y_so;
