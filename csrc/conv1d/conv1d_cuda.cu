@@ -186,6 +186,26 @@ void launch_rowwise(const Conv1dParams& p, cudaStream_t stream) {
   GK_CHECK_LAUNCH();
 }
 
+// How many outputs early (< kV) the rowwise kernels' first tile of a row starts, at the row's
+// 16-byte aligned output position: the output's misalignment when every row start has the same
+// one, else kV - 1 (then some rows get one empty tile, which the kernels skip).
+template <typename T>
+int64_t rows_start_early(const Conv1dParams& p) {
+  constexpr int64_t kV = kVec16<T>;
+  if (p.y_sl == 1 && (p.C == 1 || p.y_so % kV == 0) && (p.N == 1 || p.y_sn % kV == 0)) {
+    return static_cast<int64_t>((reinterpret_cast<uintptr_t>(p.y) / sizeof(T)) % kV);
+  }
+  return kV - 1;
+}
+
+// Resident blocks per SM of a kernel (at least 1).
+template <typename Kernel>
+int blocks_per_sm(Kernel kernel, int threads, int smem) {
+  int n = 0;
+  C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, threads, smem));
+  return std::max(n, 1);
+}
+
 // Persistent grid: as many blocks as fit at once (each streams its tiles with the next tile's
 // loads in flight), or fewer when there are fewer tiles.
 template <typename T>
@@ -193,13 +213,7 @@ void launch_rowwise_short(const Conv1dParams& p, cudaStream_t stream) {
   using Traits = Conv1dShortTraits<T>;
   constexpr int kV = Traits::kV;
   TORCH_INTERNAL_ASSERT(one_row(p) && p.stride == 1 && p.dilation == 1 && p.K <= Traits::kMaxK);
-  // A row's first tile starts up to kV - 1 outputs early (at the aligned position). When every
-  // row start has the same alignment the tile count is exact; otherwise some rows may get one
-  // empty tile, which the kernel skips.
-  int64_t early = kV - 1;
-  if (p.y_sl == 1 && (p.C == 1 || p.y_so % kV == 0) && (p.N == 1 || p.y_sn % kV == 0)) {
-    early = static_cast<int64_t>((reinterpret_cast<uintptr_t>(p.y) / sizeof(T)) % kV);
-  }
+  const int64_t early = rows_start_early<T>(p);
   // The last tile of a row also computes up to kExtra outputs past its kTile (no nearly empty
   // last tiles): tiles * kTile + kExtra >= L_out + early. The last tile is never empty:
   // (tiles - 1) * kTile < L_out + early - kExtra < L_out - my for kExtra >= kV.
@@ -209,12 +223,8 @@ void launch_rowwise_short(const Conv1dParams& p, cudaStream_t stream) {
   const int64_t total = p.N * p.C * tiles;
   GK_CHECK(total <= INT_MAX, kOp, "too many rows for the rowwise_short kernel (", p.N * p.C,
            " rows of ", tiles, " tiles)");
-  static const int per_sm = [] {
-    int n = 0;
-    C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-        &n, conv1d_rowwise_short_kernel<T, Traits>, Traits::kThreads, Traits::smem_bytes()));
-    return std::max(n, 1);
-  }();
+  static const int per_sm = blocks_per_sm(conv1d_rowwise_short_kernel<T, Traits>,
+                                           Traits::kThreads, Traits::smem_bytes());
   const int64_t grid =
       std::min<int64_t>(total, static_cast<int64_t>(device_props().multiProcessorCount) * per_sm);
   conv1d_rowwise_short_kernel<T, Traits>
@@ -228,31 +238,21 @@ void launch_rowwise_short(const Conv1dParams& p, cudaStream_t stream) {
 template <typename T, int kK>
 void launch_rowwise_reg_k(const Conv1dParams& p, cudaStream_t stream) {
   using Traits = Conv1dRegTraits<T, kK>;
-  constexpr int kV = Traits::kV;
   constexpr int kWarps = Traits::kThreads / 32;
   TORCH_INTERNAL_ASSERT(one_row(p) && p.stride == 1 && p.dilation == 1 && p.K == kK);
   const int halo = reg_halo_lanes<Traits>(p.K, p.x_sl == 1);
   TORCH_INTERNAL_ASSERT(halo >= 0 && halo <= Traits::kMaxHalo);  // 0: K = 1, strided rows
   const int64_t q = (32 - halo) * Traits::kE;
-  // A row's first chunk starts up to kV - 1 outputs early (at the aligned position): exact when
-  // every row start has the same alignment, else some rows get one empty chunk (skipped).
-  int64_t early = kV - 1;
-  if (p.y_sl == 1 && (p.C == 1 || p.y_so % kV == 0) && (p.N == 1 || p.y_sn % kV == 0)) {
-    early = static_cast<int64_t>((reinterpret_cast<uintptr_t>(p.y) / sizeof(T)) % kV);
-  }
+  const int64_t early = rows_start_early<T>(p);
   const int64_t chunks = ceil_div(p.L_out + early, q);
-  static const int per_sm = [] {
-    int n = 0;
-    C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-        &n, conv1d_rowwise_reg_kernel<T, Traits>, Traits::kThreads, 0));
-    return std::max(n, 1);
-  }();
+  static const int per_sm = blocks_per_sm(conv1d_rowwise_reg_kernel<T, Traits>, Traits::kThreads, 0);
   const int64_t warps = int64_t{device_props().multiProcessorCount} * per_sm * kWarps;
-  // Segments: about 8 per resident warp (the last round of segments is then a small part of the
-  // run), at most 64 chunks each, whole rows when rows are short.
+  // Segments: about kSegsPerWarp per resident warp, at most kMaxSegChunks chunks each, whole
+  // rows when rows are short.
   const int64_t rows = p.N * p.C;
-  const int64_t seg_chunks =
-      std::max<int64_t>(1, std::min<int64_t>({chunks, 64, ceil_div(rows * chunks, 8 * warps)}));
+  const int64_t seg_chunks = std::max<int64_t>(
+      1, std::min<int64_t>({chunks, Traits::kMaxSegChunks,
+                            ceil_div(rows * chunks, Traits::kSegsPerWarp * warps)}));
   const int64_t segs = ceil_div(chunks, seg_chunks);
   const int64_t total = rows * segs;
   GK_CHECK(total <= INT_MAX && chunks <= INT_MAX, kOp, "too many rows for the rowwise_reg kernel (",
@@ -285,17 +285,10 @@ void launch_rowwise_reg(const Conv1dParams& p, cudaStream_t stream) {
 template <typename T>
 void launch_rowwise_stream(const Conv1dParams& p, cudaStream_t stream) {
   using Traits = Conv1dStreamTraits<T>;
-  constexpr int kV = Traits::kV;
   TORCH_INTERNAL_ASSERT(one_row(p) && p.stride == 1 && p.dilation == 1);
   const int chunk =
       static_cast<int>(std::min<int64_t>(ceil_div(p.K, Traits::kR) * Traits::kR, Traits::kMaxChunk));
-  // A row's first tile starts up to kV - 1 outputs early (at the aligned position). When every
-  // row start has the same alignment the tile count is exact; otherwise some rows may get one
-  // empty tile, which the kernel skips.
-  int64_t early = kV - 1;
-  if (p.y_sl == 1 && (p.C == 1 || p.y_so % kV == 0) && (p.N == 1 || p.y_sn % kV == 0)) {
-    early = static_cast<int64_t>((reinterpret_cast<uintptr_t>(p.y) / sizeof(T)) % kV);
-  }
+  const int64_t early = rows_start_early<T>(p);
   const int64_t tiles = ceil_div(p.L_out + early, Traits::kTile);
   const int64_t total = p.N * p.C * tiles;
   GK_CHECK(total <= INT_MAX, kOp, "too many rows for the rowwise16 kernel (", p.N * p.C,
@@ -305,11 +298,8 @@ void launch_rowwise_stream(const Conv1dParams& p, cudaStream_t stream) {
   // remembered for the last size asked.
   thread_local int last_smem = -1, last_per_sm = 1;
   if (smem != last_smem) {
-    int n = 0;
-    C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-        &n, conv1d_rowwise_stream_kernel<T, Traits>, Traits::kThreads, smem));
+    last_per_sm = blocks_per_sm(conv1d_rowwise_stream_kernel<T, Traits>, Traits::kThreads, smem);
     last_smem = smem;
-    last_per_sm = std::max(n, 1);
   }
   const int64_t grid = std::min<int64_t>(
       total, static_cast<int64_t>(device_props().multiProcessorCount) * last_per_sm);

@@ -1138,6 +1138,10 @@ struct Conv1dRegTraits {
   // 7 blocks (28 warps) per SM: at most 72 registers (no spills up to K = 4; the 16-bit kernels
   // took 80-90 unbounded, 8 blocks spilled); bf16 from K = 5 spilled at 72: 6 blocks there.
   static constexpr int kMinBlocks = kV == 8 && kK > 4 ? 6 : 7;
+  // The launcher cuts rows into segments of at most kMaxSegChunks chunks, about kSegsPerWarp
+  // per resident warp (the last round of segments is then a small part of the run).
+  static constexpr int kMaxSegChunks = 64;
+  static constexpr int kSegsPerWarp = 8;
   static_assert(kMaxHalo >= 1 && kMaxHalo < 8, "a few halo lanes per warp");
   static_assert(kK >= 1 && kK <= 32, "lane k holds tap k");
 };
