@@ -364,7 +364,7 @@ def test_cuda_graph_chain():
     """small and seg launch with programmatic dependent launch: back-to-back in a captured graph,
     each call must still see the previous kernel's output (x is rewritten between sums)."""
     g = torch.Generator().manual_seed(14)
-    for n in (1024, 1 << 20):
+    for n in (1024, 20_000, 40_000, 1 << 20):  # small: 32 and 512 threads; flat: 10, 256 blocks
         x = rand(n, device="cuda", generator=g)
         outs = []
         torch_ops.sum(x)  # warm-up (occupancy queries) outside the capture
@@ -383,6 +383,35 @@ def test_cuda_graph_chain():
             for j in range(2):
                 assert torch.equal(outs[2 * k + j], base * 2.0 ** (k + j))
         graph.reset()
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not HAS_CUDA, reason="needs CUDA")
+def test_cuda_flat_streams():
+    """flat's polled finish: block 0 consumes and clears the other blocks' flagged partials, one
+    set of slots per stream. Fresh inputs on two streams at once, call after call: a slot left
+    flagged, or shared between the streams, would hand a stale or foreign partial to a sum."""
+    g = torch.Generator().manual_seed(16)
+    n = 600_001  # 147 blocks of the polled finish
+    xs = [rand(n, device="cuda", generator=g) for _ in range(12)]
+    assert torch_ops.algorithm("sum", xs[0]) == "flat"
+    want = [torch_ops.sum(x) for x in xs]  # one stream, one call at a time
+    for w, x in zip(want, xs):
+        assert abs(w.item() - x.double().sum().item()) < 1e-3 * n ** 0.5
+    streams = [torch.cuda.Stream(), torch.cuda.Stream()]
+    torch.cuda.synchronize()
+    got = []
+    for k in range(4):
+        for i, s in enumerate(streams):
+            with torch.cuda.stream(s):
+                got.append(torch_ops.sum(xs[(2 * k + i) % len(xs)]))
+                got.append(torch_ops.amax(xs[(2 * k + i + 1) % len(xs)]))
+    torch.cuda.synchronize()
+    for k in range(4):
+        for i in range(2):
+            j = 2 * k + i
+            assert torch.equal(got[2 * j], want[j % len(xs)])
+            assert torch.equal(got[2 * j + 1], xs[(j + 1) % len(xs)].max())
 
 
 @pytest.mark.cuda
@@ -432,7 +461,8 @@ def test_cuda_large_index():
 
 # ---------------------------------------------------------------- algorithm query and forcing
 
-REDUCE_ALGOS = ["small", "seg_contig", "seg", "row", "col_vec", "col", "row_vec", "seg_runs"]
+REDUCE_ALGOS = ["small", "seg_contig", "seg", "row", "col_vec", "col", "row_vec", "seg_runs",
+                "flat"]
 
 
 def _meta(*shape, dtype=torch.float32):
@@ -447,8 +477,12 @@ def test_reduce_algorithm_query():
     q = torch_ops.algorithm
     assert q("sum", _meta(1024)) == "small"
     assert q("sum", _meta(2048, dtype=torch.bfloat16)) == "small"
-    assert q("sum", _meta(1025)) == "seg_contig"
-    assert q("sum", _meta(100_000_000)) == "seg_contig"
+    assert q("sum", _meta(1025)) == "small"
+    assert q("sum", _meta(32768)) == "small"  # two rounds of the 512-thread block
+    assert q("sum", _meta(32769)) == "flat"
+    assert q("sum", _meta(65536, dtype=torch.bfloat16)) == "small"
+    assert q("sum", _meta(8193, dtype=torch.int32)) == "flat"  # integers: 256 threads at most
+    assert q("sum", _meta(100_000_000)) == "flat"
     assert q("sum", _meta(2000)[::2]) == "seg"
     assert q("sum", x, -1) == "row_vec"
     assert q("amax", _meta(65536, 256, dtype=torch.bfloat16), -1) == "row_vec"
@@ -478,7 +512,7 @@ def test_reduce_algorithm_query():
             q("sum", _meta(8192, 8193), 0)
     with torch_ops.force_algorithm("reduce", "nope"):
         with pytest.raises(RuntimeError, match=r"is not one of: small, seg_contig, seg, row, "
-                                               r"col_vec, col, row_vec, seg_runs"):
+                                               r"col_vec, col, row_vec, seg_runs, flat"):
             q("sum", x)
     with pytest.raises(RuntimeError, match=r"unknown kind 'prod'"):
         torch.ops.gpukern._algorithm_reduce(x, None, "prod")

@@ -31,4 +31,16 @@ inline int ticket_slot_base(int device, cudaStream_t stream) {
   return it->second * kTicketsPerSlot;
 }
 
+// Device side: take a ticket with acquire-release semantics at GPU scope. The release orders the
+// calling thread's earlier writes (its block's partial) before the increment; the acquire makes
+// every partial released by earlier arrivals visible to the caller, and through a following
+// __syncthreads to its whole block. Replaces the __threadfence() (fence.sc.gpu) + atomicAdd +
+// __threadfence() sequence, whose sequentially consistent fences sit on the critical path of
+// launch-bound reductions.
+__device__ __forceinline__ unsigned int ticket_arrive_acq_rel(unsigned int* ticket) {
+  unsigned int old;
+  asm volatile("atom.add.acq_rel.gpu.u32 %0, [%1], 1;" : "=r"(old) : "l"(ticket) : "memory");
+  return old;
+}
+
 }  // namespace gpukern

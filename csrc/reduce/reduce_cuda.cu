@@ -3,7 +3,10 @@
 //
 // Algorithms (names accepted by torch_ops.force_algorithm("reduce", name), returned by
 // torch_ops.algorithm("sum"|"mean"|"amax"|"amin", x, dim)), with what each can run:
-//   small       one warp, no workspace, no ticket: full reductions (n_out == 1) of contiguous data
+//   small       one block (32, 256 or 1024 threads), no workspace, no ticket: full reductions
+//               (n_out == 1) of contiguous data
+//   flat        flat kernel: full reductions of contiguous data, blocks split the run, lean
+//               parameters, acquire-release ticket for the last-block finish
 //   seg_contig  seg kernel, blocks split each contiguous segment (reduced dims one stride-1 run)
 //   seg         seg kernel with the general index decode: any layout
 //   seg_runs    seg kernel over contiguous runs: the innermost reduced dim has stride 1 (e.g.
@@ -15,9 +18,15 @@
 //   row_vec     row_vec kernel (float types): one kept dim, rows 16-byte aligned whole vectors (data aligned,
 //               row stride % V == 0, R % V == 0), R <= 128 * V (<= 4 vectors per lane of a warp)
 // Automatic choice (a pure function of the layout, dtype and alignment):
-//   n_out == 1, contiguous, R <= 256 * V   small (the launch-bound case: 1K fp32 elements)
-//   n_out == 1                             seg_contig / seg_runs / seg (one full resident wave of
-//                                          blocks, last block to arrive finishes)
+//   n_out == 1, contiguous, R <= 8192 * V  small (launch-bound: 32 threads up to 256 vectors,
+//     (integers: R <= 2048 * V)            256 up to 2048, 512 beyond; H200 in a CUDA graph, fp32:
+//                                          1K 0.93 us, 4K 1.18, 16K 1.50; flat 2.09 at 16K)
+//   n_out == 1, contiguous                 flat (one block per 4 vectors per thread, at most one
+//                                          resident wave; fp32 64K 2.18 us, 1M 2.70 us against
+//                                          seg_contig's 2.76 and 3.31: lean parameters and the
+//                                          polled finish instead of fences and a ticket)
+//   n_out == 1                             seg_runs / seg (one full resident wave of blocks, last
+//                                          block to arrive finishes)
 //   row_vec applies and n_out >= 2048      row_vec (65536x256: 5 waves of row blocks at 80
 //                                          registers reached 47-78% of DRAM bandwidth)
 //   contiguous rows, n_out >= 2048 or      row
@@ -53,12 +62,12 @@ namespace {
 
 constexpr const char* kOp = "reduce";
 
-enum class RedAlgo { kSmall, kSegContig, kSeg, kRow, kColVec, kCol, kRowVec, kSegRuns };
+enum class RedAlgo { kSmall, kSegContig, kSeg, kRow, kColVec, kCol, kRowVec, kSegRuns, kFlat };
 
 const std::vector<std::string>& reduce_algo_names() {
   static const std::vector<std::string> names = {"small", "seg_contig", "seg",
                                                  "row",   "col_vec",    "col",
-                                                 "row_vec", "seg_runs"};
+                                                 "row_vec", "seg_runs", "flat"};
   return names;
 }
 
@@ -81,6 +90,7 @@ bool reduce_algo_applies(RedAlgo a, const ReduceLayout& L, const RedInput& in) {
   const int64_t V = 16 / in.elem_size;
   switch (a) {
     case RedAlgo::kSmall:
+    case RedAlgo::kFlat:
       return L.n_out == 1 && contiguous_run(L);
     case RedAlgo::kSegContig:
     case RedAlgo::kRow:
@@ -108,8 +118,9 @@ RedAlgo choose_reduce_algo_auto(const ReduceLayout& L, const RedInput& in) {
   const int64_t V = 16 / in.elem_size;
   const bool contig = contiguous_run(L);
   if (L.n_out == 1) {
-    if (contig && L.R <= red::kSmallMaxVecs * V) return RedAlgo::kSmall;
-    if (contig) return RedAlgo::kSegContig;
+    const int64_t small_max = in.float_acc ? red::kSmallMaxVecs : red::kSmallMaxVecsInt;
+    if (contig && L.R <= small_max * V) return RedAlgo::kSmall;
+    if (contig) return RedAlgo::kFlat;
     return long_runs(L, V) ? RedAlgo::kSegRuns : RedAlgo::kSeg;
   }
   if (contig) {
@@ -158,6 +169,13 @@ int64_t seg_resident_blocks_per_sm(int device) {
   static std::atomic<int> cache[64];  // per instance; 0 = not read yet
   return cached_blocks_per_sm(
       cache, reinterpret_cast<const void*>(red::seg_reduce_kernel<T, Op, kMode>), device);
+}
+
+template <typename T, typename Op>
+int64_t flat_resident_blocks_per_sm(int device) {
+  static std::atomic<int> cache[64];
+  return cached_blocks_per_sm(
+      cache, reinterpret_cast<const void*>(red::flat_reduce_kernel<T, Op>), device);
 }
 
 template <typename T, typename Op>
@@ -221,7 +239,34 @@ void launch_reduce(const ReduceLayout& L, const red::ReduceOut& o, const at::Ten
 
   switch (algo) {
     case RedAlgo::kSmall: {
-      launch_pdl(red::small_reduce_kernel<T, Op>, dim3(1), dim3(kWarpSize), 0, stream, xp, L.R, o);
+      // The fewest threads that take the run in one round of kSmallUnroll vectors each; the
+      // largest block (float types only: integer accumulators spill there) takes up to two.
+      const int64_t threads_needed = ceil_div(L.R, int64_t{V} * red::kSmallUnroll);
+      constexpr int kB0 = red::kSmallBlocks[0], kB1 = red::kSmallBlocks[1];
+      if (threads_needed <= kB0) {
+        launch_pdl(red::small_reduce_kernel<T, Op, kB0>, dim3(1), dim3(kB0), 0, stream, xp, L.R, o);
+      } else if (!std::is_same<Acc, float>::value || threads_needed <= kB1) {
+        launch_pdl(red::small_reduce_kernel<T, Op, kB1>, dim3(1), dim3(kB1), 0, stream, xp, L.R, o);
+      } else if constexpr (std::is_same<Acc, float>::value) {
+        constexpr int kB2 = red::kSmallBlocks[2];
+        launch_pdl(red::small_reduce_kernel<T, Op, kB2>, dim3(1), dim3(kB2), 0, stream, xp, L.R, o);
+      }
+      GK_CHECK_LAUNCH();
+      return;
+    }
+    case RedAlgo::kFlat: {
+      // Blocks: one full resident wave at most, and at most one round of kSegUnroll vectors per
+      // thread below that (1M fp32: 256 blocks).
+      const int64_t wave = sms * flat_resident_blocks_per_sm<T, Op>(dev);
+      const int64_t blocks = std::min(wave, ceil_div(L.R, per_block_min));
+      at::Tensor ws;
+      Acc* wsp = nullptr;
+      if (blocks > 1 && !(std::is_same<Acc, float>::value && blocks <= red::kFlatPollMax)) {
+        ws = at::empty({blocks}, ws_opts);
+        wsp = reinterpret_cast<Acc*>(ws.data_ptr());
+      }
+      launch_pdl(red::flat_reduce_kernel<T, Op>, dim3(static_cast<unsigned>(blocks)),
+                 dim3(kThreads), 0, stream, xp, L.R, o, wsp, tbase / kTicketsPerSlot);
       GK_CHECK_LAUNCH();
       return;
     }

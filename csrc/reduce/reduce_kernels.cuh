@@ -1,6 +1,9 @@
 #pragma once
 // Reduction kernels (torch-free). These kernels cover every ReduceLayout:
-//   small_reduce_kernel  short contiguous full reductions: one warp, no barrier, no ticket.
+//   small_reduce_kernel  short contiguous full reductions: one block (one warp for the shortest),
+//                      no workspace, no ticket.
+//   flat_reduce_kernel  longer contiguous full reductions: blocks split the run; block 0 polls
+//                      the others' flagged partials, or the last block to arrive finishes.
 //   seg_reduce_kernel  one or a few long segments (full reductions, few long rows, few strided
 //                      columns, segments made of contiguous runs): blocks split each segment, grid-stride accumulation in registers
 //                      with 16-byte loads, warp shuffles, one block step, and the last block of
@@ -38,8 +41,11 @@ constexpr int kColVecUnroll = 4;  // col vec kernel: 16-byte loads in flight per
 constexpr int kRowUnroll = 4;  // row kernel: 16-byte vectors per lane (lanes per row chosen to match)
 constexpr int kRowVecUnroll = 4;  // row_vec kernel: 16-byte vectors per lane per row (max)
 constexpr int kSmallUnroll = 8;  // small kernel: 16-byte vectors per lane per round
-// small kernel is chosen up to this many 16-byte vectors: one round of the one warp.
-constexpr int64_t kSmallMaxVecs = int64_t{kWarpSize} * kSmallUnroll;
+// small kernel: its block sizes, and it is chosen up to this many 16-byte vectors (two rounds of
+// the largest block; integer accumulators stop at one round of 256 threads).
+constexpr int kSmallBlocks[3] = {kWarpSize, 256, 512};
+constexpr int64_t kSmallMaxVecs = int64_t{512} * kSmallUnroll * 2;
+constexpr int64_t kSmallMaxVecsInt = int64_t{256} * kSmallUnroll;
 static_assert(kColX * kColY == kThreads, "col block shape");
 
 // Arrival counters for the last-block finish (scheme and slots: common/tickets.cuh).
@@ -114,14 +120,29 @@ __device__ __forceinline__ int64_t head_to_align16(const T* p) {
 // loads issued in the loop's prologue / previous iteration cannot be sunk past the adds. Every
 // slot is predicated, so a thread's last partial round (often its only one, for short rows) is
 // also one batch of loads. Slot u has its own accumulator, combined in slot order at the end.
-template <int U, typename T, typename Op, typename Acc>
+// kEarlyEdges (the launch-bound small kernel): the head and tail (< V elements each) are loaded
+// before the first vectors and added after the last when nthr >= V (at most one of each per
+// thread). Loaded after the vectors, the tail cost one more memory round trip: 1025 fp32
+// elements took 1.37 us against 1.19 us for 4096, and 1.18 us with early edges. The other
+// kernels keep the plain order: the flat kernel measured 3.06 us on 1M fp32 with early edges
+// against 2.69 us without (two runs on the H200, not one A/B run).
+template <int U, bool kEarlyEdges, typename T, typename Op, typename Acc>
 __device__ __forceinline__ Acc accumulate_contig(const T* p, int64_t n, int64_t t, int64_t nthr,
                                                  Acc acc, Op op) {
   constexpr int V = kVec16<T>;
   int64_t h = head_to_align16(p);
   if (h > n) h = n;
-  for (int64_t j = t; j < h; j += nthr) acc = op(acc, to_acc(p[j]));
   const int64_t nvec = (n - h) / V;
+  const int64_t tail0 = h + nvec * V;
+  const bool one_each = kEarlyEdges && nthr >= V;
+  const bool has_head = one_each && t < h;
+  const bool has_tail = one_each && tail0 + t < n;
+  T head{}, tail{};
+  if (has_head) head = p[t];
+  if (has_tail) tail = p[tail0 + t];
+  if (!one_each) {
+    for (int64_t j = t; j < h; j += nthr) acc = op(acc, to_acc(p[j]));
+  }
   const Vec<T, V>* vp = reinterpret_cast<const Vec<T, V>*>(p + h);
   Acc a[U];
 #pragma unroll
@@ -158,7 +179,11 @@ __device__ __forceinline__ Acc accumulate_contig(const T* p, int64_t n, int64_t 
   }
 #pragma unroll
   for (int u = 0; u < U; ++u) acc = op(acc, a[u]);
-  for (int64_t j = h + nvec * V + t; j < n; j += nthr) acc = op(acc, to_acc(p[j]));
+  if (has_head) acc = op(acc, to_acc(head));
+  if (has_tail) acc = op(acc, to_acc(tail));
+  if (!one_each) {
+    for (int64_t j = tail0 + t; j < n; j += nthr) acc = op(acc, to_acc(p[j]));
+  }
   return acc;
 }
 
@@ -205,7 +230,7 @@ __global__ void __launch_bounds__(kThreads)
     const T* base = x + offset_of(seg, L.nk, L.ksize, L.kstride);
     Acc acc = Acc(Op::identity());
     if (kMode == kSegContig) {
-      acc = accumulate_contig<kSegUnroll, T, Op, Acc>(base, L.R, t, nthr, acc, op);
+      acc = accumulate_contig<kSegUnroll, false, T, Op, Acc>(base, L.R, t, nthr, acc, op);
     } else if (kMode == kSegRuns) {
       const int64_t run = L.rsize[L.nr - 1];
       const int64_t nruns = L.R / run;
@@ -214,8 +239,8 @@ __global__ void __launch_bounds__(kThreads)
       for (int64_t j = (static_cast<int64_t>(blockIdx.x) << runs_lg) + threadIdx.x / gthreads;
            j < nruns; j += step) {
         const int64_t off = L.nr == 2 ? j * L.rstride[0] : offset_of(j, L.nr - 1, L.rsize, L.rstride);
-        acc = accumulate_contig<kSegUnroll, T, Op, Acc>(base + off, run, threadIdx.x % gthreads,
-                                                        gthreads, acc, op);
+        acc = accumulate_contig<kSegUnroll, false, T, Op, Acc>(
+            base + off, run, threadIdx.x % gthreads, gthreads, acc, op);
       }
     } else {
       for (int64_t r = t; r < L.R; r += nthr) acc = op(acc, to_acc(base[reduced_offset(L, r)]));
@@ -248,21 +273,113 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// Full reduction of a short contiguous run x[0, n), launch-bound: one warp (grid 1, block 32),
-// no shared memory, no barrier, no workspace or ticket, and a parameter block of 40 bytes rather
-// than the ~830-byte ReduceLayout. Each lane issues its (up to) kSmallUnroll 16-byte loads
-// together, then the butterfly; lane 0 stores. Fixed order per n, so reproducible. Any n works
-// (more rounds); the host picks it for n <= kSmallMaxVecs vectors.
-template <typename T, typename Op>
-__global__ void __launch_bounds__(kWarpSize)
+// Full reduction of a short contiguous run x[0, n), launch-bound: one block of kBlock threads (32,
+// 256 or 1024: the fewest that hold n in one round), no workspace or ticket, and a parameter
+// block of 40 bytes rather than the ~830-byte ReduceLayout. Each thread issues its (up to)
+// kSmallUnroll 16-byte loads together, then the butterfly (and for kBlock > 32 one shared-memory
+// step); thread 0 stores. Fixed order per (n, kBlock), so reproducible. Any n works (more
+// rounds); the host picks it for n <= kSmallMaxVecs vectors.
+template <typename T, typename Op, int kBlock>
+__global__ void __launch_bounds__(kBlock)
     small_reduce_kernel(const T* __restrict__ x, int64_t n, ReduceOut out) {
   using Acc = typename AccOf<T>::type;
+  __shared__ Acc smem[kBlock / kWarpSize];
   pdl_wait_then_release();
   const Op op{};
-  Acc acc = accumulate_contig<kSmallUnroll, T, Op, Acc>(x, n, threadIdx.x, kWarpSize,
+  Acc acc = accumulate_contig<kSmallUnroll, true, T, Op, Acc>(x, n, threadIdx.x, kBlock,
                                                          Acc(Op::identity()), op);
-  acc = warp_reduce(acc, op);
+  acc = block_reduce<kBlock>(acc, op, smem);
   if (threadIdx.x == 0) store_out<T, Acc>(out, 0, acc);
+}
+
+// flat kernel, polled finish: at most this many blocks, one float partial each, per ticket slot.
+constexpr int kFlatPollMax = kThreads;
+// Partial slots of the polled finish: {flag in the high word, float bits in the low word}, one
+// 8-byte word per block, so one single-copy-atomic store publishes value and flag together.
+// Zeroed at module load; the finishing block zeroes every slot it consumed.
+__device__ unsigned long long g_flat_slots[kTicketSlots * kFlatPollMax];
+
+__device__ __forceinline__ void st_relaxed_gpu_u64(unsigned long long* p, unsigned long long v) {
+  asm volatile("st.relaxed.gpu.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+__device__ __forceinline__ unsigned long long ld_relaxed_gpu_u64(const unsigned long long* p) {
+  unsigned long long v;
+  asm volatile("ld.relaxed.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  return v;
+}
+
+// Full reduction of one contiguous run x[0, n) by a grid of B blocks (the launch-bound middle
+// sizes, 16K to a few M elements, and the bandwidth-bound large ones). Thread t of B * kThreads
+// walks the run like the seg kernel (kSegUnroll 16-byte vectors in flight) and the block
+// combines its threads. Then one of two finishes, both combining the B partials in index order
+// (fixed per (n, B), so reproducible):
+//   polled (float accumulators, B <= kFlatPollMax): each block b > 0 publishes its partial with
+//     one 8-byte store {1, bits} to its slot (g_flat_slots); block 0 polls the slots (thread i
+//     slot i) until each is flagged, zeroes them, and combines. No fence, no atomic: the last
+//     partial costs one store reaching L2 plus one poll.
+//   ticket (integer accumulators, or more blocks): thread 0 writes the partial to ws[b] and takes
+//     the ticket with acquire-release semantics (ticket_arrive_acq_rel); the last block to
+//     arrive combines, stores and resets the ticket.
+// Block 0 waiting on the others cannot deadlock: they never wait on anything, so they finish
+// and free their slots whatever the order the GPU schedules them in. Lean parameters (48 bytes
+// instead of the seg kernel's ~830-byte ReduceLayout).
+template <typename T, typename Op>
+__global__ void __launch_bounds__(kThreads)
+    flat_reduce_kernel(const T* __restrict__ x, int64_t n, ReduceOut out,
+                       typename AccOf<T>::type* __restrict__ ws, int ticket_slot) {
+  using Acc = typename AccOf<T>::type;
+  __shared__ Acc smem[kThreads / kWarpSize];
+  __shared__ bool s_last;
+  pdl_wait_then_release();
+  const Op op{};
+  Acc acc = accumulate_contig<kSegUnroll, false, T, Op, Acc>(
+      x, n, static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x,
+      static_cast<int64_t>(gridDim.x) * kThreads, Acc(Op::identity()), op);
+  acc = block_reduce<kThreads>(acc, op, smem);
+  if (gridDim.x == 1) {
+    if (threadIdx.x == 0) store_out<T, Acc>(out, 0, acc);
+    return;
+  }
+  if constexpr (std::is_same<Acc, float>::value) {
+    if (gridDim.x <= kFlatPollMax) {
+      unsigned long long* slots = &g_flat_slots[ticket_slot * kFlatPollMax];
+      if (blockIdx.x != 0) {
+        if (threadIdx.x == 0) {
+          st_relaxed_gpu_u64(&slots[blockIdx.x],
+                             (1ull << 32) | __float_as_uint(acc));
+        }
+        return;
+      }
+      // Block 0: thread 0 holds its own partial (acc, from block_reduce); thread i < B polls
+      // slot i.
+      float v = threadIdx.x == 0 ? acc : Op::identity();
+      if (threadIdx.x > 0 && threadIdx.x < gridDim.x) {
+        unsigned long long w;
+        do {
+          w = ld_relaxed_gpu_u64(&slots[threadIdx.x]);
+        } while ((w >> 32) == 0);
+        slots[threadIdx.x] = 0ull;
+        v = __uint_as_float(static_cast<unsigned>(w));
+      }
+      v = block_reduce<kThreads>(v, op, smem);
+      if (threadIdx.x == 0) store_out<T, Acc>(out, 0, v);
+      return;
+    }
+  }
+  unsigned int* ticket = &g_tickets[ticket_slot * kTicketsPerSlot];
+  if (threadIdx.x == 0) {
+    ws[blockIdx.x] = acc;
+    s_last = ticket_arrive_acq_rel(ticket) == gridDim.x - 1;
+  }
+  __syncthreads();  // s_last (and, for the last block, the acquired partials) visible to the block
+  if (!s_last) return;
+  Acc v = Acc(Op::identity());
+  for (unsigned i = threadIdx.x; i < gridDim.x; i += kThreads) v = op(v, __ldcg(&ws[i]));
+  v = block_reduce<kThreads>(v, op, smem);
+  if (threadIdx.x == 0) {
+    store_out<T, Acc>(out, 0, v);
+    *ticket = 0u;  // ready for the next launch on this stream
+  }
 }
 
 // Contiguous rows: groups of G = 1 << lg lanes (G <= 32, inside one warp) per row; kThreads / G
@@ -284,7 +401,7 @@ __global__ void __launch_bounds__(kThreads)
     Acc acc = Acc(Op::identity());
     if (row < L.n_out) {
       const T* p = x + kept_offset(L, row);
-      acc = accumulate_contig<kRowUnroll, T, Op, Acc>(p, L.R, lane, G, acc, op);
+      acc = accumulate_contig<kRowUnroll, false, T, Op, Acc>(p, L.R, lane, G, acc, op);
     }
     for (int off = G >> 1; off > 0; off >>= 1) {
       acc = op(acc, __shfl_xor_sync(0xffffffffu, acc, off));
