@@ -480,7 +480,9 @@ def test_reduce_algorithm_query():
     assert q("sum", _meta(1025)) == "small"
     assert q("sum", _meta(32768)) == "small"  # two rounds of the 512-thread block
     assert q("sum", _meta(32769)) == "flat"
-    assert q("sum", _meta(65536, dtype=torch.bfloat16)) == "small"
+    assert q("sum", _meta(32768, dtype=torch.bfloat16)) == "small"
+    assert q("sum", _meta(4096, dtype=torch.bfloat16)) == "flat"  # one 256-thread block
+    assert q("sum", _meta(65536, dtype=torch.bfloat16)) == "flat"
     assert q("sum", _meta(8193, dtype=torch.int32)) == "flat"  # integers: 256 threads at most
     assert q("sum", _meta(100_000_000)) == "flat"
     assert q("sum", _meta(2000)[::2]) == "seg"

@@ -3,7 +3,7 @@
 //
 // Algorithms (names accepted by torch_ops.force_algorithm("reduce", name), returned by
 // torch_ops.algorithm("sum"|"mean"|"amax"|"amin", x, dim)), with what each can run:
-//   small       one block (32, 256 or 1024 threads), no workspace, no ticket: full reductions
+//   small       one block (32, 256 or 512 threads), no workspace, no ticket: full reductions
 //               (n_out == 1) of contiguous data
 //   flat        flat kernel: full reductions of contiguous data, blocks split the run, lean
 //               parameters, acquire-release ticket for the last-block finish
@@ -18,9 +18,11 @@
 //   row_vec     row_vec kernel (float types): one kept dim, rows 16-byte aligned whole vectors (data aligned,
 //               row stride % V == 0, R % V == 0), R <= 128 * V (<= 4 vectors per lane of a warp)
 // Automatic choice (a pure function of the layout, dtype and alignment):
-//   n_out == 1, contiguous, R <= 8192 * V  small (launch-bound: 32 threads up to 256 vectors,
-//     (integers: R <= 2048 * V)            256 up to 2048, 512 beyond; H200 in a CUDA graph, fp32:
-//                                          1K 0.93 us, 4K 1.18, 16K 1.50; flat 2.09 at 16K)
+//   n_out == 1, contiguous, use_small()    small (launch-bound; fp32 up to 8192 vectors: one warp
+//                                          up to 512 vectors, then 256 and 512 threads, see
+//                                          red::kSmallConfigs; integers up to 2048 vectors; 16-bit
+//                                          floats: see use_small. H200 in a CUDA graph, fp32: 1K
+//                                          0.94 us, 2K 1.04, 16K 1.43; flat 2.23 at 16K)
 //   n_out == 1, contiguous                 flat (one block per 4 vectors per thread, at most one
 //                                          resident wave; fp32 64K 2.18 us, 1M 2.70 us against
 //                                          seg_contig's 2.76 and 3.31: lean parameters and the
@@ -114,12 +116,22 @@ bool reduce_algo_applies(RedAlgo a, const ReduceLayout& L, const RedInput& in) {
 // Fewer rows than that leave SMs idle either way; row (one block per row group) is kept there.
 constexpr int64_t kRowVecMinRows = 2048;
 
+// Full reduction of nvec 16-byte vectors: small (one block) rather than flat. 16-bit floats take
+// flat's single 256-thread block from 257 to 1024 vectors (H200 in a CUDA graph, bf16 3000 and
+// 8192 elements: 1.21 and 1.30 us against small's 1.45 and 1.38) and flat's grid beyond 4096
+// (bf16 64K: 2.31 us against small's two rounds of 512 threads, 2.93).
+bool use_small(int64_t nvec, const RedInput& in) {
+  if (!in.float_acc) return nvec <= red::kSmallMaxVecsInt;
+  if (in.elem_size == 4) return nvec <= red::kSmallMaxVecs;
+  return nvec <= red::kSmallConfigs[0].threads * red::kSmallConfigs[0].unroll ||
+         (nvec > 1024 && nvec <= red::kSmallMaxVecs / 2);
+}
+
 RedAlgo choose_reduce_algo_auto(const ReduceLayout& L, const RedInput& in) {
   const int64_t V = 16 / in.elem_size;
   const bool contig = contiguous_run(L);
   if (L.n_out == 1) {
-    const int64_t small_max = in.float_acc ? red::kSmallMaxVecs : red::kSmallMaxVecsInt;
-    if (contig && L.R <= small_max * V) return RedAlgo::kSmall;
+    if (contig && use_small(ceil_div(L.R, V), in)) return RedAlgo::kSmall;
     if (contig) return RedAlgo::kFlat;
     return long_runs(L, V) ? RedAlgo::kSegRuns : RedAlgo::kSeg;
   }
@@ -239,17 +251,25 @@ void launch_reduce(const ReduceLayout& L, const red::ReduceOut& o, const at::Ten
 
   switch (algo) {
     case RedAlgo::kSmall: {
-      // The fewest threads that take the run in one round of kSmallUnroll vectors each; the
-      // largest block (float types only: integer accumulators spill there) takes up to two.
-      const int64_t threads_needed = ceil_div(L.R, int64_t{V} * red::kSmallUnroll);
-      constexpr int kB0 = red::kSmallBlocks[0], kB1 = red::kSmallBlocks[1];
-      if (threads_needed <= kB0) {
-        launch_pdl(red::small_reduce_kernel<T, Op, kB0>, dim3(1), dim3(kB0), 0, stream, xp, L.R, o);
-      } else if (!std::is_same<Acc, float>::value || threads_needed <= kB1) {
-        launch_pdl(red::small_reduce_kernel<T, Op, kB1>, dim3(1), dim3(kB1), 0, stream, xp, L.R, o);
-      } else if constexpr (std::is_same<Acc, float>::value) {
-        constexpr int kB2 = red::kSmallBlocks[2];
-        launch_pdl(red::small_reduce_kernel<T, Op, kB2>, dim3(1), dim3(kB2), 0, stream, xp, L.R, o);
+      constexpr bool kFloat = std::is_same<Acc, float>::value;
+      constexpr bool kWide = kFloat && sizeof(T) == 4;  // one warp of 16 vectors: fp32 only
+      constexpr red::SmallConfig c0 = red::kSmallConfigs[0], c1 = red::kSmallConfigs[1];
+      constexpr red::SmallConfig c2 = red::kSmallConfigs[2], c3 = red::kSmallConfigs[3];
+      const int64_t nvec = ceil_div(L.R, int64_t{V});
+      if (nvec <= int64_t{c0.threads} * c0.unroll) {
+        launch_pdl(red::small_reduce_kernel<T, Op, c0.threads, c0.unroll>, dim3(1),
+                   dim3(c0.threads), 0, stream, xp, L.R, o);
+      } else if (kWide && nvec <= int64_t{c1.threads} * c1.unroll) {
+        if constexpr (kWide) {
+          launch_pdl(red::small_reduce_kernel<T, Op, c1.threads, c1.unroll>, dim3(1),
+                     dim3(c1.threads), 0, stream, xp, L.R, o);
+        }
+      } else if (!kFloat || nvec <= int64_t{c2.threads} * c2.unroll) {
+        launch_pdl(red::small_reduce_kernel<T, Op, c2.threads, c2.unroll>, dim3(1),
+                   dim3(c2.threads), 0, stream, xp, L.R, o);
+      } else if constexpr (kFloat) {
+        launch_pdl(red::small_reduce_kernel<T, Op, c3.threads, c3.unroll>, dim3(1),
+                   dim3(c3.threads), 0, stream, xp, L.R, o);
       }
       GK_CHECK_LAUNCH();
       return;

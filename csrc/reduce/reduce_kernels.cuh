@@ -40,12 +40,17 @@ constexpr int kSegUnroll = 4;  // seg kernel: 16-byte vectors per round (all in 
 constexpr int kColVecUnroll = 4;  // col vec kernel: 16-byte loads in flight per thread
 constexpr int kRowUnroll = 4;  // row kernel: 16-byte vectors per lane (lanes per row chosen to match)
 constexpr int kRowVecUnroll = 4;  // row_vec kernel: 16-byte vectors per lane per row (max)
-constexpr int kSmallUnroll = 8;  // small kernel: 16-byte vectors per lane per round
-// small kernel: its block sizes, and it is chosen up to this many 16-byte vectors (two rounds of
-// the largest block; integer accumulators stop at one round of 256 threads).
-constexpr int kSmallBlocks[3] = {kWarpSize, 256, 512};
-constexpr int64_t kSmallMaxVecs = int64_t{512} * kSmallUnroll * 2;
-constexpr int64_t kSmallMaxVecsInt = int64_t{256} * kSmallUnroll;
+// small kernel configurations {threads, 16-byte vectors per thread per round}, the first that
+// holds the run in one round is taken (the last takes up to two); integer accumulators use the
+// first and the third only (more registers per element), 16-bit floats skip the second. Chosen
+// up to kSmallMaxVecs vectors (the host's use_small() says where).
+struct SmallConfig {
+  int threads;
+  int unroll;
+};
+constexpr SmallConfig kSmallConfigs[4] = {{kWarpSize, 8}, {kWarpSize, 16}, {256, 8}, {512, 8}};
+constexpr int64_t kSmallMaxVecs = int64_t{512} * 8 * 2;
+constexpr int64_t kSmallMaxVecsInt = int64_t{256} * 8;
 static_assert(kColX * kColY == kThreads, "col block shape");
 
 // Arrival counters for the last-block finish (scheme and slots: common/tickets.cuh).
@@ -112,6 +117,17 @@ __device__ __forceinline__ int64_t head_to_align16(const T* p) {
   return static_cast<int64_t>(((16u - mis) & 15u) / sizeof(T));
 }
 
+// The identity of Op as an element of T: accumulate_contig's launch-bound mode fills slots
+// beyond the run with it, so that every slot is accumulated without a branch.
+template <typename T, typename Op>
+__device__ __forceinline__ T identity_elem() {
+  if constexpr (std::is_same<typename AccOf<T>::type, float>::value) {
+    return from_float<T>(Op::identity());
+  } else {
+    return T(0);
+  }
+}
+
 // Thread step over a contiguous run p[0, n): thread t of nthr takes the misaligned head elements
 // t, t + nthr, ..., then aligned vectors t, t + nthr, ..., then tail element t. Fixed per (t, nthr).
 // Vectors go in rounds of U (i, i + nthr, ..., i + (U-1) nthr), software-pipelined: the next
@@ -120,13 +136,17 @@ __device__ __forceinline__ int64_t head_to_align16(const T* p) {
 // loads issued in the loop's prologue / previous iteration cannot be sunk past the adds. Every
 // slot is predicated, so a thread's last partial round (often its only one, for short rows) is
 // also one batch of loads. Slot u has its own accumulator, combined in slot order at the end.
-// kEarlyEdges (the launch-bound small kernel): the head and tail (< V elements each) are loaded
-// before the first vectors and added after the last when nthr >= V (at most one of each per
-// thread). Loaded after the vectors, the tail cost one more memory round trip: 1025 fp32
-// elements took 1.37 us against 1.19 us for 4096, and 1.18 us with early edges. The other
-// kernels keep the plain order: the flat kernel measured 3.06 us on 1M fp32 with early edges
-// against 2.69 us without (two runs on the H200, not one A/B run).
-template <int U, bool kEarlyEdges, typename T, typename Op, typename Acc>
+// kLatency (the launch-bound small kernel, where the time is the latency of one warp's
+// instruction stream; it needs nthr >= V):
+//   - the head and tail (< V elements each, so at most one of each per thread) are loaded before
+//     the first vectors and added after the last: loaded after, the tail cost one more memory
+//     round trip (1025 fp32 elements: 1.37 us against 1.19 us for 4096, 1.17 us with early
+//     edges). The other kernels keep the plain order: the flat kernel measured 3.06 us on 1M
+//     fp32 with early edges against 2.69-2.70 us without (separate runs on the H200);
+//   - a slot beyond the run is loaded as the identity instead of skipped, so every slot is
+//     accumulated without a branch: with a branch per slot a one-warp bf16 sum of 1024 elements
+//     (4 of 8 slots used) took 1.24 us against fp32's 0.95 (8 of 8).
+template <int U, bool kLatency, typename T, typename Op, typename Acc>
 __device__ __forceinline__ Acc accumulate_contig(const T* p, int64_t n, int64_t t, int64_t nthr,
                                                  Acc acc, Op op) {
   constexpr int V = kVec16<T>;
@@ -134,16 +154,18 @@ __device__ __forceinline__ Acc accumulate_contig(const T* p, int64_t n, int64_t 
   if (h > n) h = n;
   const int64_t nvec = (n - h) / V;
   const int64_t tail0 = h + nvec * V;
-  const bool one_each = kEarlyEdges && nthr >= V;
-  const bool has_head = one_each && t < h;
-  const bool has_tail = one_each && tail0 + t < n;
-  T head{}, tail{};
-  if (has_head) head = p[t];
-  if (has_tail) tail = p[tail0 + t];
-  if (!one_each) {
+  const Vec<T, V>* vp = reinterpret_cast<const Vec<T, V>*>(p + h);
+  const T id = identity_elem<T, Op>();
+  Vec<T, V> fill;
+#pragma unroll
+  for (int e = 0; e < V; ++e) fill.v[e] = id;
+  T head = id, tail = id;
+  if constexpr (kLatency) {
+    if (t < h) head = p[t];
+    if (tail0 + t < n) tail = p[tail0 + t];
+  } else {
     for (int64_t j = t; j < h; j += nthr) acc = op(acc, to_acc(p[j]));
   }
-  const Vec<T, V>* vp = reinterpret_cast<const Vec<T, V>*>(p + h);
   Acc a[U];
 #pragma unroll
   for (int u = 0; u < U; ++u) a[u] = Acc(Op::identity());
@@ -152,7 +174,11 @@ __device__ __forceinline__ Acc accumulate_contig(const T* p, int64_t n, int64_t 
     Vec<T, V> v[U];
 #pragma unroll
     for (int u = 0; u < U; ++u) {
-      if (i + u * nthr < nvec) v[u] = vp[i + u * nthr];
+      if (kLatency) {
+        v[u] = i + u * nthr < nvec ? vp[i + u * nthr] : fill;
+      } else if (i + u * nthr < nvec) {
+        v[u] = vp[i + u * nthr];
+      }
     }
     for (;;) {
       const int64_t in = i + U * nthr;
@@ -161,12 +187,16 @@ __device__ __forceinline__ Acc accumulate_contig(const T* p, int64_t n, int64_t 
       if (more) {
 #pragma unroll
         for (int u = 0; u < U; ++u) {
-          if (in + u * nthr < nvec) w[u] = vp[in + u * nthr];
+          if (kLatency) {
+            w[u] = in + u * nthr < nvec ? vp[in + u * nthr] : fill;
+          } else if (in + u * nthr < nvec) {
+            w[u] = vp[in + u * nthr];
+          }
         }
       }
 #pragma unroll
       for (int u = 0; u < U; ++u) {
-        if (i + u * nthr < nvec) {
+        if (kLatency || i + u * nthr < nvec) {
 #pragma unroll
           for (int e = 0; e < V; ++e) a[u] = op(a[u], to_acc(v[u].v[e]));
         }
@@ -179,9 +209,10 @@ __device__ __forceinline__ Acc accumulate_contig(const T* p, int64_t n, int64_t 
   }
 #pragma unroll
   for (int u = 0; u < U; ++u) acc = op(acc, a[u]);
-  if (has_head) acc = op(acc, to_acc(head));
-  if (has_tail) acc = op(acc, to_acc(tail));
-  if (!one_each) {
+  if constexpr (kLatency) {
+    acc = op(acc, to_acc(head));
+    acc = op(acc, to_acc(tail));
+  } else {
     for (int64_t j = tail0 + t; j < n; j += nthr) acc = op(acc, to_acc(p[j]));
   }
   return acc;
@@ -273,21 +304,21 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// Full reduction of a short contiguous run x[0, n), launch-bound: one block of kBlock threads (32,
-// 256 or 1024: the fewest that hold n in one round), no workspace or ticket, and a parameter
-// block of 40 bytes rather than the ~830-byte ReduceLayout. Each thread issues its (up to)
-// kSmallUnroll 16-byte loads together, then the butterfly (and for kBlock > 32 one shared-memory
-// step); thread 0 stores. Fixed order per (n, kBlock), so reproducible. Any n works (more
-// rounds); the host picks it for n <= kSmallMaxVecs vectors.
-template <typename T, typename Op, int kBlock>
+// Full reduction of a short contiguous run x[0, n), launch-bound: one block of kBlock threads,
+// kU 16-byte vectors per thread per round (the host picks the smallest configuration that takes
+// n in one round, or two for the largest), no workspace or ticket, and a parameter block of 40
+// bytes rather than the ~830-byte ReduceLayout. Then the butterfly (and for kBlock > 32 one
+// shared-memory step); thread 0 stores. Fixed order per (n, kBlock, kU), so reproducible. Any n
+// works (more rounds).
+template <typename T, typename Op, int kBlock, int kU>
 __global__ void __launch_bounds__(kBlock)
     small_reduce_kernel(const T* __restrict__ x, int64_t n, ReduceOut out) {
   using Acc = typename AccOf<T>::type;
   __shared__ Acc smem[kBlock / kWarpSize];
   pdl_wait_then_release();
   const Op op{};
-  Acc acc = accumulate_contig<kSmallUnroll, true, T, Op, Acc>(x, n, threadIdx.x, kBlock,
-                                                         Acc(Op::identity()), op);
+  Acc acc = accumulate_contig<kU, true, T, Op, Acc>(x, n, threadIdx.x, kBlock,
+                                                   Acc(Op::identity()), op);
   acc = block_reduce<kBlock>(acc, op, smem);
   if (threadIdx.x == 0) store_out<T, Acc>(out, 0, acc);
 }
