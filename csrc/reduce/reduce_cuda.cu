@@ -6,7 +6,8 @@
 //   small       one block (32, 256 or 512 threads), no workspace, no ticket: full reductions
 //               (n_out == 1) of contiguous data
 //   flat        flat kernel: full reductions of contiguous data, blocks split the run, lean
-//               parameters, acquire-release ticket for the last-block finish
+//               parameters; block 0 polls the others' flagged partials (float accumulators, up
+//               to 256 blocks) or the last block to take an acquire-release ticket finishes
 //   seg_contig  seg kernel, blocks split each contiguous segment (reduced dims one stride-1 run)
 //   seg         seg kernel with the general index decode: any layout
 //   seg_runs    seg kernel over contiguous runs: the innermost reduced dim has stride 1 (e.g.

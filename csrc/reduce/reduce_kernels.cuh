@@ -340,7 +340,7 @@ __device__ __forceinline__ unsigned long long ld_relaxed_gpu_u64(const unsigned 
 }
 
 // Full reduction of one contiguous run x[0, n) by a grid of B blocks (the launch-bound middle
-// sizes, 16K to a few M elements, and the bandwidth-bound large ones). Thread t of B * kThreads
+// sizes beyond the small kernel's, up to a few M elements, and the bandwidth-bound large ones). Thread t of B * kThreads
 // walks the run like the seg kernel (kSegUnroll 16-byte vectors in flight) and the block
 // combines its threads. Then one of two finishes, both combining the B partials in index order
 // (fixed per (n, B), so reproducible):
