@@ -124,8 +124,8 @@ constexpr int64_t kRowVecMinRows = 2048;
 bool use_small(int64_t nvec, const RedInput& in) {
   if (!in.float_acc) return nvec <= red::kSmallMaxVecsInt;
   if (in.elem_size == 4) return nvec <= red::kSmallMaxVecs;
-  return nvec <= red::kSmallConfigs[0].threads * red::kSmallConfigs[0].unroll ||
-         (nvec > 1024 && nvec <= red::kSmallMaxVecs / 2);
+  return nvec <= red::small_round_vecs(0) ||
+         (nvec > red::kSegBlockVecs && nvec <= red::small_round_vecs(3));
 }
 
 RedAlgo choose_reduce_algo_auto(const ReduceLayout& L, const RedInput& in) {
@@ -137,7 +137,7 @@ RedAlgo choose_reduce_algo_auto(const ReduceLayout& L, const RedInput& in) {
     return long_runs(L, V) ? RedAlgo::kSegRuns : RedAlgo::kSeg;
   }
   if (contig) {
-    const int64_t per_block_min = int64_t{red::kThreads} * V * 4;
+    const int64_t per_block_min = red::kSegBlockVecs * V;
     if (L.n_out >= kRowVecMinRows && reduce_algo_applies(RedAlgo::kRowVec, L, in)) {
       return RedAlgo::kRowVec;
     }
@@ -217,7 +217,7 @@ void launch_reduce(const ReduceLayout& L, const red::ReduceOut& o, const at::Ten
   const int64_t target_blocks = sms * (2048 / kThreads);  // one full wave of resident blocks
   // Elements per block below which splitting a segment further does not pay: four vectors per
   // thread (a single round trip; more blocks rather than longer rounds for small inputs).
-  const int64_t per_block_min = static_cast<int64_t>(kThreads) * V * 4;
+  const int64_t per_block_min = red::kSegBlockVecs * V;
   const T* xp = reinterpret_cast<const T*>(x.data_ptr());
   const auto ws_opts = x.options().dtype(std::is_same<Acc, float>::value ? at::kFloat : at::kLong);
   const int dev = x.get_device();
@@ -257,15 +257,15 @@ void launch_reduce(const ReduceLayout& L, const red::ReduceOut& o, const at::Ten
       constexpr red::SmallConfig c0 = red::kSmallConfigs[0], c1 = red::kSmallConfigs[1];
       constexpr red::SmallConfig c2 = red::kSmallConfigs[2], c3 = red::kSmallConfigs[3];
       const int64_t nvec = ceil_div(L.R, int64_t{V});
-      if (nvec <= int64_t{c0.threads} * c0.unroll) {
+      if (nvec <= red::small_round_vecs(0)) {
         launch_pdl(red::small_reduce_kernel<T, Op, c0.threads, c0.unroll>, dim3(1),
                    dim3(c0.threads), 0, stream, xp, L.R, o);
-      } else if (kWide && nvec <= int64_t{c1.threads} * c1.unroll) {
+      } else if (kWide && nvec <= red::small_round_vecs(1)) {
         if constexpr (kWide) {
           launch_pdl(red::small_reduce_kernel<T, Op, c1.threads, c1.unroll>, dim3(1),
                      dim3(c1.threads), 0, stream, xp, L.R, o);
         }
-      } else if (!kFloat || nvec <= int64_t{c2.threads} * c2.unroll) {
+      } else if (!kFloat || nvec <= red::small_round_vecs(2)) {
         launch_pdl(red::small_reduce_kernel<T, Op, c2.threads, c2.unroll>, dim3(1),
                    dim3(c2.threads), 0, stream, xp, L.R, o);
       } else if constexpr (kFloat) {

@@ -49,8 +49,14 @@ struct SmallConfig {
   int unroll;
 };
 constexpr SmallConfig kSmallConfigs[4] = {{kWarpSize, 8}, {kWarpSize, 16}, {256, 8}, {512, 8}};
-constexpr int64_t kSmallMaxVecs = int64_t{512} * 8 * 2;
-constexpr int64_t kSmallMaxVecsInt = int64_t{256} * 8;
+// Vectors small configuration c takes in one round.
+constexpr int64_t small_round_vecs(int c) {
+  return int64_t{kSmallConfigs[c].threads} * kSmallConfigs[c].unroll;
+}
+constexpr int64_t kSmallMaxVecs = 2 * small_round_vecs(3);
+constexpr int64_t kSmallMaxVecsInt = small_round_vecs(2);
+// Vectors one seg or flat block takes in one round (kThreads threads x kSegUnroll vectors).
+constexpr int64_t kSegBlockVecs = int64_t{kThreads} * kSegUnroll;
 static_assert(kColX * kColY == kThreads, "col block shape");
 
 // Arrival counters for the last-block finish (scheme and slots: common/tickets.cuh).
