@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One call on the GPU machine: build the extension, run the whole test suite, run the benchmark.
 # Logs and results go to $OUT (the device tool's folder) or ./results.
-#   STEPS="build test bench probe models" (default: build test bench), PYTEST_ARGS, BENCH_ARGS,
+#   STEPS="build test bench small probe models" (default: build test bench), PYTEST_ARGS, BENCH_ARGS,
 #   MODELS_ARGS (benchmarks/models.py arguments).
 set -uo pipefail
 OUT=${OUT:-results}
@@ -26,6 +26,10 @@ if [[ $STEPS == *test* ]]; then
 fi
 if [[ $STEPS == *bench* ]]; then
   timeout ${BENCH_TIMEOUT:-400} python3 benchmarks/run.py --out "$OUT" ${BENCH_ARGS:-} 2>&1 | tee "$OUT/bench.log" || rc=1
+fi
+if [[ $STEPS == *small* ]]; then
+  timeout ${SMALL_TIMEOUT:-200} python3 benchmarks/small_sums.py --out "$OUT" > "$OUT/small.log" 2>&1 || rc=1
+  grep -cE "BELOW|BAD" "$OUT/small.log"; grep -E "BELOW|BAD" "$OUT/small.log" | head -20
 fi
 if [[ $STEPS == *probe* ]]; then
   timeout ${PROBE_TIMEOUT:-120} python3 benchmarks/probe.py --out "$OUT" 2>&1 | tee "$OUT/probe.log" || rc=1

@@ -358,6 +358,40 @@ def test_cuda_deterministic():
         assert torch.equal(r, a)
 
 
+# Vector counts (16 bytes each) around every boundary of the small kernel's configuration tables
+# (reduce_kernels.cuh: one warp x 4 or 8 vectors, 128 x 8 and x 16, 256 x 8, 512 x 8 in one and
+# two rounds), up to the largest run it takes (8192 vectors).
+SMALL_VECS = [1, 127, 128, 129, 255, 256, 257, 1023, 1024, 1025, 2047, 2048, 2049, 4095, 4096,
+              4097, 8191, 8192]
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not HAS_CUDA, reason="needs CUDA")
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
+def test_cuda_small_configs(dtype):
+    """The small kernel in every configuration: aligned runs of whole vectors, misaligned runs
+    with a head and a tail element, float sum/mean/amax/amin against float64 / exact references,
+    a NaN in the last element (the tail) or the first vector, and integer sums."""
+    g = torch.Generator().manual_seed(21)
+    v = 16 // torch.empty((), dtype=dtype).element_size()
+    for nv in SMALL_VECS:
+        base = rand(nv * v + 2, dtype=dtype, device="cuda", generator=g)
+        for x in (base[: nv * v], base[1 : nv * v + 1], base[1:]):
+            small = -(-x.numel() // v) <= SMALL_VECS[-1]  # base[1:] of 8192 vectors: 8193
+            assert (torch_ops.algorithm("sum", x) == "small") == small
+            for op in ("sum", "mean", "amax", "amin"):
+                _check_float(op, x, None, False, dtype)
+        for pos in (-1, v):
+            xn = base.clone()
+            xn[pos] = float("nan")
+            for op in ("sum", "amax", "amin"):
+                assert torch.isnan(_call(op, xn, None, False)), (nv, pos, op)
+    for nv in (1, 255, 256, 257, 2048):
+        xi = torch.randint(-1000, 1000, (nv * 4 - 1,), generator=g, dtype=torch.int32)
+        assert torch_ops.algorithm("sum", xi.cuda()) == "small"
+        _exact(torch_ops.sum(xi.cuda()), torch.sum(xi))
+
+
 @pytest.mark.cuda
 @pytest.mark.skipif(not HAS_CUDA, reason="needs CUDA")
 def test_cuda_graph_chain():
@@ -480,9 +514,10 @@ def test_reduce_algorithm_query():
     assert q("sum", _meta(1025)) == "small"
     assert q("sum", _meta(32768)) == "small"  # two rounds of the 512-thread block
     assert q("sum", _meta(32769)) == "flat"
-    assert q("sum", _meta(32768, dtype=torch.bfloat16)) == "small"
-    assert q("sum", _meta(4096, dtype=torch.bfloat16)) == "flat"  # one 256-thread block
-    assert q("sum", _meta(65536, dtype=torch.bfloat16)) == "flat"
+    assert q("sum", _meta(4096, dtype=torch.bfloat16)) == "small"
+    assert q("sum", _meta(65536, dtype=torch.bfloat16)) == "small"  # two rounds of 512 threads
+    assert q("sum", _meta(65537, dtype=torch.bfloat16)) == "flat"
+    assert q("amax", _meta(65537, dtype=torch.float16)) == "flat"
     assert q("sum", _meta(8193, dtype=torch.int32)) == "flat"  # integers: 256 threads at most
     assert q("sum", _meta(100_000_000)) == "flat"
     assert q("sum", _meta(2000)[::2]) == "seg"

@@ -19,11 +19,11 @@
 //   row_vec     row_vec kernel (float types): one kept dim, rows 16-byte aligned whole vectors (data aligned,
 //               row stride % V == 0, R % V == 0), R <= 128 * V (<= 4 vectors per lane of a warp)
 // Automatic choice (a pure function of the layout, dtype and alignment):
-//   n_out == 1, contiguous, use_small()    small (launch-bound; fp32 up to 8192 vectors: one warp
-//                                          up to 512 vectors, then 256 and 512 threads, see
-//                                          red::kSmallConfigs; integers up to 2048 vectors; 16-bit
-//                                          floats: see use_small. H200 in a CUDA graph, fp32: 1K
-//                                          0.94 us, 2K 1.04, 16K 1.43; flat 2.23 at 16K)
+//   n_out == 1, contiguous, use_small()    small (launch-bound; floats up to 8192 vectors, integers
+//                                          up to 2048: one block of 32 to 512 threads from the
+//                                          dtype's table, red::SmallTableOf. H200 in a CUDA graph,
+//                                          fp32: 1K 0.92 us, 4K 0.99, 16K 1.27; bf16 1K 0.90, 4K
+//                                          1.00, 64K 1.98; flat 2.06 at fp32 16K)
 //   n_out == 1, contiguous                 flat (one block per 4 vectors per thread, at most one
 //                                          resident wave; fp32 64K 2.18 us, 1M 2.70 us against
 //                                          seg_contig's 2.76 and 3.31: lean parameters and the
@@ -92,7 +92,8 @@ bool long_runs(const ReduceLayout& L, int64_t V) {
 bool reduce_algo_applies(RedAlgo a, const ReduceLayout& L, const RedInput& in) {
   const int64_t V = 16 / in.elem_size;
   switch (a) {
-    case RedAlgo::kSmall:
+    case RedAlgo::kSmall:  // 32-bit indices
+      return L.n_out == 1 && contiguous_run(L) && L.R <= red::kSmallMaxElems;
     case RedAlgo::kFlat:
       return L.n_out == 1 && contiguous_run(L);
     case RedAlgo::kSegContig:
@@ -117,15 +118,11 @@ bool reduce_algo_applies(RedAlgo a, const ReduceLayout& L, const RedInput& in) {
 // Fewer rows than that leave SMs idle either way; row (one block per row group) is kept there.
 constexpr int64_t kRowVecMinRows = 2048;
 
-// Full reduction of nvec 16-byte vectors: small (one block) rather than flat. 16-bit floats take
-// flat's single 256-thread block from 257 to 1024 vectors (H200 in a CUDA graph, bf16 3000 and
-// 8192 elements: 1.21 and 1.30 us against small's 1.45 and 1.38) and flat's grid beyond 4096
-// (bf16 64K: 2.31 us against small's two rounds of 512 threads, 2.93).
+// Full reduction of nvec 16-byte vectors: small (one block) rather than flat, up to two rounds of
+// 512 threads x 8 vectors for floats (fp32 32768 elements: small 1.80 us, flat 2.09; bf16 65536:
+// 2.12 against 2.19 in a CUDA graph on the H200), one round of 256 x 8 for integers.
 bool use_small(int64_t nvec, const RedInput& in) {
-  if (!in.float_acc) return nvec <= red::kSmallMaxVecsInt;
-  if (in.elem_size == 4) return nvec <= red::kSmallMaxVecs;
-  return nvec <= red::small_round_vecs(0) ||
-         (nvec > red::kSegBlockVecs && nvec <= red::small_round_vecs(3));
+  return nvec <= (in.float_acc ? red::kSmallMaxVecs : red::kSmallMaxVecsInt);
 }
 
 RedAlgo choose_reduce_algo_auto(const ReduceLayout& L, const RedInput& in) {
@@ -207,6 +204,22 @@ int64_t col_vec_resident_blocks_per_sm(int device) {
 
 int64_t clamp64(int64_t v, int64_t lo, int64_t hi) { return std::max(lo, std::min(v, hi)); }
 
+// The small kernel with the first configuration of Table (from kIdx on) that takes nvec vectors
+// in one round, or the last one.
+template <typename T, typename Op, typename Table, int kIdx = 0>
+void launch_small(int64_t nvec, const T* xp, int n, const red::ReduceOut& o, cudaStream_t stream) {
+  constexpr red::SmallConfig c = Table::kC[kIdx];
+  if constexpr (kIdx + 1 < red::small_table_size<Table>()) {
+    if (nvec > red::small_round_vecs<Table>(kIdx)) {
+      launch_small<T, Op, Table, kIdx + 1>(nvec, xp, n, o, stream);
+      return;
+    }
+  }
+  launch_pdl(red::small_reduce_kernel<T, Op, c.threads, c.unroll>, dim3(1), dim3(c.threads), 0,
+             stream, xp, n, o);
+  GK_CHECK_LAUNCH();
+}
+
 template <typename T, typename Op>
 void launch_reduce(const ReduceLayout& L, const red::ReduceOut& o, const at::Tensor& x,
                    cudaStream_t stream, int tbase) {
@@ -252,27 +265,8 @@ void launch_reduce(const ReduceLayout& L, const red::ReduceOut& o, const at::Ten
 
   switch (algo) {
     case RedAlgo::kSmall: {
-      constexpr bool kFloat = std::is_same<Acc, float>::value;
-      constexpr bool kWide = kFloat && sizeof(T) == 4;  // one warp of 16 vectors: fp32 only
-      constexpr red::SmallConfig c0 = red::kSmallConfigs[0], c1 = red::kSmallConfigs[1];
-      constexpr red::SmallConfig c2 = red::kSmallConfigs[2], c3 = red::kSmallConfigs[3];
-      const int64_t nvec = ceil_div(L.R, int64_t{V});
-      if (nvec <= red::small_round_vecs(0)) {
-        launch_pdl(red::small_reduce_kernel<T, Op, c0.threads, c0.unroll>, dim3(1),
-                   dim3(c0.threads), 0, stream, xp, L.R, o);
-      } else if (kWide && nvec <= red::small_round_vecs(1)) {
-        if constexpr (kWide) {
-          launch_pdl(red::small_reduce_kernel<T, Op, c1.threads, c1.unroll>, dim3(1),
-                     dim3(c1.threads), 0, stream, xp, L.R, o);
-        }
-      } else if (!kFloat || nvec <= red::small_round_vecs(2)) {
-        launch_pdl(red::small_reduce_kernel<T, Op, c2.threads, c2.unroll>, dim3(1),
-                   dim3(c2.threads), 0, stream, xp, L.R, o);
-      } else if constexpr (kFloat) {
-        launch_pdl(red::small_reduce_kernel<T, Op, c3.threads, c3.unroll>, dim3(1),
-                   dim3(c3.threads), 0, stream, xp, L.R, o);
-      }
-      GK_CHECK_LAUNCH();
+      const int n = static_cast<int>(L.R);  // <= red::kSmallMaxElems (reduce_algo_applies)
+      launch_small<T, Op, red::SmallTableOf<T, Op>>(ceil_div(L.R, int64_t{V}), xp, n, o, stream);
       return;
     }
     case RedAlgo::kFlat: {

@@ -40,21 +40,48 @@ constexpr int kSegUnroll = 4;  // seg kernel: 16-byte vectors per round (all in 
 constexpr int kColVecUnroll = 4;  // col vec kernel: 16-byte loads in flight per thread
 constexpr int kRowUnroll = 4;  // row kernel: 16-byte vectors per lane (lanes per row chosen to match)
 constexpr int kRowVecUnroll = 4;  // row_vec kernel: 16-byte vectors per lane per row (max)
-// small kernel configurations {threads, 16-byte vectors per thread per round}, the first that
-// holds the run in one round is taken (the last takes up to two); integer accumulators use the
-// first and the third only (more registers per element), 16-bit floats skip the second. Chosen
-// up to kSmallMaxVecs vectors (the host's use_small() says where).
+// small kernel configurations {threads, 16-byte vectors per thread per round}: the host takes
+// the first of the dtype's table that holds the run in one round; the last takes up to two.
+// H200, kernel time in a CUDA graph, fp32 sum: 1024 elements (256 vectors) {32, 8} 0.87 us,
+// 2048 {128, 8} 0.91 ({32, 16} 0.93), 4096 {128, 8} 0.96, 8192 {128, 16} 1.07 ({256, 8} 1.09),
+// 16384 {512, 8} 1.22, 32768 (two rounds) 1.70; torch.sum 1.93, 2.11, 2.31, 2.70, 3.39, 4.74.
+// A 16-bit sum converts every element (bf16: a shift or a mask; fp32 needs none and the 16-bit
+// max/min work on packed pairs), so its table takes more threads sooner: bf16 1024 elements
+// {32, 4} 0.89 us ({32, 8} 0.93), 2048 {32, 8} 0.95, 4096 {128, 8} 0.97, 16384 {256, 8} 1.17
+// ({128, 16} 1.18), 32768 {512, 8} 1.34. Integers (int64 accumulators, more registers per
+// element) use {32, 8} and {256, 8} only.
 struct SmallConfig {
   int threads;
   int unroll;
 };
-constexpr SmallConfig kSmallConfigs[4] = {{kWarpSize, 8}, {kWarpSize, 16}, {256, 8}, {512, 8}};
-// Vectors small configuration c takes in one round.
-constexpr int64_t small_round_vecs(int c) {
-  return int64_t{kSmallConfigs[c].threads} * kSmallConfigs[c].unroll;
+struct SmallTableCheap {  // fp32 (one FADD per element), 16-bit max/min (packed pairs)
+  static constexpr SmallConfig kC[] = {{kWarpSize, 8}, {128, 8}, {128, 16}, {512, 8}};
+};
+struct SmallTableHalfSum {  // 16-bit sums
+  static constexpr SmallConfig kC[] = {
+      {kWarpSize, 4}, {kWarpSize, 8}, {128, 8}, {256, 8}, {512, 8}};
+};
+struct SmallTableInt {
+  static constexpr SmallConfig kC[] = {{kWarpSize, 8}, {256, 8}};
+};
+template <typename Table>
+constexpr int small_table_size() {
+  return static_cast<int>(sizeof(Table::kC) / sizeof(Table::kC[0]));
 }
-constexpr int64_t kSmallMaxVecs = 2 * small_round_vecs(3);
-constexpr int64_t kSmallMaxVecsInt = small_round_vecs(2);
+// Vectors configuration c of Table takes in one round (c = -1: the last configuration).
+template <typename Table>
+constexpr int64_t small_round_vecs(int c) {
+  const SmallConfig k = Table::kC[c < 0 ? small_table_size<Table>() - 1 : c];
+  return int64_t{k.threads} * k.unroll;
+}
+// The small kernel takes up to two rounds of the float tables' last configuration, one round of
+// the integer table's (the host's use_small() says where).
+constexpr int64_t kSmallMaxVecs = 2 * small_round_vecs<SmallTableCheap>(-1);
+constexpr int64_t kSmallMaxVecsInt = small_round_vecs<SmallTableInt>(-1);
+static_assert(small_round_vecs<SmallTableHalfSum>(-1) == small_round_vecs<SmallTableCheap>(-1),
+              "the float tables end alike (use_small does not know the op)");
+// The small kernel indexes with 32-bit ints: a forced small on a longer run is refused.
+constexpr int64_t kSmallMaxElems = int64_t{1} << 30;
 // Vectors one seg or flat block takes in one round (kThreads threads x kSegUnroll vectors).
 constexpr int64_t kSegBlockVecs = int64_t{kThreads} * kSegUnroll;
 static_assert(kColX * kColY == kThreads, "col block shape");
@@ -85,6 +112,13 @@ template <>
 struct AccOf<__nv_bfloat16> {
   using type = float;
 };
+
+// The small kernel's configuration table for T and Op.
+template <typename T, typename Op>
+using SmallTableOf = std::conditional_t<
+    !std::is_same<typename AccOf<T>::type, float>::value, SmallTableInt,
+    std::conditional_t<sizeof(T) == 2 && std::is_same<Op, SumOp>::value, SmallTableHalfSum,
+                       SmallTableCheap>>;
 
 template <typename T>
 __device__ __forceinline__ typename AccOf<T>::type to_acc(T v) {
@@ -123,17 +157,6 @@ __device__ __forceinline__ int64_t head_to_align16(const T* p) {
   return static_cast<int64_t>(((16u - mis) & 15u) / sizeof(T));
 }
 
-// The identity of Op as an element of T: accumulate_contig's launch-bound mode fills slots
-// beyond the run with it, so that every slot is accumulated without a branch.
-template <typename T, typename Op>
-__device__ __forceinline__ T identity_elem() {
-  if constexpr (std::is_same<typename AccOf<T>::type, float>::value) {
-    return from_float<T>(Op::identity());
-  } else {
-    return T(0);
-  }
-}
-
 // Thread step over a contiguous run p[0, n): thread t of nthr takes the misaligned head elements
 // t, t + nthr, ..., then aligned vectors t, t + nthr, ..., then tail element t. Fixed per (t, nthr).
 // Vectors go in rounds of U (i, i + nthr, ..., i + (U-1) nthr), software-pipelined: the next
@@ -142,17 +165,8 @@ __device__ __forceinline__ T identity_elem() {
 // loads issued in the loop's prologue / previous iteration cannot be sunk past the adds. Every
 // slot is predicated, so a thread's last partial round (often its only one, for short rows) is
 // also one batch of loads. Slot u has its own accumulator, combined in slot order at the end.
-// kLatency (the launch-bound small kernel, where the time is the latency of one warp's
-// instruction stream; it needs nthr >= V):
-//   - the head and tail (< V elements each, so at most one of each per thread) are loaded before
-//     the first vectors and added after the last: loaded after, the tail cost one more memory
-//     round trip (1025 fp32 elements: 1.37 us against 1.19 us for 4096, 1.17 us with early
-//     edges). The other kernels keep the plain order: the flat kernel measured 3.06 us on 1M
-//     fp32 with early edges against 2.69-2.70 us without (separate runs on the H200);
-//   - a slot beyond the run is loaded as the identity instead of skipped, so every slot is
-//     accumulated without a branch: with a branch per slot a one-warp bf16 sum of 1024 elements
-//     (4 of 8 slots used) took 1.24 us against fp32's 0.95 (8 of 8).
-template <int U, bool kLatency, typename T, typename Op, typename Acc>
+// (The launch-bound small kernel has its own step, accumulate_small.)
+template <int U, typename T, typename Op, typename Acc>
 __device__ __forceinline__ Acc accumulate_contig(const T* p, int64_t n, int64_t t, int64_t nthr,
                                                  Acc acc, Op op) {
   constexpr int V = kVec16<T>;
@@ -161,17 +175,7 @@ __device__ __forceinline__ Acc accumulate_contig(const T* p, int64_t n, int64_t 
   const int64_t nvec = (n - h) / V;
   const int64_t tail0 = h + nvec * V;
   const Vec<T, V>* vp = reinterpret_cast<const Vec<T, V>*>(p + h);
-  const T id = identity_elem<T, Op>();
-  Vec<T, V> fill;
-#pragma unroll
-  for (int e = 0; e < V; ++e) fill.v[e] = id;
-  T head = id, tail = id;
-  if constexpr (kLatency) {
-    if (t < h) head = p[t];
-    if (tail0 + t < n) tail = p[tail0 + t];
-  } else {
-    for (int64_t j = t; j < h; j += nthr) acc = op(acc, to_acc(p[j]));
-  }
+  for (int64_t j = t; j < h; j += nthr) acc = op(acc, to_acc(p[j]));
   Acc a[U];
 #pragma unroll
   for (int u = 0; u < U; ++u) a[u] = Acc(Op::identity());
@@ -180,11 +184,7 @@ __device__ __forceinline__ Acc accumulate_contig(const T* p, int64_t n, int64_t 
     Vec<T, V> v[U];
 #pragma unroll
     for (int u = 0; u < U; ++u) {
-      if (kLatency) {
-        v[u] = i + u * nthr < nvec ? vp[i + u * nthr] : fill;
-      } else if (i + u * nthr < nvec) {
-        v[u] = vp[i + u * nthr];
-      }
+      if (i + u * nthr < nvec) v[u] = vp[i + u * nthr];
     }
     for (;;) {
       const int64_t in = i + U * nthr;
@@ -193,16 +193,12 @@ __device__ __forceinline__ Acc accumulate_contig(const T* p, int64_t n, int64_t 
       if (more) {
 #pragma unroll
         for (int u = 0; u < U; ++u) {
-          if (kLatency) {
-            w[u] = in + u * nthr < nvec ? vp[in + u * nthr] : fill;
-          } else if (in + u * nthr < nvec) {
-            w[u] = vp[in + u * nthr];
-          }
+          if (in + u * nthr < nvec) w[u] = vp[in + u * nthr];
         }
       }
 #pragma unroll
       for (int u = 0; u < U; ++u) {
-        if (kLatency || i + u * nthr < nvec) {
+        if (i + u * nthr < nvec) {
 #pragma unroll
           for (int e = 0; e < V; ++e) a[u] = op(a[u], to_acc(v[u].v[e]));
         }
@@ -215,13 +211,202 @@ __device__ __forceinline__ Acc accumulate_contig(const T* p, int64_t n, int64_t 
   }
 #pragma unroll
   for (int u = 0; u < U; ++u) acc = op(acc, a[u]);
-  if constexpr (kLatency) {
-    acc = op(acc, to_acc(head));
-    acc = op(acc, to_acc(tail));
-  } else {
-    for (int64_t j = tail0 + t; j < n; j += nthr) acc = op(acc, to_acc(p[j]));
-  }
+  for (int64_t j = tail0 + t; j < n; j += nthr) acc = op(acc, to_acc(p[j]));
   return acc;
+}
+
+// ---- small kernel: latency-bound accumulation on raw 16-byte words ----------------------------
+// The small kernel's time is the latency of a short instruction stream, so it moves and selects
+// vectors as four raw 32-bit words (a select of Vec<bf16, 8> element by element cost ptxas 131
+// PRMTs per lane in the one-warp bf16 sum) and accumulates each vector with as few instructions
+// as the type allows (SlotAcc below).
+using Words = Vec<uint32_t, 4>;
+
+template <typename To, typename From>
+__device__ __forceinline__ To bit_cast_dev(const From& f) {
+  static_assert(sizeof(To) == sizeof(From), "bit_cast_dev: sizes differ");
+  To t;
+  memcpy(&t, &f, sizeof(To));
+  return t;
+}
+
+template <typename T>
+constexpr bool kIsHalfFloat =
+    std::is_same<T, __half>::value || std::is_same<T, __nv_bfloat16>::value;
+
+// The identity of Op as an element of T: slots beyond the run are filled with it, so that every
+// slot is accumulated without a branch.
+template <typename T, typename Op>
+__device__ __forceinline__ T identity_elem() {
+  if constexpr (std::is_same<typename AccOf<T>::type, float>::value) {
+    return from_float<T>(Op::identity());
+  } else {
+    return T(0);
+  }
+}
+
+// The V elements of one 16-byte vector of raw words, converted to the accumulator type. 16-bit
+// floats are converted from the packed words directly (bf16: a shift or a mask per element).
+template <typename T>
+__device__ __forceinline__ void words_to_acc(const Words& w,
+                                             typename AccOf<T>::type (&e)[kVec16<T>]) {
+  if constexpr (std::is_same<T, __nv_bfloat16>::value) {
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      e[2 * k] = __uint_as_float(w.v[k] << 16);
+      e[2 * k + 1] = __uint_as_float(w.v[k] & 0xffff0000u);
+    }
+  } else if constexpr (std::is_same<T, __half>::value) {
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      const float2 f = __half22float2(bit_cast_dev<__half2>(w.v[k]));
+      e[2 * k] = f.x;
+      e[2 * k + 1] = f.y;
+    }
+  } else {
+    const Vec<T, kVec16<T>> v = bit_cast_dev<Vec<T, kVec16<T>>>(w);
+#pragma unroll
+    for (int k = 0; k < kVec16<T>; ++k) e[k] = to_acc(v.v[k]);
+  }
+}
+
+// One slot's accumulator over 16-byte vectors of raw words: add(w) takes a vector, merge()
+// combines two slots, value() is the thread's contribution to the block reduction.
+// Generic form: the vector's elements converted to Acc and combined as a pairwise tree (depth
+// log2 V rather than a chain of V dependent ops), then into the slot.
+template <typename T, typename Op, typename Enable = void>
+struct SlotAcc {
+  using Acc = typename AccOf<T>::type;
+  static constexpr int V = kVec16<T>;
+  Acc a = Acc(Op::identity());
+  __device__ __forceinline__ static Words fill() {
+    Vec<T, V> f;
+#pragma unroll
+    for (int e = 0; e < V; ++e) f.v[e] = identity_elem<T, Op>();
+    return bit_cast_dev<Words>(f);
+  }
+  __device__ __forceinline__ void add(const Words& w, Op op) {
+    Acc e[V];
+    words_to_acc<T>(w, e);
+#pragma unroll
+    for (int s = 1; s < V; s *= 2) {
+#pragma unroll
+      for (int k = 0; k < V; k += 2 * s) e[k] = op(e[k], e[k + s]);
+    }
+    a = op(a, e[0]);
+  }
+  __device__ __forceinline__ void merge(const SlotAcc& o, Op op) { a = op(a, o.a); }
+  __device__ __forceinline__ Acc value(Op) const { return a; }
+};
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+// 16-bit floats, max / min: packed pairs (max.NaN.bf16x2 / .f16x2: exact, NaN-propagating like
+// the float op), 4 instructions per vector instead of 8 conversions and 8 float ops; the pair
+// is unpacked once at the end.
+template <typename T>
+__device__ __forceinline__ uint32_t packed_maxmin(uint32_t a, uint32_t b, bool is_max) {
+  uint32_t d;
+  if constexpr (std::is_same<T, __nv_bfloat16>::value) {
+    if (is_max) {
+      asm("max.NaN.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+    } else {
+      asm("min.NaN.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+    }
+  } else {
+    if (is_max) {
+      asm("max.NaN.f16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+    } else {
+      asm("min.NaN.f16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+    }
+  }
+  return d;
+}
+
+template <typename T, typename Op>
+struct SlotAcc<T, Op,
+               std::enable_if_t<kIsHalfFloat<T> && (std::is_same<Op, MaxOp>::value ||
+                                                   std::is_same<Op, MinOp>::value)>> {
+  static constexpr bool kMax = std::is_same<Op, MaxOp>::value;
+  uint32_t a = fill().v[0];
+  __device__ __forceinline__ static Words fill() {
+    const T id = identity_elem<T, Op>();
+    const uint32_t h = bit_cast_dev<uint16_t>(id);
+    const uint32_t pair = h | (h << 16);
+    return Words{{pair, pair, pair, pair}};
+  }
+  __device__ __forceinline__ void add(const Words& w, Op) {
+    const uint32_t m = packed_maxmin<T>(packed_maxmin<T>(w.v[0], w.v[1], kMax),
+                                        packed_maxmin<T>(w.v[2], w.v[3], kMax), kMax);
+    a = packed_maxmin<T>(a, m, kMax);
+  }
+  __device__ __forceinline__ void merge(const SlotAcc& o, Op) {
+    a = packed_maxmin<T>(a, o.a, kMax);
+  }
+  __device__ __forceinline__ float value(Op op) const {
+    const T lo = bit_cast_dev<T>(static_cast<uint16_t>(a & 0xffffu));
+    const T hi = bit_cast_dev<T>(static_cast<uint16_t>(a >> 16));
+    return op(to_float(lo), to_float(hi));
+  }
+};
+
+#endif
+
+// The small kernel's thread step over p[0, n) (thread t of nthr, nthr a multiple of 32 and
+// >= V): like accumulate_contig, but
+//   - the head and tail (< V elements each, so at most one of each per thread) are loaded before
+//     the first vectors and added after the last: loaded after, the tail cost one more memory
+//     round trip (1025 fp32 elements: 1.37 us against 1.19 us for 4096, 1.17 us with early
+//     edges). The other kernels keep the plain order: the flat kernel measured 3.06 us on 1M
+//     fp32 with early edges against 2.69-2.70 us without (separate runs on the H200);
+//   - a slot beyond the run is loaded as SlotAcc's fill (the identity) instead of skipped, so
+//     every slot is accumulated without a branch (with a branch per slot a one-warp bf16 sum of
+//     1024 elements, 4 of 8 slots used, took 1.24 us against fp32's 0.95, 8 of 8); the rounds
+//     are warp-uniform (a lane past the end loads fills while its warp still has data), so a
+//     warp never diverges on them.
+template <int U, typename T, typename Op>
+__device__ __forceinline__ typename AccOf<T>::type accumulate_small(const T* p, int n, int t,
+                                                                    int nthr, Op op) {
+  using Acc = typename AccOf<T>::type;
+  using S = SlotAcc<T, Op>;
+  constexpr int V = kVec16<T>;
+  int h = static_cast<int>(head_to_align16(p));
+  if (h > n) h = n;
+  const int nvec = (n - h) / V;
+  const int tail0 = h + nvec * V;
+  const Words* vp = reinterpret_cast<const Words*>(p + h);
+  const Words fill = S::fill();
+  const T id = identity_elem<T, Op>();
+  const T head = t < h ? p[t] : id;
+  const T tail = tail0 + t < n ? p[tail0 + t] : id;
+  S a[U];
+  const int warp0 = t & ~(kWarpSize - 1);  // the warp's first vector: rounds are warp-uniform
+  int i = t;
+  if (warp0 < nvec) {
+    Words v[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) v[u] = i + u * nthr < nvec ? vp[i + u * nthr] : fill;
+    for (int w0 = warp0;;) {
+      const int in = i + U * nthr;
+      w0 += U * nthr;
+      const bool more = w0 < nvec;
+      Words w[U];
+      if (more) {
+#pragma unroll
+        for (int u = 0; u < U; ++u) w[u] = in + u * nthr < nvec ? vp[in + u * nthr] : fill;
+      }
+#pragma unroll
+      for (int u = 0; u < U; ++u) a[u].add(v[u], op);
+      if (!more) break;
+      i = in;
+#pragma unroll
+      for (int u = 0; u < U; ++u) v[u] = w[u];
+    }
+  }
+#pragma unroll
+  for (int u = 1; u < U; ++u) a[0].merge(a[u], op);
+  Acc acc = a[0].value(op);
+  acc = op(acc, to_acc(head));
+  return op(acc, to_acc(tail));
 }
 
 // Offset of kept index o: one kept dim (no 64-bit division) or the general decode.
@@ -267,7 +452,7 @@ __global__ void __launch_bounds__(kThreads)
     const T* base = x + offset_of(seg, L.nk, L.ksize, L.kstride);
     Acc acc = Acc(Op::identity());
     if (kMode == kSegContig) {
-      acc = accumulate_contig<kSegUnroll, false, T, Op, Acc>(base, L.R, t, nthr, acc, op);
+      acc = accumulate_contig<kSegUnroll, T, Op, Acc>(base, L.R, t, nthr, acc, op);
     } else if (kMode == kSegRuns) {
       const int64_t run = L.rsize[L.nr - 1];
       const int64_t nruns = L.R / run;
@@ -276,7 +461,7 @@ __global__ void __launch_bounds__(kThreads)
       for (int64_t j = (static_cast<int64_t>(blockIdx.x) << runs_lg) + threadIdx.x / gthreads;
            j < nruns; j += step) {
         const int64_t off = L.nr == 2 ? j * L.rstride[0] : offset_of(j, L.nr - 1, L.rsize, L.rstride);
-        acc = accumulate_contig<kSegUnroll, false, T, Op, Acc>(
+        acc = accumulate_contig<kSegUnroll, T, Op, Acc>(
             base + off, run, threadIdx.x % gthreads, gthreads, acc, op);
       }
     } else {
@@ -311,21 +496,39 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 // Full reduction of a short contiguous run x[0, n), launch-bound: one block of kBlock threads,
-// kU 16-byte vectors per thread per round (the host picks the smallest configuration that takes
-// n in one round, or two for the largest), no workspace or ticket, and a parameter block of 40
-// bytes rather than the ~830-byte ReduceLayout. Then the butterfly (and for kBlock > 32 one
-// shared-memory step); thread 0 stores. Fixed order per (n, kBlock, kU), so reproducible. Any n
-// works (more rounds).
+// kU 16-byte vectors per thread per round (the host picks the configuration from the dtype's
+// table, SmallTableOf), no workspace or ticket, and a parameter block of 32 bytes rather than
+// the ~830-byte ReduceLayout. For kBlock > 32 one shared-memory step, then the butterfly; thread
+// 0 stores. Fixed order per (n, kBlock, kU), so reproducible. Any n up to kSmallMaxElems works
+// (more rounds).
 template <typename T, typename Op, int kBlock, int kU>
 __global__ void __launch_bounds__(kBlock)
-    small_reduce_kernel(const T* __restrict__ x, int64_t n, ReduceOut out) {
+    small_reduce_kernel(const T* __restrict__ x, int n, ReduceOut out) {
   using Acc = typename AccOf<T>::type;
-  __shared__ Acc smem[kBlock / kWarpSize];
+  constexpr int kPer = kBlock / kWarpSize;  // partials per lane of warp 0
+  __shared__ Acc smem[kBlock];
   pdl_wait_then_release();
   const Op op{};
-  Acc acc = accumulate_contig<kU, true, T, Op, Acc>(x, n, threadIdx.x, kBlock,
-                                                   Acc(Op::identity()), op);
-  acc = block_reduce<kBlock>(acc, op, smem);
+  Acc acc = accumulate_small<kU, T, Op>(x, n, threadIdx.x, kBlock, op);
+  if constexpr (kPer > 1) {
+    // Block step through shared memory first: every thread stores its partial, and warp 0's lane
+    // l combines partials l, l + 32, ... as a tree before the one butterfly. Against
+    // block_reduce (a butterfly per warp, then one over the warps' partials) this saves a
+    // shuffle chain: fp32 4096 elements on 128 threads 0.96 us against 1.06.
+    smem[threadIdx.x] = acc;
+    __syncthreads();
+    if (threadIdx.x >= kWarpSize) return;
+    Acc e[kPer];
+#pragma unroll
+    for (int j = 0; j < kPer; ++j) e[j] = smem[threadIdx.x + j * kWarpSize];
+#pragma unroll
+    for (int s = 1; s < kPer; s *= 2) {
+#pragma unroll
+      for (int k = 0; k < kPer; k += 2 * s) e[k] = op(e[k], e[k + s]);
+    }
+    acc = e[0];
+  }
+  acc = warp_reduce(acc, op);
   if (threadIdx.x == 0) store_out<T, Acc>(out, 0, acc);
 }
 
@@ -369,7 +572,7 @@ __global__ void __launch_bounds__(kThreads)
   __shared__ bool s_last;
   pdl_wait_then_release();
   const Op op{};
-  Acc acc = accumulate_contig<kSegUnroll, false, T, Op, Acc>(
+  Acc acc = accumulate_contig<kSegUnroll, T, Op, Acc>(
       x, n, static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x,
       static_cast<int64_t>(gridDim.x) * kThreads, Acc(Op::identity()), op);
   acc = block_reduce<kThreads>(acc, op, smem);
@@ -438,7 +641,7 @@ __global__ void __launch_bounds__(kThreads)
     Acc acc = Acc(Op::identity());
     if (row < L.n_out) {
       const T* p = x + kept_offset(L, row);
-      acc = accumulate_contig<kRowUnroll, false, T, Op, Acc>(p, L.R, lane, G, acc, op);
+      acc = accumulate_contig<kRowUnroll, T, Op, Acc>(p, L.R, lane, G, acc, op);
     }
     for (int off = G >> 1; off > 0; off >>= 1) {
       acc = op(acc, __shfl_xor_sync(0xffffffffu, acc, off));
