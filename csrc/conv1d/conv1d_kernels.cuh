@@ -917,10 +917,24 @@ __device__ __forceinline__ void stream_prefetch(const Conv1dParams& p, const Con
     const int64_t hi64 = p.L - g0;
     const int lo = static_cast<int>(lo64 < n_pre ? lo64 : n_pre);
     const int hi = static_cast<int>(hi64 < lo ? lo : (hi64 < n_pre ? hi64 : n_pre));
+    if (p.x_sl == 1) {
+      // Unit stride (every item of a row that is one or two tiles long, e.g. depthwise 'same'
+      // rows of 2048): the interior's pointer and immediate offsets, each load predicated on
+      // its position; a 64-bit index product per element made these items ~100 instructions a
+      // thread longer.
+      const T* src = it.xrow + (g0 + tid);
+      const unsigned span = static_cast<unsigned>(hi - lo);
 #pragma unroll
-    for (int bi = 0; bi < kPre; ++bi) {
-      const int j = tid + bi * kThreads;
-      r.x[bi] = (j >= lo && j < hi) ? it.xrow[(g0 + j) * p.x_sl] : from_float<T>(0.f);
+      for (int bi = 0; bi < kPre; ++bi) {
+        const unsigned j = static_cast<unsigned>(tid + bi * kThreads - lo);
+        r.x[bi] = j < span ? src[bi * kThreads] : from_float<T>(0.f);
+      }
+    } else {
+#pragma unroll
+      for (int bi = 0; bi < kPre; ++bi) {
+        const int j = tid + bi * kThreads;
+        r.x[bi] = (j >= lo && j < hi) ? it.xrow[(g0 + j) * p.x_sl] : from_float<T>(0.f);
+      }
     }
   }
   r.tap = tid < kcur ? it.wrow[(k0 + tid) * p.w_sk] : from_float<T>(0.f);
