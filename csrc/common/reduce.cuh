@@ -42,6 +42,11 @@ struct MinOp {
   __device__ __forceinline__ static float identity() { return INFINITY; }
 };
 
+// The smallest power of two >= n (n >= 1).
+__host__ __device__ constexpr int pow2_at_least(int n) {
+  return n <= 1 ? 1 : 2 * pow2_at_least((n + 1) / 2);
+}
+
 // Warp step. Contract: all 32 lanes participate; the result is valid in every lane
 // (butterfly), combined in a fixed order, so it is bitwise reproducible.
 template <typename Op, typename T>
@@ -71,8 +76,7 @@ __device__ __forceinline__ T block_reduce(T v, Op op, T* smem) {
     // would only combine identities (op(v, identity) == v up to the sign of a zero sum), so they
     // are skipped: 3 shuffles instead of 5 for 8 warps.
     v = lane < kWarps ? smem[lane] : T(Op::identity());
-    constexpr int kSpan = kWarps <= 1 ? 1 : kWarps <= 2 ? 2 : kWarps <= 4 ? 4 : kWarps <= 8 ? 8
-                        : kWarps <= 16 ? 16 : 32;
+    constexpr int kSpan = pow2_at_least(kWarps);
 #pragma unroll
     for (int offset = kSpan / 2; offset > 0; offset >>= 1) {
       v = op(v, __shfl_xor_sync(0xffffffffu, v, offset));

@@ -245,6 +245,19 @@ __device__ __forceinline__ T identity_elem() {
   }
 }
 
+// e[0] op e[1] op ... op e[N-1] as a pairwise tree (depth log2 N rather than a chain of N - 1
+// dependent ops); N a power of two. Overwrites e.
+template <int N, typename Acc, typename Op>
+__device__ __forceinline__ Acc tree_combine(Acc (&e)[N], Op op) {
+  static_assert((N & (N - 1)) == 0, "tree_combine: N a power of two");
+#pragma unroll
+  for (int s = 1; s < N; s *= 2) {
+#pragma unroll
+    for (int k = 0; k < N; k += 2 * s) e[k] = op(e[k], e[k + s]);
+  }
+  return e[0];
+}
+
 // The V elements of one 16-byte vector of raw words, converted to the accumulator type. 16-bit
 // floats are converted from the packed words directly (bf16: a shift or a mask per element).
 template <typename T>
@@ -272,8 +285,8 @@ __device__ __forceinline__ void words_to_acc(const Words& w,
 
 // One slot's accumulator over 16-byte vectors of raw words: add(w) takes a vector, merge()
 // combines two slots, value() is the thread's contribution to the block reduction.
-// Generic form: the vector's elements converted to Acc and combined as a pairwise tree (depth
-// log2 V rather than a chain of V dependent ops), then into the slot.
+// Generic form: the vector's elements converted to Acc and combined as a pairwise tree
+// (tree_combine), then into the slot.
 template <typename T, typename Op, typename Enable = void>
 struct SlotAcc {
   using Acc = typename AccOf<T>::type;
@@ -288,12 +301,7 @@ struct SlotAcc {
   __device__ __forceinline__ void add(const Words& w, Op op) {
     Acc e[V];
     words_to_acc<T>(w, e);
-#pragma unroll
-    for (int s = 1; s < V; s *= 2) {
-#pragma unroll
-      for (int k = 0; k < V; k += 2 * s) e[k] = op(e[k], e[k + s]);
-    }
-    a = op(a, e[0]);
+    a = op(a, tree_combine<V>(e, op));
   }
   __device__ __forceinline__ void merge(const SlotAcc& o, Op op) { a = op(a, o.a); }
   __device__ __forceinline__ Acc value(Op) const { return a; }
@@ -521,12 +529,7 @@ __global__ void __launch_bounds__(kBlock)
     Acc e[kPer];
 #pragma unroll
     for (int j = 0; j < kPer; ++j) e[j] = smem[threadIdx.x + j * kWarpSize];
-#pragma unroll
-    for (int s = 1; s < kPer; s *= 2) {
-#pragma unroll
-      for (int k = 0; k < kPer; k += 2 * s) e[k] = op(e[k], e[k + s]);
-    }
-    acc = e[0];
+    acc = tree_combine<kPer>(e, op);
   }
   acc = warp_reduce(acc, op);
   if (threadIdx.x == 0) store_out<T, Acc>(out, 0, acc);
@@ -534,6 +537,13 @@ __global__ void __launch_bounds__(kBlock)
 
 // flat kernel, polled finish: at most this many blocks, one float partial each, per ticket slot.
 constexpr int kFlatPollMax = kThreads;
+// Whether a flat grid of `blocks` (> 1) blocks finishes by polling (no workspace, no ticket):
+// float accumulators and at most kFlatPollMax blocks. The launcher allocates the ticket's
+// workspace otherwise.
+template <typename Acc, typename I>
+__host__ __device__ constexpr bool flat_polled(I blocks) {
+  return std::is_same<Acc, float>::value && blocks <= I{kFlatPollMax};
+}
 // Partial slots of the polled finish: {flag in the high word, float bits in the low word}, one
 // 8-byte word per block, so one single-copy-atomic store publishes value and flag together.
 // Zeroed at module load; the finishing block zeroes every slot it consumed.
@@ -581,7 +591,7 @@ __global__ void __launch_bounds__(kThreads)
     return;
   }
   if constexpr (std::is_same<Acc, float>::value) {
-    if (gridDim.x <= kFlatPollMax) {
+    if (flat_polled<Acc>(gridDim.x)) {
       unsigned long long* slots = &g_flat_slots[ticket_slot * kFlatPollMax];
       if (blockIdx.x != 0) {
         if (threadIdx.x == 0) {
