@@ -254,12 +254,15 @@ def test_cuda_perf_shapes(dtype):
 
 @pytest.mark.cuda
 @pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA device and the CUDA build of gpukern")
-def test_cuda_large_index():
-    """More than 2^31 elements in one plane: int64 offsets. Checks the last rows."""
-    side = 46341  # side^2 > 2^31
+@pytest.mark.parametrize("side", [46341, 46344])
+def test_cuda_large_index(side):
+    """More than 2^31 elements in one plane (side^2 > 2^31): int64 offsets. Checks the first and
+    last rows. 46341: odd rows, the rows kernel; 46344: 16-byte rows, the TMA kernel."""
     g = torch.Generator(device="cuda").manual_seed(11)
     x = torch.randn(1, 1, side, side, device="cuda", dtype=torch.float16, generator=g)
     w = torch.randn(1, 1, 3, 3, device="cuda", dtype=torch.float16, generator=g)
+    expect = "depthwise_tma" if side % 8 == 0 and _tma_device() else "depthwise_rows"
+    assert torch_ops.algorithm("conv2d", x, w, None, 1, "same") == expect
     out = torch_ops.conv2d(x, w, None, 1, "same")
     assert out.shape == x.shape
     tail = F.pad(x[..., -5:, :].double().cpu(), (0, 0, 0, 1))  # the bottom zero row
@@ -373,7 +376,8 @@ def test_opcheck(device):
 # Algorithm choice (choose_algo in conv2d_cuda.cu): the query op, forcing, and each path on its
 # own over edge shapes.
 # --------------------------------------------------------------------------------------------
-ALGOS = ["depthwise_nhwc", "depthwise_rows", "depthwise_nchw", "general_staged", "general_direct"]
+ALGOS = ["depthwise_nhwc", "depthwise_rows", "depthwise_tma", "depthwise_nchw", "general_staged",
+         "general_direct"]
 
 
 def _meta(shape, k, groups, o=None, channels_last=False, dtype=torch.float32):
@@ -382,6 +386,11 @@ def _meta(shape, k, groups, o=None, channels_last=False, dtype=torch.float32):
         x = x.to(memory_format=torch.channels_last)
     w = torch.empty(o or shape[1], shape[1] // groups, *k, device="meta", dtype=dtype)
     return x, w
+
+
+def _tma_device():
+    """Whether the TMA kernel may run: sm_90+, or no GPU visible (the query assumes sm_90)."""
+    return not torch.cuda.is_available() or torch.cuda.get_device_capability()[0] >= 9
 
 
 def _cuda_choice_built():
@@ -395,14 +404,23 @@ def test_algorithm_query_auto():
         assert torch_ops.algorithm("conv2d", x, w, None, 1, 1) == "cpu (built without CUDA kernels)"
         return
     q = lambda *a, **k: torch_ops.algorithm("conv2d", *a, **k)  # noqa: E731
-    assert q(*_meta((1, 1, 8192, 8192), (3, 3), 1), None, 1, "same") == "depthwise_rows"
-    assert q(*_meta((32, 256, 56, 56), (3, 3), 256), None, 1, "same", 1, 256) == "depthwise_rows"
+    # rows 16-byte aligned (W * element size % 16 == 0), square 3/5/7, stride 1, dilation 1: the
+    # TMA kernel (sm_90+; the query without a GPU answers for sm_90)
+    tma = "depthwise_tma" if _tma_device() else "depthwise_rows"
+    assert q(*_meta((1, 1, 8192, 8192), (3, 3), 1), None, 1, "same") == tma
+    assert q(*_meta((32, 256, 56, 56), (3, 3), 256), None, 1, "same", 1, 256) == tma
     assert q(*_meta((32, 256, 56, 56), (3, 3), 256, dtype=torch.bfloat16), None, 1, "same", 1,
+             256) == tma
+    assert q(*_meta((8, 384, 64, 64), (7, 7), 384), None, 1, "same", 1, 384) == (
+        "depthwise_tma" if _tma_device() else "depthwise_nchw")
+    assert q(*_meta((1, 1, 8192, 8192), (5, 5), 1), None, 1, (5, 0)) == tma  # any padding
+    # rows not 16-byte aligned: the rows kernel (3x3, 5x5), the tile kernel (7x7: depthwise_nchw
+    # measured faster than the rows kernel's 7x7 instance)
+    assert q(*_meta((1, 1, 8190, 8190), (3, 3), 1), None, 1, "same") == "depthwise_rows"
+    assert q(*_meta((32, 256, 60, 60), (5, 5), 256, dtype=torch.bfloat16), None, 1, "same", 1,
              256) == "depthwise_rows"
-    # 7x7: depthwise_nchw measured faster than the rows kernel (dw2_7, c2_7)
-    assert q(*_meta((8, 384, 64, 64), (7, 7), 384), None, 1, "same", 1, 384) == "depthwise_nchw"
-    assert q(*_meta((1, 1, 8192, 8192), (7, 7), 1), None, 1, "same") == "depthwise_nchw"
-    assert q(*_meta((8, 384, 64, 64), (5, 5), 384), None, 1, "same", 1, 384) == "depthwise_rows"
+    assert q(*_meta((8, 384, 66, 66), (7, 7), 384), None, 1, "same", 1, 384) == "depthwise_nchw"
+    assert q(*_meta((1, 1, 8190, 8190), (7, 7), 1), None, 1, "same") == "depthwise_nchw"
     for dt in (torch.float32, torch.bfloat16):
         assert q(*_meta((32, 256, 56, 56), (3, 3), 256, channels_last=True, dtype=dt), None, 1,
                  "same", 1, 256) == "depthwise_nhwc"
@@ -411,7 +429,9 @@ def test_algorithm_query_auto():
              16) == "depthwise_nchw"
     assert q(*_meta((8, 384, 64, 64), (13, 13), 384), None, 1, "same", 1, 384) == "depthwise_nchw"
     assert q(*_meta((1, 1, 64, 64), (3, 3), 1), None, 1, 0, 2) == "depthwise_nchw"  # dilated
-    assert q(*_meta((1, 1, 64, 64), (3, 3), 1), None, 1, (1, 5)) == "depthwise_nchw"  # pad > 4
+    assert q(*_meta((1, 1, 64, 64), (3, 3), 1), None, 1, (1, 5)) == (  # pad > 4
+        "depthwise_tma" if _tma_device() else "depthwise_nchw")
+    assert q(*_meta((1, 1, 64, 62), (3, 3), 1), None, 1, (1, 5)) == "depthwise_nchw"
     assert q(*_meta((2, 8, 9, 9), (3, 3), 8, channels_last=True), None, 1, 1, 1,
              8) == "depthwise_nhwc"
     assert q(*_meta((2, 4, 9, 9), (3, 3), 1, o=6), None, 1, 1) == "general_staged"
@@ -473,6 +493,39 @@ FORCED_OTHER = {  # forced path -> extra shapes (N, C, H, W), O, (KH, KW), group
 }
 
 
+# The TMA kernel (16-byte aligned rows only) over shapes with W * element size % 16 == 0: narrow
+# (one 64-column tile) and wide planes, tile edges (64 rows, 128 columns), any padding (beyond
+# the filter too), several tiles per block (ring slots reused).
+TMA_DW = [
+    ((2, 3, 37, 64), 3, "same"),
+    ((1, 2, 70, 136), 5, (1, 3)),
+    ((3, 2, 65, 8), 7, "same"),
+    ((1, 1, 130, 264), 7, (0, 6)),
+    ((2, 2, 64, 128), 3, (9, 2)),
+    ((1, 1, 1, 16), 5, "same"),
+    ((40, 24, 24, 16), 3, "same"),
+]
+
+
+def _tma_layout(x):
+    """Whether the TMA kernel can read x: unit column stride and 16-byte multiples for the
+    strides of dims longer than one (the data pointer may be misaligned)."""
+    e = x.element_size()
+    if x.shape[-1] > 1 and x.stride(-1) != 1:
+        return False
+    return all(x.shape[d] == 1 or (x.stride(d) * e) % 16 == 0 for d in range(3))
+
+
+def _pitched_view(x):
+    """x inside a bigger tensor: rows 8 elements longer (16-byte multiples when W is) and a data
+    pointer 3 elements past a 16-byte boundary (the TMA map starts before it)."""
+    n, c, h, w_ = x.shape
+    big = torch.full((n, c + 1, h + 2, w_ + 8), float("nan"), dtype=x.dtype, device=x.device)
+    view = big[:, 1:, 1:h + 1, 3:w_ + 3]
+    view.copy_(x)
+    return view
+
+
 def _layouts(x):
     """The input as given, channels_last, and a strided view with a storage offset that breaks
     16-byte alignment (sliced from a bigger tensor)."""
@@ -489,11 +542,16 @@ def _layouts(x):
 @pytest.mark.parametrize("algo", ALGOS)
 def test_cuda_forced_paths(algo, dtype):
     """Each CUDA path on its own (forced), over edge shapes, layouts and strided views."""
-    for i, (shape, k, padding) in enumerate(FORCED_DW):
+    for i, (shape, k, padding) in enumerate(FORCED_DW + (TMA_DW if algo == "depthwise_tma" else [])):
         n, c, h, w_ = shape
         x, w, b = make(n, c, h, w_, c, k, k, c, i % 2 == 0, dtype, "cuda", seed=100 + i)
-        for xx in _layouts(x):
+        for xx in _layouts(x) + ([_pitched_view(x)] if algo == "depthwise_tma" else []):
             with torch_ops.force_algorithm("conv2d", algo):
+                if algo == "depthwise_tma" and not _tma_layout(xx):
+                    with pytest.raises(RuntimeError, match="forced algorithm 'depthwise_tma' "
+                                                           "cannot run this shape"):
+                        torch_ops.conv2d(xx, w, b, 1, padding, 1, c)
+                    continue
                 check(xx, w, b, 1, padding, 1, c)
     for i, (shape, o, k, groups, stride, padding, dil) in enumerate(FORCED_OTHER.get(algo, [])):
         n, c, h, w_ = shape
@@ -501,6 +559,27 @@ def test_cuda_forced_paths(algo, dtype):
         for xx in _layouts(x):
             with torch_ops.force_algorithm("conv2d", algo):
                 check(xx, w, b, stride, padding, dil, groups)
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA device and the CUDA build of gpukern")
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
+def test_cuda_tma_many_tiles(dtype):
+    """The TMA kernel's own choice on the benchmark-like shapes: thousands of tiles, so every
+    block cycles its ring slots many times (barrier phases flip), planes change between a block's
+    tiles (taps reloaded), narrow and wide instances, 3/5/7."""
+    if not _tma_device():
+        pytest.skip("the TMA kernel needs sm_90+")
+    g = torch.Generator(device="cuda").manual_seed(22)
+    for shape, k in [((64, 1, 1024, 1024), 3), ((16, 1, 1024, 1024), 5), ((8, 1, 1024, 1024), 7),
+                     ((32, 256, 56, 56), 3), ((8, 384, 64, 64), 7), ((16, 64, 40, 120), 5)]:
+        x = torch.randn(shape, device="cuda", generator=g).to(dtype)
+        w = torch.randn(shape[1], 1, k, k, device="cuda", generator=g).to(dtype)
+        b = torch.randn(shape[1], device="cuda", generator=g).to(dtype)
+        assert torch_ops.algorithm("conv2d", x, w, b, 1, "same", 1, shape[1]) == "depthwise_tma"
+        out = torch_ops.conv2d(x, w, b, 1, "same", 1, shape[1])
+        assert_close_ref(out, F.conv2d(x.double(), w.double(), b.double(), 1, "same", 1,
+                                       shape[1]), dtype)
 
 
 @pytest.mark.cuda

@@ -1,10 +1,14 @@
 // conv2d CUDA host side: argument checks (common/conv_args), the algorithm choice, one launch on
 // the current stream, and the CUDA registration of both overloads.
+#include <c10/cuda/CUDAFunctions.h>
+#include <cudaTypedefs.h>
 #include <torch/library.h>
 
 #include <algorithm>
+#include <atomic>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include "common/algo.h"
@@ -26,6 +30,7 @@ constexpr int64_t kMaxGridX = 2147483647;
 enum class Algo {
   kDepthwiseNhwc,  // conv2d_depthwise_nhwc_kernel<T, 3/5/7/0>
   kDepthwiseRows,  // conv2d_depthwise_rows_kernel<T, 3/5/7>
+  kDepthwiseTma,   // conv2d_depthwise_tma_kernel<T, 3/5/7, 16/32, 128/256>
   kDepthwiseNchw,  // conv2d_depthwise_nchw_kernel
   kGeneralStaged,  // conv2d_general_kernel<T, true>
   kGeneralDirect,  // conv2d_general_kernel<T, false>
@@ -34,8 +39,8 @@ enum class Algo {
 // Names in Algo order: what _set_algorithm("conv2d", ...) accepts and _algorithm_conv2d returns.
 const std::vector<std::string>& conv2d_algo_names() {
   static const std::vector<std::string> names = {"depthwise_nhwc", "depthwise_rows",
-                                                 "depthwise_nchw", "general_staged",
-                                                 "general_direct"};
+                                                 "depthwise_tma",  "depthwise_nchw",
+                                                 "general_staged", "general_direct"};
   return names;
 }
 
@@ -51,6 +56,8 @@ struct Plan {
   conv2d::RowsShape rows{};          // depthwise rows: work decomposition
   conv2d::NhwcShape nhwc{};          // depthwise nhwc: work decomposition (static_k: 3/5/7 =
                                      // square filter, stride 1, dilation 1; 0 = runtime)
+  conv2d::TmaShape tma{};            // depthwise tma: work decomposition (static_k: the filter)
+  bool tma_narrow = false;           // depthwise tma: the 64-column instance (OW <= 64)
   size_t smem_bytes = 0;
 };
 
@@ -140,6 +147,60 @@ bool plan_nhwc(const Conv2dParams& p, int64_t elem_size, Plan& plan) {
   return true;
 }
 
+// The TMA kernel's instances: 64-column tiles of 128 threads for narrow planes (OW <= 64, e.g.
+// MobileNet's 56x56), 128-column tiles of 256 threads otherwise.
+constexpr int64_t kTmaNarrowCols = 64;
+template <typename T, int kK, bool kNarrow>
+using TmaGeom = conv2d::TmaGeometry<T, kK, kNarrow ? 16 : 32, kNarrow ? 128 : 256>;
+
+// Whether the device runs TMA kernels (sm_90+). With no GPU visible (the algorithm query on a
+// build machine) the answer is for sm_90, the build's default target.
+bool tma_device() { return c10::cuda::device_count() == 0 || device_props().major >= 9; }
+
+// Byte strides of the TMA map's dims 1..3 (rows, channels, images), or false if the layout cannot
+// be described: each a multiple of 16 below 2^40 (a size-1 dim gets the dense value).
+bool tma_strides(const Conv2dParams& p, int64_t e, int64_t shift, uint64_t (&out)[3]) {
+  const int64_t sizes[4] = {p.W + shift, p.H, p.C, p.N};
+  const int64_t strides[3] = {p.x_sh, p.x_sc, p.x_sn};
+  int64_t prev = sizes[0] * e;  // dense extent of the dims below
+  for (int d = 0; d < 3; ++d) {
+    const int64_t bytes = sizes[d + 1] == 1 ? round_up(prev, 16) : strides[d] * e;
+    if (bytes <= 0 || bytes % 16 != 0 || bytes >= (int64_t{1} << 40)) return false;
+    out[d] = static_cast<uint64_t>(bytes);
+    prev = bytes * sizes[d + 1];
+  }
+  return true;
+}
+
+bool plan_tma(const Conv2dParams& p, int64_t elem_size, Plan& plan) {
+  constexpr int64_t kIntMax = int64_t{1} << 30;  // TMA coordinates and tile indices are int
+  const bool k_ok = p.KH == p.KW && (p.KH == 3 || p.KH == 5 || p.KH == 7);
+  if (!depthwise1(p) || p.stride_h != 1 || p.stride_w != 1 || p.dil_h != 1 || p.dil_w != 1 ||
+      !k_ok || (p.W > 1 && p.x_sw != 1) ||
+      std::max({p.H, p.W, p.OH, p.OW, p.pad_h, p.pad_w, p.C, p.N}) > kIntMax) {
+    return false;
+  }
+  // The map starts 16-byte aligned, `shift` elements before x (meta tensors: null, shift 0).
+  const int64_t shift = static_cast<int64_t>(reinterpret_cast<uintptr_t>(p.x) % 16) / elem_size;
+  uint64_t strides[3];
+  if (!tma_strides(p, elem_size, shift, strides) || !tma_device()) return false;
+  const bool narrow = p.OW <= kTmaNarrowCols;
+  const int64_t tw = narrow ? TmaGeom<float, 3, true>::kTW : TmaGeom<float, 3, false>::kTW;
+  const int64_t th = narrow ? TmaGeom<float, 3, true>::kTH : TmaGeom<float, 3, false>::kTH;
+  conv2d::TmaShape& s = plan.tma;
+  s.tiles_w = static_cast<int>(ceil_div(p.OW, tw));
+  s.tiles_h = static_cast<int>(ceil_div(p.OH, th));
+  s.tiles = p.N * p.C * s.tiles_w * s.tiles_h;
+  s.shift = static_cast<int>(shift);
+  s.stages = 2;  // launch_tma() raises it where occupancy allows
+  s.y_vec = p.y_sw == 1 && p.y_sh % 4 == 0 && (p.N == 1 || p.y_sn % 4 == 0) &&
+            (p.O == 1 || p.y_so % 4 == 0) && is_aligned16(p.y);
+  plan.algo = Algo::kDepthwiseTma;
+  plan.static_k = static_cast<int>(p.KH);
+  plan.tma_narrow = narrow;
+  return true;
+}
+
 bool plan_depthwise_nchw(const Conv2dParams& p, int64_t elem_size, Plan& plan) {
   if (!depthwise1(p) || p.stride_h != 1 || p.stride_w != 1) return false;
   using Tr = conv2d::DepthwiseTraits;
@@ -187,6 +248,7 @@ bool plan_for(Algo a, const Conv2dParams& p, int64_t elem_size, Plan& plan) {
   switch (a) {
     case Algo::kDepthwiseNhwc: return plan_nhwc(p, elem_size, plan);  // any strides
     case Algo::kDepthwiseRows: return plan_rows(p, elem_size, plan);
+    case Algo::kDepthwiseTma: return plan_tma(p, elem_size, plan);
     case Algo::kDepthwiseNchw: return plan_depthwise_nchw(p, elem_size, plan);
     case Algo::kGeneralStaged: return plan_general_staged(p, plan);
     case Algo::kGeneralDirect: plan.algo = a; return true;
@@ -224,6 +286,10 @@ Plan choose_algo_auto(const Conv2dParams& p, int64_t elem_size) {
       plan_nhwc(p, elem_size, plan)) {
     return plan;
   }
+  {
+    Plan candidate;
+    if (plan_tma(p, elem_size, candidate)) return candidate;
+  }
   if (p.KH != 7 || p.KW != 7) {
     Plan candidate;
     if (plan_rows(p, elem_size, candidate)) return candidate;
@@ -247,6 +313,91 @@ Plan choose_algo(const Conv2dParams& p, int64_t elem_size) {
            p.KH, "x", p.KW, ", stride=", p.stride_h, "x", p.stride_w, ", dilation=", p.dil_h,
            "x", p.dil_w, ", padding=", p.pad_h, "x", p.pad_w, ")");
   return plan;
+}
+
+// cuTensorMapEncodeTiled from the driver (through the runtime: no link against libcuda).
+using EncodeTiled = PFN_cuTensorMapEncodeTiled_v12000;
+EncodeTiled tensor_map_encoder() {
+  static const EncodeTiled fn = [] {
+    void* f = nullptr;
+    cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault,
+                                         &q) != cudaSuccess ||
+        q != cudaDriverEntryPointSuccess) {
+      (void)cudaGetLastError();
+      return EncodeTiled{nullptr};
+    }
+    return reinterpret_cast<EncodeTiled>(f);
+  }();
+  return fn;
+}
+
+template <typename T>
+CUtensorMapDataType tma_dtype() {
+  if constexpr (std::is_same_v<T, float>) return CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
+  if constexpr (std::is_same_v<T, __half>) return CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+  return CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+}
+
+// Shared bytes of the TMA kernel with `stages` slots: alignment slack, the barriers, the slots.
+template <typename G>
+size_t tma_smem(int stages) {
+  return 128 + conv2d::TmaTraits::kBarBytes + static_cast<size_t>(stages) * G::kSlotBytes;
+}
+
+// Resident blocks per SM and ring slots of one TMA instance, read once per device: the most
+// slots (<= kMaxStages) that keep the occupancy of two slots. Packed as blocks * 16 + stages.
+template <typename G, auto kKernel>
+int tma_residency(int device, int threads) {
+  static std::atomic<int> cache[64];  // per instance; 0 = not read yet
+  const int slot = device & 63;
+  int packed = cache[slot].load(std::memory_order_relaxed);
+  if (packed == 0) {
+    allow_dynamic_smem(kKernel, tma_smem<G>(conv2d::TmaTraits::kMaxStages));
+    auto occupancy = [&](int stages) {
+      int n = 0;
+      C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kKernel, threads,
+                                                                   tma_smem<G>(stages)));
+      return n;
+    };
+    const int blocks = std::max(occupancy(2), 1);
+    int stages = 2;
+    while (stages < conv2d::TmaTraits::kMaxStages && occupancy(stages + 1) >= blocks) ++stages;
+    packed = blocks * 16 + stages;
+    cache[slot].store(packed, std::memory_order_relaxed);
+  }
+  return packed;
+}
+
+template <typename T, int kK, bool kNarrow>
+void launch_tma(const Conv2dParams& p, conv2d::TmaShape s, cudaStream_t stream) {
+  using G = TmaGeom<T, kK, kNarrow>;
+  constexpr int kThreads = kNarrow ? 128 : 256;
+  constexpr auto kernel = conv2d::conv2d_depthwise_tma_kernel<T, kK, kNarrow ? 16 : 32, kThreads>;
+  const EncodeTiled encode = tensor_map_encoder();
+  GK_CHECK(encode != nullptr, kOp, "the CUDA driver offers no cuTensorMapEncodeTiled (TMA path)");
+  const int64_t e = sizeof(T);
+  uint64_t strides[3];
+  TORCH_INTERNAL_ASSERT(tma_strides(p, e, s.shift, strides));
+  const cuuint64_t dims[4] = {static_cast<cuuint64_t>(p.W + s.shift),
+                              static_cast<cuuint64_t>(p.H), static_cast<cuuint64_t>(p.C),
+                              static_cast<cuuint64_t>(p.N)};
+  const cuuint32_t box[4] = {G::kBW, G::kBH, 1, 1};
+  const cuuint32_t unit[4] = {1, 1, 1, 1};
+  void* base = const_cast<char*>(static_cast<const char*>(p.x) - s.shift * e);
+  CUtensorMap map;
+  const CUresult r = encode(&map, tma_dtype<T>(), 4, base, dims, strides, box, unit,
+                            CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE,
+                            CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  GK_CHECK(r == CUDA_SUCCESS, kOp, "cuTensorMapEncodeTiled failed (CUresult ", static_cast<int>(r),
+           ")");
+  const int dev = c10::cuda::current_device();
+  const int packed = tma_residency<G, kernel>(dev, kThreads);
+  s.stages = packed % 16;
+  const int64_t blocks =
+      std::min<int64_t>(s.tiles, int64_t{device_props().multiProcessorCount} * (packed / 16));
+  kernel<<<static_cast<unsigned>(blocks), kThreads, tma_smem<G>(s.stages), stream>>>(map, p, s);
+  GK_CHECK_LAUNCH();
 }
 
 template <typename T>
@@ -282,6 +433,18 @@ void launch(const Conv2dParams& p, const Plan& plan, cudaStream_t stream) {
         case 3: go(conv2d::conv2d_depthwise_rows_kernel<T, 3>); break;
         case 5: go(conv2d::conv2d_depthwise_rows_kernel<T, 5>); break;
         default: go(conv2d::conv2d_depthwise_rows_kernel<T, 7>); break;
+      }
+      break;
+    }
+    case Algo::kDepthwiseTma: {
+      const bool nw = plan.tma_narrow;
+      switch (plan.static_k) {
+        case 3: nw ? launch_tma<T, 3, true>(p, plan.tma, stream)
+                   : launch_tma<T, 3, false>(p, plan.tma, stream); break;
+        case 5: nw ? launch_tma<T, 5, true>(p, plan.tma, stream)
+                   : launch_tma<T, 5, false>(p, plan.tma, stream); break;
+        default: nw ? launch_tma<T, 7, true>(p, plan.tma, stream)
+                    : launch_tma<T, 7, false>(p, plan.tma, stream); break;
       }
       break;
     }

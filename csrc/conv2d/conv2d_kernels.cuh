@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "common/tma.cuh"
 #include "common/vec.cuh"
 #include "conv2d/conv2d.h"
 
@@ -812,6 +813,190 @@ __global__ void __launch_bounds__(RowsTraits::kNThreads, RowsTraits::min_blocks(
     }
   }
   cp_async_wait<0>();  // no copy may still target shared memory when the warp exits
+}
+
+// ---------------------------------------------------------------------------------------------
+// 5. Depthwise / single-channel NCHW through the TMA (sm_90+): groups == C == O, stride 1,
+//    dilation 1, square kK x kK filter (3/5/7), any padding, unit column stride. Each block runs
+//    persistently over output tiles; the TMA copies a tile's input box (the tile plus its halo,
+//    zeros outside the image) into a ring of shared slots, several tiles ahead, so a few large
+//    requests keep the memory system busy with no registers spent on loads in flight. Threads
+//    own 4 columns x kRows rows of the tile and slide down them: every staged row is read once
+//    per thread and fed to the up-to-kK outputs of each column that use it.
+// ---------------------------------------------------------------------------------------------
+struct TmaTraits {
+  static constexpr int kCols = 4;   // output columns per thread (one 4-element shared load)
+  static constexpr int kRows = 8;   // output rows per thread
+  static constexpr int kMaxStages = 4;
+  static constexpr int kBarBytes = 128;  // the barriers, before the first slot (128-byte aligned)
+  // Blocks per SM asked of ptxas (registers: 32 sums, kK*kK taps, the window, addresses).
+  static constexpr int min_blocks(int kK, int threads) {
+    return threads >= 256 ? (kK <= 3 ? 3 : 2) : (kK <= 3 ? 6 : 4);
+  }
+};
+
+// The geometry of one instance: kTX threads across a tile row (4 columns each), kThreads / kTX
+// thread rows of kRows output rows. The input box is kBW x kBH elements (the tile + kK - 1 halo,
+// columns rounded up to 16 bytes as the TMA requires); a slot holds one box.
+template <typename T, int kK, int kTX, int kThreads>
+struct TmaGeometry {
+  static constexpr int kTW = kTX * TmaTraits::kCols;
+  static constexpr int kTH = (kThreads / kTX) * TmaTraits::kRows;
+  static constexpr int kAlign = 16 / static_cast<int>(sizeof(T));
+  static constexpr int kBW = (kTW + kK - 1 + kAlign - 1) / kAlign * kAlign;
+  static constexpr int kBH = kTH + kK - 1;
+  static constexpr int kBoxBytes = kBW * kBH * static_cast<int>(sizeof(T));
+  static constexpr int kSlotBytes = (kBoxBytes + 127) / 128 * 128;
+  static constexpr int kNV = (TmaTraits::kCols + kK - 1 + 3) / 4;  // 4-element loads per row
+  static_assert(kThreads % kTX == 0 && kThreads % 32 == 0, "whole thread rows and warps");
+  static_assert(TmaTraits::kCols * (kTX + kNV - 1) <= kBW, "window loads stay in the box");
+  static_assert(kBW <= 256 && kBH <= 256, "TMA box dimensions");
+};
+
+// Work decomposition (host: plan_tma()). Tiles are numbered plane-major, then tile row, then
+// tile column; block b takes tiles b, b + gridDim.x, ...
+struct TmaShape {
+  int64_t tiles;       // N * C * tiles_h * tiles_w
+  int tiles_w, tiles_h;
+  int shift;           // the map starts `shift` elements before x (16-byte aligned base)
+  int stages;          // ring slots, 2..kMaxStages
+  bool y_vec;          // 4-element vector stores allowed (unit stride, aligned rows)
+};
+
+template <typename T>
+__device__ __forceinline__ void load4_float(float* v, const T* src) {
+  if constexpr (std::is_same_v<T, float>) {
+    const float4 q = *reinterpret_cast<const float4*>(src);
+    v[0] = q.x, v[1] = q.y, v[2] = q.z, v[3] = q.w;
+  } else {
+    const Vec<T, 4> q = load_vec<T, 4>(src);
+#pragma unroll
+    for (int e = 0; e < 4; ++e) v[e] = to_float(q.v[e]);
+  }
+}
+
+template <typename T, int kK, int kTX, int kThreads>
+__global__ void __launch_bounds__(kThreads, TmaTraits::min_blocks(kK, kThreads))
+    conv2d_depthwise_tma_kernel(const __grid_constant__ CUtensorMap map, const Conv2dParams p,
+                                const TmaShape s) {
+  using G = TmaGeometry<T, kK, kTX, kThreads>;
+  constexpr int kR = TmaTraits::kRows;
+  constexpr int kC = TmaTraits::kCols;
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  // The TMA writes 128-byte aligned slots: align the base by hand (the host adds the slack).
+  const uint32_t raw = tma::smem_addr(smem_raw);
+  unsigned char* smem = smem_raw + (((raw + 127u) & ~127u) - raw);
+  const uint32_t bars = tma::smem_addr(smem);
+  const uint32_t slots = bars + TmaTraits::kBarBytes;
+  const int tid = threadIdx.x;
+  const int S = s.stages;
+  const int64_t per_plane = static_cast<int64_t>(s.tiles_h) * s.tiles_w;
+  const int C = static_cast<int>(p.C);
+  const int pw = static_cast<int>(p.pad_w), ph = static_cast<int>(p.pad_h);
+
+  // Thread 0 requests tile k of this block (if it exists) into slot k % S.
+  auto request = [&](int64_t k) {
+    const int64_t t = blockIdx.x + k * gridDim.x;
+    if (t >= s.tiles) return;
+    const int slot = static_cast<int>(k % S);
+    const int64_t plane = t / per_plane;
+    const int rem = static_cast<int>(t - plane * per_plane);
+    const int th = rem / s.tiles_w, tw = rem - th * s.tiles_w;
+    const int n = static_cast<int>(plane / C), c = static_cast<int>(plane - n * C);
+    tma::fence_proxy_async();  // the block's reads (and zero fills) of the slot come first
+    tma::arrive_expect_tx(bars + 8 * slot, G::kBoxBytes);
+    tma::load_4d(slots + slot * G::kSlotBytes, &map, tw * G::kTW - pw + s.shift,
+                 th * G::kTH - ph, c, n, bars + 8 * slot);
+  };
+  if (tid == 0) {
+    for (int i = 0; i < S; ++i) tma::mbar_init(bars + 8 * i, 1);
+    tma::fence_mbar_init();
+  }
+  __syncthreads();
+  if (tid == 0) {
+    for (int k = 0; k < S; ++k) request(k);
+  }
+
+  const int lx = tid % kTX;
+  const int r0 = (tid / kTX) * kR;  // the thread's first row in the tile
+  int64_t loaded_plane = -1;
+  float wr[kK][kK];
+  float bias = 0.f;
+#pragma unroll 1
+  for (int64_t k = 0;; ++k) {
+    const int64_t t = blockIdx.x + k * gridDim.x;
+    if (t >= s.tiles) break;  // block-uniform
+    const int64_t plane = t / per_plane;
+    const int rem = static_cast<int>(t - plane * per_plane);
+    const int th = rem / s.tiles_w, tw = rem - th * s.tiles_w;
+    const int64_t n = plane / C, c = plane - n * C;
+    if (plane != loaded_plane) {  // block-uniform; before the wait, so the loads overlap it
+      const T* wc = ptr<T>(p.w) + c * p.w_so;
+#pragma unroll
+      for (int kh = 0; kh < kK; ++kh)
+#pragma unroll
+        for (int kw = 0; kw < kK; ++kw) wr[kh][kw] = to_float(wc[kh * p.w_sh + kw * p.w_sw]);
+      bias = p.b != nullptr ? to_float(ptr<T>(p.b)[c * p.b_s]) : 0.f;
+      loaded_plane = plane;
+    }
+    const int slot = static_cast<int>(k % S);
+    tma::wait_parity(bars + 8 * slot, static_cast<uint32_t>((k / S) & 1));
+    T* box = reinterpret_cast<T*>(smem + TmaTraits::kBarBytes + slot * G::kSlotBytes);
+    // A misaligned x: the map starts `shift` elements early, so box columns left of the image
+    // that the map still covers hold real memory. Zero them (left-most tiles only).
+    const int left = pw - tw * G::kTW;  // box columns left of the image
+    if (s.shift != 0 && left > 0) {     // block-uniform
+      const int cols = min(left, G::kBW);
+      for (int i = tid; i < G::kBH * cols; i += kThreads)
+        box[(i / cols) * G::kBW + i % cols] = from_float<T>(0.f);
+      __syncthreads();
+    }
+
+    const int oh0 = th * G::kTH + r0;
+    const int ow0 = tw * G::kTW + lx * kC;
+    if (oh0 < p.OH && ow0 < p.OW) {
+      float acc[kR][kC];
+#pragma unroll
+      for (int i = 0; i < kR; ++i)
+#pragma unroll
+        for (int j = 0; j < kC; ++j) acc[i][j] = bias;
+      const T* src = box + r0 * G::kBW + lx * kC;
+#pragma unroll
+      for (int r = 0; r < kR + kK - 1; ++r) {
+        float win[4 * G::kNV];
+#pragma unroll
+        for (int v = 0; v < G::kNV; ++v) load4_float<T>(win + 4 * v, src + r * G::kBW + 4 * v);
+#pragma unroll
+        for (int i = 0; i < kR; ++i) {
+          const int kh = r - i;
+          if (kh < 0 || kh >= kK) continue;
+#pragma unroll
+          for (int kw = 0; kw < kK; ++kw)
+#pragma unroll
+            for (int j = 0; j < kC; ++j) acc[i][j] = fmaf(wr[kh][kw], win[j + kw], acc[i][j]);
+        }
+      }
+      T* yp = static_cast<T*>(p.y) + n * p.y_sn + c * p.y_so;
+#pragma unroll
+      for (int i = 0; i < kR; ++i) {
+        const int64_t oh = oh0 + i;
+        if (oh >= p.OH) break;
+        T* yr = yp + oh * p.y_sh;
+        if (s.y_vec && ow0 + kC <= p.OW) {
+          Vec<T, kC> v;
+#pragma unroll
+          for (int j = 0; j < kC; ++j) v.v[j] = from_float<T>(acc[i][j]);
+          store_vec<T, kC>(yr + ow0, v);
+        } else {
+#pragma unroll
+          for (int j = 0; j < kC; ++j)
+            if (ow0 + j < p.OW) yr[(ow0 + j) * p.y_sw] = from_float<T>(acc[i][j]);
+        }
+      }
+    }
+    __syncthreads();  // every thread is done with the slot
+    if (tid == 0) request(k + S);
+  }
 }
 
 }  // namespace conv2d

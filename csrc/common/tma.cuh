@@ -1,0 +1,77 @@
+#pragma once
+// Tensor-memory-accelerator primitives (sm_90+), torch-free: shared-memory mbarriers and tiled
+// tensor loads (cp.async.bulk.tensor) described by a CUtensorMap the host encoded
+// (cuTensorMapEncodeTiled). Out-of-bounds box elements land as zeros, so a stencil's halo and
+// padding cost nothing. Every function compiles on older architectures to a trap (the host only
+// chooses TMA kernels on sm_90+).
+#include <cuda.h>
+
+#include <cstdint>
+
+namespace gpukern {
+namespace tma {
+
+__device__ __forceinline__ uint32_t smem_addr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define GK_TMA_ASM(...) asm volatile(__VA_ARGS__)
+#else
+#define GK_TMA_ASM(...) __trap()
+#endif
+
+// One barrier expecting `count` arrivals per phase.
+__device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
+  GK_TMA_ASM("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+
+// Makes initialised barriers visible to the async proxy (the TMA unit); a block barrier follows.
+__device__ __forceinline__ void fence_mbar_init() {
+  GK_TMA_ASM("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+}
+
+// Orders this thread's earlier generic-proxy shared-memory accesses before later async-proxy
+// ones (a TMA refill of a slot the block just read or wrote).
+__device__ __forceinline__ void fence_proxy_async() {
+  GK_TMA_ASM("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+
+// One arrival that also announces `bytes` of transactions the phase must wait for.
+__device__ __forceinline__ void arrive_expect_tx(uint32_t bar, uint32_t bytes) {
+  GK_TMA_ASM("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes)
+             : "memory");
+}
+
+// Spins until the barrier's phase with the given parity has completed.
+__device__ __forceinline__ void wait_parity(uint32_t bar, uint32_t parity) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  uint32_t done = 0;
+  do {
+    asm volatile(
+        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+        "selp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(bar), "r"(parity)
+        : "memory");
+  } while (!done);
+#else
+  __trap();
+#endif
+}
+
+// The box at coordinates (c0 innermost .. c3) of a 4-D map into shared memory at dst (128-byte
+// aligned), completing `box bytes` of transactions on bar.
+__device__ __forceinline__ void load_4d(uint32_t dst, const CUtensorMap* map, int c0, int c1,
+                                        int c2, int c3, uint32_t bar) {
+  GK_TMA_ASM(
+      "cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+      " [%0], [%1, {%2, %3, %4, %5}], [%6];\n" ::"r"(dst),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(bar)
+      : "memory");
+}
+
+#undef GK_TMA_ASM
+
+}  // namespace tma
+}  // namespace gpukern
