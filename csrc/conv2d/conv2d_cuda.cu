@@ -58,6 +58,7 @@ struct Plan {
                                      // square filter, stride 1, dilation 1; 0 = runtime)
   conv2d::TmaShape tma{};            // depthwise tma: work decomposition (static_k: the filter)
   bool tma_narrow = false;           // depthwise tma: the 64-column instance (OW <= 64)
+  bool tma_same_o = false;           // depthwise tma: the instance skipping kSameO columns
   size_t smem_bytes = 0;
 };
 
@@ -184,20 +185,30 @@ bool plan_tma(const Conv2dParams& p, int64_t elem_size, Plan& plan) {
   const int64_t shift = static_cast<int64_t>(reinterpret_cast<uintptr_t>(p.x) % 16) / elem_size;
   uint64_t strides[3];
   if (!tma_strides(p, elem_size, shift, strides) || !tma_device()) return false;
-  const bool narrow = p.OW <= kTmaNarrowCols;
+  // Columns between a 16-byte boundary of the map and a tile's first window column: skipped in
+  // shared memory by the instance compiled for them ('same' padding, aligned x), else the output
+  // tiles shift left by as many (lead) so that every box starts on a boundary.
+  const int64_t A = 16 / elem_size;
+  const int64_t o = ((shift - p.pad_w) % A + A) % A;
+  const bool same_o = o == A - p.KH / 2;
+  const int64_t lead = same_o ? 0 : o;
+  const bool narrow = p.OW + lead <= kTmaNarrowCols;
   const int64_t tw = narrow ? TmaGeom<float, 3, true>::kTW : TmaGeom<float, 3, false>::kTW;
   const int64_t th = narrow ? TmaGeom<float, 3, true>::kTH : TmaGeom<float, 3, false>::kTH;
   conv2d::TmaShape& s = plan.tma;
-  s.tiles_w = static_cast<int>(ceil_div(p.OW, tw));
+  s.tiles_w = static_cast<int>(ceil_div(p.OW + lead, tw));
   s.tiles_h = static_cast<int>(ceil_div(p.OH, th));
   s.tiles = p.N * p.C * s.tiles_w * s.tiles_h;
   s.shift = static_cast<int>(shift);
+  s.lead = static_cast<int>(lead);
+  s.box_col0 = static_cast<int>(shift - p.pad_w - o);
   s.stages = 2;  // launch_tma() raises it where occupancy allows
-  s.y_vec = p.y_sw == 1 && p.y_sh % 4 == 0 && (p.N == 1 || p.y_sn % 4 == 0) &&
+  s.y_vec = lead % 4 == 0 && p.y_sw == 1 && p.y_sh % 4 == 0 && (p.N == 1 || p.y_sn % 4 == 0) &&
             (p.O == 1 || p.y_so % 4 == 0) && is_aligned16(p.y);
   plan.algo = Algo::kDepthwiseTma;
   plan.static_k = static_cast<int>(p.KH);
   plan.tma_narrow = narrow;
+  plan.tma_same_o = same_o;
   return true;
 }
 
@@ -369,11 +380,12 @@ int tma_residency(int device, int threads) {
   return packed;
 }
 
-template <typename T, int kK, bool kNarrow>
+template <typename T, int kK, bool kNarrow, bool kSameO>
 void launch_tma(const Conv2dParams& p, conv2d::TmaShape s, cudaStream_t stream) {
   using G = TmaGeom<T, kK, kNarrow>;
   constexpr int kThreads = kNarrow ? 128 : 256;
-  constexpr auto kernel = conv2d::conv2d_depthwise_tma_kernel<T, kK, kNarrow ? 16 : 32, kThreads>;
+  constexpr auto kernel = conv2d::conv2d_depthwise_tma_kernel<T, kK, kNarrow ? 16 : 32, kThreads,
+                                                              kSameO ? G::kSameO : 0>;
   const EncodeTiled encode = tensor_map_encoder();
   GK_CHECK(encode != nullptr, kOp, "the CUDA driver offers no cuTensorMapEncodeTiled (TMA path)");
   const int64_t e = sizeof(T);
@@ -437,15 +449,20 @@ void launch(const Conv2dParams& p, const Plan& plan, cudaStream_t stream) {
       break;
     }
     case Algo::kDepthwiseTma: {
-      const bool nw = plan.tma_narrow;
-      switch (plan.static_k) {
-        case 3: nw ? launch_tma<T, 3, true>(p, plan.tma, stream)
-                   : launch_tma<T, 3, false>(p, plan.tma, stream); break;
-        case 5: nw ? launch_tma<T, 5, true>(p, plan.tma, stream)
-                   : launch_tma<T, 5, false>(p, plan.tma, stream); break;
-        default: nw ? launch_tma<T, 7, true>(p, plan.tma, stream)
-                    : launch_tma<T, 7, false>(p, plan.tma, stream); break;
-      }
+      auto go = [&](auto k, auto narrow) {
+        constexpr int kK = decltype(k)::value;
+        constexpr bool kNarrow = decltype(narrow)::value;
+        plan.tma_same_o ? launch_tma<T, kK, kNarrow, true>(p, plan.tma, stream)
+                        : launch_tma<T, kK, kNarrow, false>(p, plan.tma, stream);
+      };
+      auto by_k = [&](auto narrow) {
+        switch (plan.static_k) {
+          case 3: go(std::integral_constant<int, 3>{}, narrow); break;
+          case 5: go(std::integral_constant<int, 5>{}, narrow); break;
+          default: go(std::integral_constant<int, 7>{}, narrow); break;
+        }
+      };
+      plan.tma_narrow ? by_k(std::true_type{}) : by_k(std::false_type{});
       break;
     }
     case Algo::kDepthwiseNchw: {

@@ -836,31 +836,43 @@ struct TmaTraits {
 };
 
 // The geometry of one instance: kTX threads across a tile row (4 columns each), kThreads / kTX
-// thread rows of kRows output rows. The input box is kBW x kBH elements (the tile + kK - 1 halo,
-// columns rounded up to 16 bytes as the TMA requires); a slot holds one box.
+// thread rows of kRows output rows. The TMA only starts a box on a 16-byte boundary (kAlign
+// elements) of a row, so a box starts up to kAlign - 1 columns left of the tile's window; kO of
+// them (compile-time) are skipped when reading, the rest shift the output tiles (TmaShape::lead).
+// The input box is kBW x kBH elements (the tile + kK - 1 halo + alignment, columns a multiple of
+// 16 bytes as the TMA requires); a slot holds one box. A thread's window (kC + kK - 1 columns
+// from box column 4 * lx + kO) is read as 4-element vectors kV0 .. kV1.
 template <typename T, int kK, int kTX, int kThreads>
 struct TmaGeometry {
   static constexpr int kTW = kTX * TmaTraits::kCols;
   static constexpr int kTH = (kThreads / kTX) * TmaTraits::kRows;
   static constexpr int kAlign = 16 / static_cast<int>(sizeof(T));
-  static constexpr int kBW = (kTW + kK - 1 + kAlign - 1) / kAlign * kAlign;
+  static constexpr int kBW = (kTW + kAlign - 1 + kK - 1 + kAlign - 1) / kAlign * kAlign;
   static constexpr int kBH = kTH + kK - 1;
   static constexpr int kBoxBytes = kBW * kBH * static_cast<int>(sizeof(T));
   static constexpr int kSlotBytes = (kBoxBytes + 127) / 128 * 128;
-  static constexpr int kNV = (TmaTraits::kCols + kK - 1 + 3) / 4;  // 4-element loads per row
+  // The kO skipped columns for 'same' padding (kK / 2) with a 16-byte aligned x.
+  static constexpr int kSameO = kAlign - kK / 2;
+  static constexpr int v0(int o) { return o / 4; }
+  static constexpr int v1(int o) { return (o + TmaTraits::kCols + kK - 2) / 4; }
   static_assert(kThreads % kTX == 0 && kThreads % 32 == 0, "whole thread rows and warps");
-  static_assert(TmaTraits::kCols * (kTX + kNV - 1) <= kBW, "window loads stay in the box");
+  static_assert(kK / 2 < kAlign, "one alignment step covers the padding");
+  static_assert(TmaTraits::kCols * (kTX + v1(kAlign - 1)) <= kBW, "window loads stay in the box");
   static_assert(kBW <= 256 && kBH <= 256, "TMA box dimensions");
 };
 
 // Work decomposition (host: plan_tma()). Tiles are numbered plane-major, then tile row, then
 // tile column; block b takes tiles b, b + gridDim.x, ...
+// Tile tw covers output columns tw * kTW - lead ..; its box starts at map column
+// tw * kTW + box_col0, a multiple of 16 bytes (TmaGeometry).
 struct TmaShape {
   int64_t tiles;       // N * C * tiles_h * tiles_w
   int tiles_w, tiles_h;
+  int lead;            // output columns left of tile 0 (0 .. 16 / sizeof(T) - 1)
+  int box_col0;        // map column of tile 0's box: shift - pad_w - lead - kO
   int shift;           // the map starts `shift` elements before x (16-byte aligned base)
   int stages;          // ring slots, 2..kMaxStages
-  bool y_vec;          // 4-element vector stores allowed (unit stride, aligned rows)
+  bool y_vec;          // 4-element vector stores allowed (unit stride, aligned rows, lead % 4 == 0)
 };
 
 template <typename T>
@@ -875,7 +887,7 @@ __device__ __forceinline__ void load4_float(float* v, const T* src) {
   }
 }
 
-template <typename T, int kK, int kTX, int kThreads>
+template <typename T, int kK, int kTX, int kThreads, int kO>
 __global__ void __launch_bounds__(kThreads, TmaTraits::min_blocks(kK, kThreads))
     conv2d_depthwise_tma_kernel(const __grid_constant__ CUtensorMap map, const Conv2dParams p,
                                 const TmaShape s) {
@@ -892,7 +904,7 @@ __global__ void __launch_bounds__(kThreads, TmaTraits::min_blocks(kK, kThreads))
   const int S = s.stages;
   const int64_t per_plane = static_cast<int64_t>(s.tiles_h) * s.tiles_w;
   const int C = static_cast<int>(p.C);
-  const int pw = static_cast<int>(p.pad_w), ph = static_cast<int>(p.pad_h);
+  const int ph = static_cast<int>(p.pad_h);
 
   // Thread 0 requests tile k of this block (if it exists) into slot k % S.
   auto request = [&](int64_t k) {
@@ -905,8 +917,8 @@ __global__ void __launch_bounds__(kThreads, TmaTraits::min_blocks(kK, kThreads))
     const int n = static_cast<int>(plane / C), c = static_cast<int>(plane - n * C);
     tma::fence_proxy_async();  // the block's reads (and zero fills) of the slot come first
     tma::arrive_expect_tx(bars + 8 * slot, G::kBoxBytes);
-    tma::load_4d(slots + slot * G::kSlotBytes, &map, tw * G::kTW - pw + s.shift,
-                 th * G::kTH - ph, c, n, bars + 8 * slot);
+    tma::load_4d(slots + slot * G::kSlotBytes, &map, tw * G::kTW + s.box_col0, th * G::kTH - ph,
+                 c, n, bars + 8 * slot);
   };
   if (tid == 0) {
     for (int i = 0; i < S; ++i) tma::mbar_init(bars + 8 * i, 1);
@@ -944,8 +956,8 @@ __global__ void __launch_bounds__(kThreads, TmaTraits::min_blocks(kK, kThreads))
     T* box = reinterpret_cast<T*>(smem + TmaTraits::kBarBytes + slot * G::kSlotBytes);
     // A misaligned x: the map starts `shift` elements early, so box columns left of the image
     // that the map still covers hold real memory. Zero them (left-most tiles only).
-    const int left = pw - tw * G::kTW;  // box columns left of the image
-    if (s.shift != 0 && left > 0) {     // block-uniform
+    const int left = s.shift - (tw * G::kTW + s.box_col0);  // box columns left of the image
+    if (s.shift != 0 && left > 0) {                         // block-uniform
       const int cols = min(left, G::kBW);
       for (int i = tid; i < G::kBH * cols; i += kThreads)
         box[(i / cols) * G::kBW + i % cols] = from_float<T>(0.f);
@@ -953,19 +965,22 @@ __global__ void __launch_bounds__(kThreads, TmaTraits::min_blocks(kK, kThreads))
     }
 
     const int oh0 = th * G::kTH + r0;
-    const int ow0 = tw * G::kTW + lx * kC;
-    if (oh0 < p.OH && ow0 < p.OW) {
+    const int ow0 = tw * G::kTW - s.lead + lx * kC;  // may be negative in tile 0
+    if (oh0 < p.OH && ow0 < p.OW && ow0 + kC > 0) {
       float acc[kR][kC];
 #pragma unroll
       for (int i = 0; i < kR; ++i)
 #pragma unroll
         for (int j = 0; j < kC; ++j) acc[i][j] = bias;
+      constexpr int kV0 = G::v0(kO), kV1 = G::v1(kO);
       const T* src = box + r0 * G::kBW + lx * kC;
 #pragma unroll
       for (int r = 0; r < kR + kK - 1; ++r) {
-        float win[4 * G::kNV];
+        float buf[4 * (kV1 - kV0 + 1)];
 #pragma unroll
-        for (int v = 0; v < G::kNV; ++v) load4_float<T>(win + 4 * v, src + r * G::kBW + 4 * v);
+        for (int v = kV0; v <= kV1; ++v)
+          load4_float<T>(buf + 4 * (v - kV0), src + r * G::kBW + 4 * v);
+        const float* win = buf + kO - 4 * kV0;  // window column 0 (compile-time offset)
 #pragma unroll
         for (int i = 0; i < kR; ++i) {
           const int kh = r - i;
@@ -982,7 +997,7 @@ __global__ void __launch_bounds__(kThreads, TmaTraits::min_blocks(kK, kThreads))
         const int64_t oh = oh0 + i;
         if (oh >= p.OH) break;
         T* yr = yp + oh * p.y_sh;
-        if (s.y_vec && ow0 + kC <= p.OW) {
+        if (s.y_vec && ow0 >= 0 && ow0 + kC <= p.OW) {
           Vec<T, kC> v;
 #pragma unroll
           for (int j = 0; j < kC; ++j) v.v[j] = from_float<T>(acc[i][j]);
@@ -990,7 +1005,7 @@ __global__ void __launch_bounds__(kThreads, TmaTraits::min_blocks(kK, kThreads))
         } else {
 #pragma unroll
           for (int j = 0; j < kC; ++j)
-            if (ow0 + j < p.OW) yr[(ow0 + j) * p.y_sw] = from_float<T>(acc[i][j]);
+            if (ow0 + j >= 0 && ow0 + j < p.OW) yr[(ow0 + j) * p.y_sw] = from_float<T>(acc[i][j]);
         }
       }
     }
