@@ -195,10 +195,14 @@ bool plan_tma(const Conv2dParams& p, int64_t elem_size, Plan& plan) {
   const bool narrow = p.OW + lead <= kTmaNarrowCols;
   const int64_t tw = narrow ? TmaGeom<float, 3, true>::kTW : TmaGeom<float, 3, false>::kTW;
   const int64_t th = narrow ? TmaGeom<float, 3, true>::kTH : TmaGeom<float, 3, false>::kTH;
+  const int64_t tiles_w = ceil_div(p.OW + lead, tw), tiles_h = ceil_div(p.OH, th);
+  const int64_t tiles = p.N * p.C * tiles_h * tiles_w;
+  if (tiles > kIntMax) return false;  // the kernel numbers tiles in int
   conv2d::TmaShape& s = plan.tma;
-  s.tiles_w = static_cast<int>(ceil_div(p.OW + lead, tw));
-  s.tiles_h = static_cast<int>(ceil_div(p.OH, th));
-  s.tiles = p.N * p.C * s.tiles_w * s.tiles_h;
+  s.tiles = static_cast<int>(tiles);
+  s.per_plane = conv2d::FastDiv(static_cast<uint32_t>(tiles_h * tiles_w));
+  s.tiles_w = conv2d::FastDiv(static_cast<uint32_t>(tiles_w));
+  s.channels = conv2d::FastDiv(static_cast<uint32_t>(p.C));
   s.shift = static_cast<int>(shift);
   s.lead = static_cast<int>(lead);
   s.box_col0 = static_cast<int>(shift - p.pad_w - o);
@@ -350,34 +354,28 @@ CUtensorMapDataType tma_dtype() {
   return CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
 }
 
-// Shared bytes of the TMA kernel with `stages` slots: alignment slack, the barriers, the slots.
+// Shared bytes of the TMA kernel with `stages` slots of slot_bytes: alignment slack, the
+// barriers, the slots, the last one full-size (threads below a short box read on into it).
 template <typename G>
-size_t tma_smem(int stages) {
-  return 128 + conv2d::TmaTraits::kBarBytes + static_cast<size_t>(stages) * G::kSlotBytes;
+size_t tma_smem(int stages, int slot_bytes) {
+  return 128 + conv2d::TmaTraits::kBarBytes + static_cast<size_t>(stages - 1) * slot_bytes +
+         G::kSlotBytes;
 }
 
-// Resident blocks per SM and ring slots of one TMA instance, read once per device: the most
-// slots (<= kMaxStages) that keep the occupancy of two slots. Packed as blocks * 16 + stages.
+// Resident blocks per SM that the registers allow (no shared memory), read once per device; the
+// first call also lifts the instance's dynamic shared memory limit to its largest ring.
 template <typename G, auto kKernel>
-int tma_residency(int device, int threads) {
+int tma_register_blocks(int device, int threads) {
   static std::atomic<int> cache[64];  // per instance; 0 = not read yet
   const int slot = device & 63;
-  int packed = cache[slot].load(std::memory_order_relaxed);
-  if (packed == 0) {
-    allow_dynamic_smem(kKernel, tma_smem<G>(conv2d::TmaTraits::kMaxStages));
-    auto occupancy = [&](int stages) {
-      int n = 0;
-      C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kKernel, threads,
-                                                                   tma_smem<G>(stages)));
-      return n;
-    };
-    const int blocks = std::max(occupancy(2), 1);
-    int stages = 2;
-    while (stages < conv2d::TmaTraits::kMaxStages && occupancy(stages + 1) >= blocks) ++stages;
-    packed = blocks * 16 + stages;
-    cache[slot].store(packed, std::memory_order_relaxed);
+  int n = cache[slot].load(std::memory_order_relaxed);
+  if (n == 0) {
+    allow_dynamic_smem(kKernel, tma_smem<G>(conv2d::TmaTraits::kMaxStages, G::kSlotBytes));
+    C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kKernel, threads, 0));
+    n = std::max(n, 1);
+    cache[slot].store(n, std::memory_order_relaxed);
   }
-  return packed;
+  return n;
 }
 
 template <typename T, int kK, bool kNarrow, bool kSameO>
@@ -394,7 +392,10 @@ void launch_tma(const Conv2dParams& p, conv2d::TmaShape s, cudaStream_t stream) 
   const cuuint64_t dims[4] = {static_cast<cuuint64_t>(p.W + s.shift),
                               static_cast<cuuint64_t>(p.H), static_cast<cuuint64_t>(p.C),
                               static_cast<cuuint64_t>(p.N)};
-  const cuuint32_t box[4] = {G::kBW, G::kBH, 1, 1};
+  // Boxes of a plane covered by one tile row stop at its last input row (less shared memory).
+  s.box_rows = s.per_plane.d == s.tiles_w.d ? static_cast<int>(p.OH) + kK - 1 : G::kBH;
+  s.slot_bytes = static_cast<int>(round_up(int64_t{G::kBW} * s.box_rows * e, 128));
+  const cuuint32_t box[4] = {G::kBW, static_cast<cuuint32_t>(s.box_rows), 1, 1};
   const cuuint32_t unit[4] = {1, 1, 1, 1};
   void* base = const_cast<char*>(static_cast<const char*>(p.x) - s.shift * e);
   CUtensorMap map;
@@ -403,12 +404,21 @@ void launch_tma(const Conv2dParams& p, conv2d::TmaShape s, cudaStream_t stream) 
                             CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   GK_CHECK(r == CUDA_SUCCESS, kOp, "cuTensorMapEncodeTiled failed (CUresult ", static_cast<int>(r),
            ")");
-  const int dev = c10::cuda::current_device();
-  const int packed = tma_residency<G, kernel>(dev, kThreads);
-  s.stages = packed % 16;
+  // As many blocks as registers and shared memory allow with two slots, then the most slots
+  // (<= kMaxStages) that keep that many blocks.
+  const cudaDeviceProp& prop = device_props();
+  auto fit = [&](int stages) {
+    return static_cast<int>(prop.sharedMemPerMultiprocessor /
+                            (tma_smem<G>(stages, s.slot_bytes) + prop.reservedSharedMemPerBlock));
+  };
+  const int per_sm = std::max(
+      1, std::min(tma_register_blocks<G, kernel>(c10::cuda::current_device(), kThreads), fit(2)));
+  s.stages = 2;
+  while (s.stages < conv2d::TmaTraits::kMaxStages && fit(s.stages + 1) >= per_sm) ++s.stages;
   const int64_t blocks =
-      std::min<int64_t>(s.tiles, int64_t{device_props().multiProcessorCount} * (packed / 16));
-  kernel<<<static_cast<unsigned>(blocks), kThreads, tma_smem<G>(s.stages), stream>>>(map, p, s);
+      std::min<int64_t>(s.tiles, int64_t{prop.multiProcessorCount} * per_sm);
+  kernel<<<static_cast<unsigned>(blocks), kThreads, tma_smem<G>(s.stages, s.slot_bytes),
+           stream>>>(map, p, s);
   GK_CHECK_LAUNCH();
 }
 

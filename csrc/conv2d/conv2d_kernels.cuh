@@ -865,13 +865,29 @@ struct TmaGeometry {
 // tile column; block b takes tiles b, b + gridDim.x, ...
 // Tile tw covers output columns tw * kTW - lead ..; its box starts at map column
 // tw * kTW + box_col0, a multiple of 16 bytes (TmaGeometry).
+// n / d by a multiply-high and a shift, for 0 <= n < 2^31 and 1 <= d < 2^31 (the tile decoding
+// runs per tile in every thread: a 32-bit division costs ~20 instructions, a 64-bit one a call).
+struct FastDiv {
+  uint32_t d, m, s;
+  FastDiv() = default;
+  explicit FastDiv(uint32_t divisor) : d(divisor), s(0) {
+    while ((uint64_t{1} << s) < d) ++s;
+    m = static_cast<uint32_t>(((uint64_t{1} << 32) * ((uint64_t{1} << s) - d)) / d + 1);
+  }
+  __device__ __forceinline__ int div(int n) const {
+    return static_cast<int>((__umulhi(static_cast<uint32_t>(n), m) + static_cast<uint32_t>(n)) >> s);
+  }
+};
+
 struct TmaShape {
-  int64_t tiles;       // N * C * tiles_h * tiles_w
-  int tiles_w, tiles_h;
+  int tiles;           // N * C * tiles_h * tiles_w (< 2^30)
+  FastDiv per_plane, tiles_w, channels;  // tiles_h * tiles_w, tiles_w, C
   int lead;            // output columns left of tile 0 (0 .. 16 / sizeof(T) - 1)
   int box_col0;        // map column of tile 0's box: shift - pad_w - lead - kO
   int shift;           // the map starts `shift` elements before x (16-byte aligned base)
   int stages;          // ring slots, 2..kMaxStages
+  int box_rows;        // rows of a box: kBH, or OH + kK - 1 when one tile covers the plane's rows
+  int slot_bytes;      // bytes between slots (a box, 128-byte aligned); the last slot is kSlotBytes
   bool y_vec;          // 4-element vector stores allowed (unit stride, aligned rows, lead % 4 == 0)
 };
 
@@ -902,22 +918,25 @@ __global__ void __launch_bounds__(kThreads, TmaTraits::min_blocks(kK, kThreads))
   const uint32_t slots = bars + TmaTraits::kBarBytes;
   const int tid = threadIdx.x;
   const int S = s.stages;
-  const int64_t per_plane = static_cast<int64_t>(s.tiles_h) * s.tiles_w;
-  const int C = static_cast<int>(p.C);
   const int ph = static_cast<int>(p.pad_h);
+  // Tile t -> plane (n, c), tile row th, tile column tw.
+  auto decode = [&](int t, int& n, int& c, int& th, int& tw) {
+    const int plane = s.per_plane.div(t);
+    const int rem = t - plane * static_cast<int>(s.per_plane.d);
+    th = s.tiles_w.div(rem);
+    tw = rem - th * static_cast<int>(s.tiles_w.d);
+    n = s.channels.div(plane);
+    c = plane - n * static_cast<int>(s.channels.d);
+  };
 
-  // Thread 0 requests tile k of this block (if it exists) into slot k % S.
-  auto request = [&](int64_t k) {
-    const int64_t t = blockIdx.x + k * gridDim.x;
+  // Thread 0 requests tile t (if it exists) into a slot.
+  auto request = [&](int t, int slot) {
     if (t >= s.tiles) return;
-    const int slot = static_cast<int>(k % S);
-    const int64_t plane = t / per_plane;
-    const int rem = static_cast<int>(t - plane * per_plane);
-    const int th = rem / s.tiles_w, tw = rem - th * s.tiles_w;
-    const int n = static_cast<int>(plane / C), c = static_cast<int>(plane - n * C);
+    int n, c, th, tw;
+    decode(t, n, c, th, tw);
     tma::fence_proxy_async();  // the block's reads (and zero fills) of the slot come first
-    tma::arrive_expect_tx(bars + 8 * slot, G::kBoxBytes);
-    tma::load_4d(slots + slot * G::kSlotBytes, &map, tw * G::kTW + s.box_col0, th * G::kTH - ph,
+    tma::arrive_expect_tx(bars + 8 * slot, G::kBW * s.box_rows * sizeof(T));
+    tma::load_4d(slots + slot * s.slot_bytes, &map, tw * G::kTW + s.box_col0, th * G::kTH - ph,
                  c, n, bars + 8 * slot);
   };
   if (tid == 0) {
@@ -926,22 +945,21 @@ __global__ void __launch_bounds__(kThreads, TmaTraits::min_blocks(kK, kThreads))
   }
   __syncthreads();
   if (tid == 0) {
-    for (int k = 0; k < S; ++k) request(k);
+    for (int i = 0; i < S; ++i) request(blockIdx.x + i * gridDim.x, i);
   }
 
   const int lx = tid % kTX;
   const int r0 = (tid / kTX) * kR;  // the thread's first row in the tile
-  int64_t loaded_plane = -1;
+  int loaded_plane = -1;
   float wr[kK][kK];
   float bias = 0.f;
+  int slot = 0;
+  uint32_t phase = 0;  // parity of the slot's current use
 #pragma unroll 1
-  for (int64_t k = 0;; ++k) {
-    const int64_t t = blockIdx.x + k * gridDim.x;
-    if (t >= s.tiles) break;  // block-uniform
-    const int64_t plane = t / per_plane;
-    const int rem = static_cast<int>(t - plane * per_plane);
-    const int th = rem / s.tiles_w, tw = rem - th * s.tiles_w;
-    const int64_t n = plane / C, c = plane - n * C;
+  for (int t = blockIdx.x; t < s.tiles; t += gridDim.x) {  // block-uniform
+    int n, c, th, tw;
+    decode(t, n, c, th, tw);
+    const int plane = n * static_cast<int>(s.channels.d) + c;
     if (plane != loaded_plane) {  // block-uniform; before the wait, so the loads overlap it
       const T* wc = ptr<T>(p.w) + c * p.w_so;
 #pragma unroll
@@ -951,15 +969,16 @@ __global__ void __launch_bounds__(kThreads, TmaTraits::min_blocks(kK, kThreads))
       bias = p.b != nullptr ? to_float(ptr<T>(p.b)[c * p.b_s]) : 0.f;
       loaded_plane = plane;
     }
-    const int slot = static_cast<int>(k % S);
-    tma::wait_parity(bars + 8 * slot, static_cast<uint32_t>((k / S) & 1));
-    T* box = reinterpret_cast<T*>(smem + TmaTraits::kBarBytes + slot * G::kSlotBytes);
+    tma::wait_parity(bars + 8 * slot, phase);
+    // Threads past the box's last row read the next slot (or the last slot's full-size tail):
+    // stale values, only for outputs below the image, which are not stored.
+    T* box = reinterpret_cast<T*>(smem + TmaTraits::kBarBytes + slot * s.slot_bytes);
     // A misaligned x: the map starts `shift` elements early, so box columns left of the image
     // that the map still covers hold real memory. Zero them (left-most tiles only).
     const int left = s.shift - (tw * G::kTW + s.box_col0);  // box columns left of the image
     if (s.shift != 0 && left > 0) {                         // block-uniform
       const int cols = min(left, G::kBW);
-      for (int i = tid; i < G::kBH * cols; i += kThreads)
+      for (int i = tid; i < s.box_rows * cols; i += kThreads)
         box[(i / cols) * G::kBW + i % cols] = from_float<T>(0.f);
       __syncthreads();
     }
@@ -1010,7 +1029,8 @@ __global__ void __launch_bounds__(kThreads, TmaTraits::min_blocks(kK, kThreads))
       }
     }
     __syncthreads();  // every thread is done with the slot
-    if (tid == 0) request(k + S);
+    if (tid == 0) request(t + S * gridDim.x, slot);
+    if (++slot == S) slot = 0, phase ^= 1u;
   }
 }
 
