@@ -184,9 +184,9 @@ def test_empty(device):
 # Each CUDA kernel path (choose_algo in conv2d_cuda.cu); the shapes also run on CPU, kept small.
 # --------------------------------------------------------------------------------------------
 PATHS = {
-    # square 3/5/7, dilation 1, column padding <= 4: the rows kernel (depthwise_rows); the
-    # 64x64-tile kernel's register-filter instances run these only when forced
-    # (test_cuda_forced_paths)
+    # square 3/5/7, dilation 1: rows 16 bytes apart take the TMA kernel (dw_nchw_k7 here; sm_90),
+    # other widths with column padding <= 4 the rows kernel (depthwise_rows); the 64x64-tile
+    # kernel's register-filter instances run these only when forced (test_cuda_forced_paths)
     "dw_nchw_k3": dict(shape=(2, 5, 67, 70), k=(3, 3), groups=5, padding="same"),
     "dw_nchw_k5": dict(shape=(1, 3, 30, 129), k=(5, 5), groups=3, padding=2),
     "dw_nchw_k7": dict(shape=(1, 2, 65, 64), k=(7, 7), groups=2, padding=(3, 1)),

@@ -154,9 +154,26 @@ constexpr int64_t kTmaNarrowCols = 64;
 template <typename T, int kK, bool kNarrow>
 using TmaGeom = conv2d::TmaGeometry<T, kK, kNarrow ? 16 : 32, kNarrow ? 128 : 256>;
 
-// Whether the device runs TMA kernels (sm_90+). With no GPU visible (the algorithm query on a
-// build machine) the answer is for sm_90, the build's default target.
-bool tma_device() { return c10::cuda::device_count() == 0 || device_props().major >= 9; }
+// Whether the device runs TMA kernels: sm_90+, and the extension carries code compiled for it (a
+// build for older targets only would run their PTX, whose TMA calls trap). Read once per device.
+// With no GPU visible (the algorithm query on a build machine) the answer is for sm_90, the
+// build's default target.
+bool tma_device() {
+  if (c10::cuda::device_count() == 0) return true;
+  static std::atomic<int> cache[64];  // 0 = not read yet, 1 = no, 2 = yes
+  const int slot = c10::cuda::current_device() & 63;
+  int v = cache[slot].load(std::memory_order_relaxed);
+  if (v == 0) {
+    cudaFuncAttributes attr{};
+    const auto probe = conv2d::conv2d_depthwise_tma_kernel<float, 3, 16, 128, 0>;
+    const bool ok = device_props().major >= 9 &&
+                    cudaFuncGetAttributes(&attr, probe) == cudaSuccess && attr.ptxVersion >= 90;
+    (void)cudaGetLastError();
+    v = ok ? 2 : 1;
+    cache[slot].store(v, std::memory_order_relaxed);
+  }
+  return v == 2;
+}
 
 // Byte strides of the TMA map's dims 1..3 (rows, channels, images), or false if the layout cannot
 // be described: each a multiple of 16 below 2^40 (a size-1 dim gets the dense value).
@@ -271,14 +288,26 @@ bool plan_for(Algo a, const Conv2dParams& p, int64_t elem_size, Plan& plan) {
   return false;
 }
 
-// The automatic choice: a pure function of the shape, strides and dtype (never of the data
-// pointers; alignment only switches vector loads on or off inside a kernel). First match wins:
+// The automatic choice: a pure function of the shape, strides and dtype, and of the device's
+// architecture only for the TMA kernel (sm_90+; the query without a GPU answers for sm_90). Never
+// of the data pointers: alignment only switches vector loads on or off inside a kernel, or moves
+// the TMA map's base. First match wins:
 //  1. depthwise_nhwc: depthwise with multiplier 1 (groups == C == O) whose channels are the
 //     contiguous dim (channels_last, C > 1) and filter of <= NhwcTraits::kMaxTaps taps: threads
 //     own 16-byte channel vectors at 4 consecutive output columns, any stride, dilation and
 //     padding; the input is read in place (square 3/5/7 filters with stride 1 / dilation 1 reuse
 //     the window columns from registers).
-//  2. depthwise_rows: depthwise with multiplier 1 (C == 1: single-channel images, batched or
+//  2. depthwise_tma (sm_90+): depthwise with multiplier 1 (C == 1: single-channel images), stride
+//     1, dilation 1, square 3x3/5x5/7x7 filter, any padding, unit column stride and rows / planes
+//     / images a multiple of 16 bytes apart (W * element size % 16 == 0 for contiguous NCHW; the
+//     TMA's rule for its tensor map; x itself may be misaligned). Persistent blocks, the TMA
+//     copying each output tile's input box (zeros outside the image) into a ring of shared slots
+//     ahead of the compute; threads own 4 x 8 outputs and reuse every staged row for all kK filter
+//     rows. Measured on the H200 against the kernels it replaces (same run of the benchmark):
+//     c2_3 175 -> 151 us (rows), c2_5 250 -> 153 (rows), c2_7 400 -> 167 (tile), dw2_3 fp32
+//     103 -> 62 / bf16 105 -> 40 (rows), dw2_7 87 -> 43 (tile). Rows whose stride is not a
+//     multiple of 16 bytes (odd widths) fall through to the kernels below.
+//  3. depthwise_rows: depthwise with multiplier 1 (C == 1: single-channel images, batched or
 //     not), stride 1, dilation 1, square 3x3/5x5 filter, column padding pw with pw <= 4 and
 //     K-1-pw <= 4 (all 'same' shapes): warps stream down row strips, 4 input rows in flight per
 //     warp through cp.async, every input element read once, narrow planes packed several per
@@ -289,12 +318,12 @@ bool plan_for(Algo a, const Conv2dParams& p, int64_t elem_size, Plan& plan) {
 //     depthwise_nchw: c2_7 (1x1x8192x8192) 424.8 vs 413 us, dw2_7 (8x384x64x64) 112.2 vs
 //     91.9 us: its 7x7 instance needs 190 registers (12.5% occupancy) and loses on both.
 //     5x5: rows 249.4 vs 340 us (c2_5), so the crossover lies between 5 and 7.
-//  3. depthwise_nchw: depthwise with multiplier 1, stride 1, 64x64 tile + halo within
+//  4. depthwise_nchw: depthwise with multiplier 1, stride 1, 64x64 tile + halo within
 //     DepthwiseTraits::kMaxSmemFloats (larger or dilated filters, other paddings): filter in
 //     register chunks when the row dilation is 1, else taps from shared memory.
-//  4. general_staged: anything whose tile region of one filter row fits GeneralTraits' shared
+//  5. general_staged: anything whose tile region of one filter row fits GeneralTraits' shared
 //     budget (grouped / dense channels, strides, depthwise multipliers).
-//  5. general_direct: everything else (huge stride or dilation).
+//  6. general_direct: everything else (huge stride or dilation).
 Plan choose_algo_auto(const Conv2dParams& p, int64_t elem_size) {
   Plan plan;
   if (depthwise1(p) && p.C > 1 && p.x_sc == 1 && p.x_sw != 1 &&
