@@ -628,6 +628,23 @@ struct RowsShape {
   bool x_vec, y_vec;  // 4-element vector staging / stores allowed (unit stride, aligned rows)
 };
 
+// Stores the I outputs v of one row at columns o0 .. o0 + I - 1 of yr (those in [0, OW)): one
+// vector store when allowed (unit stride, aligned; vec_ok) and all I are inside, else scalars.
+template <typename T, int I>
+__device__ __forceinline__ void store_cols(T* yr, const float (&v)[I], int o0, int OW,
+                                           int64_t y_sw, bool vec_ok) {
+  if (vec_ok && o0 >= 0 && o0 + I <= OW) {
+    Vec<T, I> out;
+#pragma unroll
+    for (int j = 0; j < I; ++j) out.v[j] = from_float<T>(v[j]);
+    store_vec<T, I>(yr + o0, out);
+  } else {
+#pragma unroll
+    for (int j = 0; j < I; ++j)
+      if (o0 + j >= 0 && o0 + j < OW) yr[(o0 + j) * y_sw] = from_float<T>(v[j]);
+  }
+}
+
 template <int kBytes>
 __device__ __forceinline__ void cp_async_zfill(void* smem, const void* gmem, bool valid) {
   const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem));
@@ -795,17 +812,7 @@ __global__ void __launch_bounds__(RowsTraits::kNThreads, RowsTraits::min_blocks(
       const int done = (u + 1) % kK;
       if (m >= 0) {
         if (active) {
-          T* yr = yrow + m * y_sh;
-          if (y_vec && o0 + I <= OW) {
-            Vec<T, I> v;
-#pragma unroll
-            for (int j = 0; j < I; ++j) v.v[j] = from_float<T>(acc[done][j]);
-            store_vec<T, I>(yr + o0, v);
-          } else {
-#pragma unroll
-            for (int j = 0; j < I; ++j)
-              if (o0 + j < OW) yr[(o0 + j) * y_sw] = from_float<T>(acc[done][j]);
-          }
+          store_cols<T, I>(yrow + m * y_sh, acc[done], o0, OW, y_sw, y_vec);
         }
 #pragma unroll
         for (int j = 0; j < I; ++j) acc[done][j] = bias;
@@ -1015,17 +1022,7 @@ __global__ void __launch_bounds__(kThreads, TmaTraits::min_blocks(kK, kThreads))
       for (int i = 0; i < kR; ++i) {
         const int64_t oh = oh0 + i;
         if (oh >= p.OH) break;
-        T* yr = yp + oh * p.y_sh;
-        if (s.y_vec && ow0 >= 0 && ow0 + kC <= p.OW) {
-          Vec<T, kC> v;
-#pragma unroll
-          for (int j = 0; j < kC; ++j) v.v[j] = from_float<T>(acc[i][j]);
-          store_vec<T, kC>(yr + ow0, v);
-        } else {
-#pragma unroll
-          for (int j = 0; j < kC; ++j)
-            if (ow0 + j >= 0 && ow0 + j < p.OW) yr[(ow0 + j) * p.y_sw] = from_float<T>(acc[i][j]);
-        }
+        store_cols<T, kC>(yp + oh * p.y_sh, acc[i], ow0, static_cast<int>(p.OW), p.y_sw, s.y_vec);
       }
     }
     __syncthreads();  // every thread is done with the slot
