@@ -59,6 +59,7 @@ struct Plan {
   conv2d::TmaShape tma{};            // depthwise tma: work decomposition (static_k: the filter)
   bool tma_narrow = false;           // depthwise tma: the 64-column instance (OW <= 64)
   bool tma_same_o = false;           // depthwise tma: the instance skipping kSameO columns
+  uint64_t tma_strides[3] = {};      // depthwise tma: the map's byte strides (tma_strides())
   size_t smem_bytes = 0;
 };
 
@@ -149,10 +150,12 @@ bool plan_nhwc(const Conv2dParams& p, int64_t elem_size, Plan& plan) {
 }
 
 // The TMA kernel's instances: 64-column tiles of 128 threads for narrow planes (OW <= 64, e.g.
-// MobileNet's 56x56), 128-column tiles of 256 threads otherwise.
-constexpr int64_t kTmaNarrowCols = 64;
+// MobileNet's 56x56), 128-column tiles of 256 threads otherwise. Tile sizes do not depend on the
+// dtype or the filter.
 template <typename T, int kK, bool kNarrow>
 using TmaGeom = conv2d::TmaGeometry<T, kK, kNarrow ? 16 : 32, kNarrow ? 128 : 256>;
+using TmaNarrowTile = TmaGeom<float, 3, true>;
+using TmaWideTile = TmaGeom<float, 3, false>;
 
 // Whether the device runs TMA kernels: sm_90+, and the extension carries code compiled for it (a
 // build for older targets only would run their PTX, whose TMA calls trap). Read once per device.
@@ -200,8 +203,7 @@ bool plan_tma(const Conv2dParams& p, int64_t elem_size, Plan& plan) {
   }
   // The map starts 16-byte aligned, `shift` elements before x (meta tensors: null, shift 0).
   const int64_t shift = static_cast<int64_t>(reinterpret_cast<uintptr_t>(p.x) % 16) / elem_size;
-  uint64_t strides[3];
-  if (!tma_strides(p, elem_size, shift, strides) || !tma_device()) return false;
+  if (!tma_strides(p, elem_size, shift, plan.tma_strides) || !tma_device()) return false;
   // Columns between a 16-byte boundary of the map and a tile's first window column: skipped in
   // shared memory by the instance compiled for them ('same' padding, aligned x), else the output
   // tiles shift left by as many (lead) so that every box starts on a boundary.
@@ -209,9 +211,9 @@ bool plan_tma(const Conv2dParams& p, int64_t elem_size, Plan& plan) {
   const int64_t o = ((shift - p.pad_w) % A + A) % A;
   const bool same_o = o == A - p.KH / 2;
   const int64_t lead = same_o ? 0 : o;
-  const bool narrow = p.OW + lead <= kTmaNarrowCols;
-  const int64_t tw = narrow ? TmaGeom<float, 3, true>::kTW : TmaGeom<float, 3, false>::kTW;
-  const int64_t th = narrow ? TmaGeom<float, 3, true>::kTH : TmaGeom<float, 3, false>::kTH;
+  const bool narrow = p.OW + lead <= TmaNarrowTile::kTW;
+  const int64_t tw = narrow ? TmaNarrowTile::kTW : TmaWideTile::kTW;
+  const int64_t th = narrow ? TmaNarrowTile::kTH : TmaWideTile::kTH;
   const int64_t tiles_w = ceil_div(p.OW + lead, tw), tiles_h = ceil_div(p.OH, th);
   const int64_t tiles = p.N * p.C * tiles_h * tiles_w;
   if (tiles > kIntMax) return false;  // the kernel numbers tiles in int
@@ -387,28 +389,13 @@ CUtensorMapDataType tma_dtype() {
 // barriers, the slots, the last one full-size (threads below a short box read on into it).
 template <typename G>
 size_t tma_smem(int stages, int slot_bytes) {
-  return 128 + conv2d::TmaTraits::kBarBytes + static_cast<size_t>(stages - 1) * slot_bytes +
-         G::kSlotBytes;
-}
-
-// Resident blocks per SM that the registers allow (no shared memory), read once per device; the
-// first call also lifts the instance's dynamic shared memory limit to its largest ring.
-template <typename G, auto kKernel>
-int tma_register_blocks(int device, int threads) {
-  static std::atomic<int> cache[64];  // per instance; 0 = not read yet
-  const int slot = device & 63;
-  int n = cache[slot].load(std::memory_order_relaxed);
-  if (n == 0) {
-    allow_dynamic_smem(kKernel, tma_smem<G>(conv2d::TmaTraits::kMaxStages, G::kSlotBytes));
-    C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kKernel, threads, 0));
-    n = std::max(n, 1);
-    cache[slot].store(n, std::memory_order_relaxed);
-  }
-  return n;
+  return conv2d::TmaTraits::kSlotAlign + conv2d::TmaTraits::kBarBytes +
+         static_cast<size_t>(stages - 1) * slot_bytes + G::kSlotBytes;
 }
 
 template <typename T, int kK, bool kNarrow, bool kSameO>
-void launch_tma(const Conv2dParams& p, conv2d::TmaShape s, cudaStream_t stream) {
+void launch_tma(const Conv2dParams& p, const Plan& plan, cudaStream_t stream) {
+  conv2d::TmaShape s = plan.tma;
   using G = TmaGeom<T, kK, kNarrow>;
   constexpr int kThreads = kNarrow ? 128 : 256;
   constexpr auto kernel = conv2d::conv2d_depthwise_tma_kernel<T, kK, kNarrow ? 16 : 32, kThreads,
@@ -416,19 +403,18 @@ void launch_tma(const Conv2dParams& p, conv2d::TmaShape s, cudaStream_t stream) 
   const EncodeTiled encode = tensor_map_encoder();
   GK_CHECK(encode != nullptr, kOp, "the CUDA driver offers no cuTensorMapEncodeTiled (TMA path)");
   const int64_t e = sizeof(T);
-  uint64_t strides[3];
-  TORCH_INTERNAL_ASSERT(tma_strides(p, e, s.shift, strides));
   const cuuint64_t dims[4] = {static_cast<cuuint64_t>(p.W + s.shift),
                               static_cast<cuuint64_t>(p.H), static_cast<cuuint64_t>(p.C),
                               static_cast<cuuint64_t>(p.N)};
   // Boxes of a plane covered by one tile row stop at its last input row (less shared memory).
   s.box_rows = s.per_plane.d == s.tiles_w.d ? static_cast<int>(p.OH) + kK - 1 : G::kBH;
-  s.slot_bytes = static_cast<int>(round_up(int64_t{G::kBW} * s.box_rows * e, 128));
+  s.slot_bytes =
+      static_cast<int>(round_up(int64_t{G::kBW} * s.box_rows * e, conv2d::TmaTraits::kSlotAlign));
   const cuuint32_t box[4] = {G::kBW, static_cast<cuuint32_t>(s.box_rows), 1, 1};
   const cuuint32_t unit[4] = {1, 1, 1, 1};
   void* base = const_cast<char*>(static_cast<const char*>(p.x) - s.shift * e);
   CUtensorMap map;
-  const CUresult r = encode(&map, tma_dtype<T>(), 4, base, dims, strides, box, unit,
+  const CUresult r = encode(&map, tma_dtype<T>(), 4, base, dims, plan.tma_strides, box, unit,
                             CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE,
                             CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   GK_CHECK(r == CUDA_SUCCESS, kOp, "cuTensorMapEncodeTiled failed (CUresult ", static_cast<int>(r),
@@ -441,13 +427,14 @@ void launch_tma(const Conv2dParams& p, conv2d::TmaShape s, cudaStream_t stream) 
                             (tma_smem<G>(stages, s.slot_bytes) + prop.reservedSharedMemPerBlock));
   };
   const int per_sm = std::max(
-      1, std::min(tma_register_blocks<G, kernel>(c10::cuda::current_device(), kThreads), fit(2)));
+      1, std::min(resident_blocks_per_sm<kernel>(c10::cuda::current_device(), kThreads), fit(2)));
   s.stages = 2;
   while (s.stages < conv2d::TmaTraits::kMaxStages && fit(s.stages + 1) >= per_sm) ++s.stages;
   const int64_t blocks =
       std::min<int64_t>(s.tiles, int64_t{prop.multiProcessorCount} * per_sm);
-  kernel<<<static_cast<unsigned>(blocks), kThreads, tma_smem<G>(s.stages, s.slot_bytes),
-           stream>>>(map, p, s);
+  const size_t smem = tma_smem<G>(s.stages, s.slot_bytes);
+  allow_dynamic_smem(kernel, smem);
+  kernel<<<static_cast<unsigned>(blocks), kThreads, smem, stream>>>(map, p, s);
   GK_CHECK_LAUNCH();
 }
 
@@ -491,8 +478,8 @@ void launch(const Conv2dParams& p, const Plan& plan, cudaStream_t stream) {
       auto go = [&](auto k, auto narrow) {
         constexpr int kK = decltype(k)::value;
         constexpr bool kNarrow = decltype(narrow)::value;
-        plan.tma_same_o ? launch_tma<T, kK, kNarrow, true>(p, plan.tma, stream)
-                        : launch_tma<T, kK, kNarrow, false>(p, plan.tma, stream);
+        plan.tma_same_o ? launch_tma<T, kK, kNarrow, true>(p, plan, stream)
+                        : launch_tma<T, kK, kNarrow, false>(p, plan, stream);
       };
       auto by_k = [&](auto narrow) {
         switch (plan.static_k) {

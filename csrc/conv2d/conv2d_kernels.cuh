@@ -835,7 +835,8 @@ struct TmaTraits {
   static constexpr int kCols = 4;   // output columns per thread (one 4-element shared load)
   static constexpr int kRows = 8;   // output rows per thread
   static constexpr int kMaxStages = 4;
-  static constexpr int kBarBytes = 128;  // the barriers, before the first slot (128-byte aligned)
+  static constexpr int kSlotAlign = 128;  // the TMA's shared destinations are 128-byte aligned
+  static constexpr int kBarBytes = 128;   // the barriers, before the first slot
   // Blocks per SM asked of ptxas (registers: 32 sums, kK*kK taps, the window, addresses).
   static constexpr int min_blocks(int kK, int threads) {
     return threads >= 256 ? (kK <= 3 ? 3 : 2) : (kK <= 3 ? 6 : 4);
@@ -857,7 +858,8 @@ struct TmaGeometry {
   static constexpr int kBW = (kTW + kAlign - 1 + kK - 1 + kAlign - 1) / kAlign * kAlign;
   static constexpr int kBH = kTH + kK - 1;
   static constexpr int kBoxBytes = kBW * kBH * static_cast<int>(sizeof(T));
-  static constexpr int kSlotBytes = (kBoxBytes + 127) / 128 * 128;
+  static constexpr int kSlotBytes =
+      (kBoxBytes + TmaTraits::kSlotAlign - 1) / TmaTraits::kSlotAlign * TmaTraits::kSlotAlign;
   // The kO skipped columns for 'same' padding (kK / 2) with a 16-byte aligned x.
   static constexpr int kSameO = kAlign - kK / 2;
   static constexpr int v0(int o) { return o / 4; }
@@ -868,10 +870,6 @@ struct TmaGeometry {
   static_assert(kBW <= 256 && kBH <= 256, "TMA box dimensions");
 };
 
-// Work decomposition (host: plan_tma()). Tiles are numbered plane-major, then tile row, then
-// tile column; block b takes tiles b, b + gridDim.x, ...
-// Tile tw covers output columns tw * kTW - lead ..; its box starts at map column
-// tw * kTW + box_col0, a multiple of 16 bytes (TmaGeometry).
 // n / d by a multiply-high and a shift, for 0 <= n < 2^31 and 1 <= d < 2^31 (the tile decoding
 // runs per tile in every thread: a 32-bit division costs ~20 instructions, a 64-bit one a call).
 struct FastDiv {
@@ -882,10 +880,15 @@ struct FastDiv {
     m = static_cast<uint32_t>(((uint64_t{1} << 32) * ((uint64_t{1} << s) - d)) / d + 1);
   }
   __device__ __forceinline__ int div(int n) const {
-    return static_cast<int>((__umulhi(static_cast<uint32_t>(n), m) + static_cast<uint32_t>(n)) >> s);
+    const uint32_t u = static_cast<uint32_t>(n);
+    return static_cast<int>((__umulhi(u, m) + u) >> s);
   }
 };
 
+// Work decomposition (host: plan_tma()). Tiles are numbered plane-major, then tile row, then
+// tile column; block b takes tiles b, b + gridDim.x, ...
+// Tile tw covers output columns tw * kTW - lead ..; its box starts at map column
+// tw * kTW + box_col0, a multiple of 16 bytes (TmaGeometry).
 struct TmaShape {
   int tiles;           // N * C * tiles_h * tiles_w (< 2^30)
   FastDiv per_plane, tiles_w, channels;  // tiles_h * tiles_w, tiles_w, C
@@ -917,10 +920,11 @@ __global__ void __launch_bounds__(kThreads, TmaTraits::min_blocks(kK, kThreads))
   using G = TmaGeometry<T, kK, kTX, kThreads>;
   constexpr int kR = TmaTraits::kRows;
   constexpr int kC = TmaTraits::kCols;
-  extern __shared__ __align__(128) unsigned char smem_raw[];
-  // The TMA writes 128-byte aligned slots: align the base by hand (the host adds the slack).
+  extern __shared__ __align__(TmaTraits::kSlotAlign) unsigned char smem_raw[];
+  // The TMA writes aligned slots: align the base by hand (the host adds kSlotAlign of slack).
+  constexpr uint32_t kAlignMask = TmaTraits::kSlotAlign - 1;
   const uint32_t raw = tma::smem_addr(smem_raw);
-  unsigned char* smem = smem_raw + (((raw + 127u) & ~127u) - raw);
+  unsigned char* smem = smem_raw + (((raw + kAlignMask) & ~kAlignMask) - raw);
   const uint32_t bars = tma::smem_addr(smem);
   const uint32_t slots = bars + TmaTraits::kBarBytes;
   const int tid = threadIdx.x;

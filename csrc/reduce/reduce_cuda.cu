@@ -160,20 +160,10 @@ RedAlgo choose_reduce_algo(const ReduceLayout& L, const RedInput& in) {
   return a;
 }
 
-// Resident blocks per SM of kKernel at kThreads threads (registers decide it), read once per
-// device: a grid of exactly sms * this is one full wave, with no partial second wave.
+// Resident blocks per SM of a reduce kernel (all run red::kThreads threads).
 template <auto kKernel>
-int64_t resident_blocks_per_sm(int device) {
-  static std::atomic<int> cache[64];  // per kernel; 0 = not read yet
-  const int slot = device & 63;
-  int n = cache[slot].load(std::memory_order_relaxed);
-  if (n == 0) {
-    C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-        &n, reinterpret_cast<const void*>(kKernel), red::kThreads, 0));
-    n = std::max(n, 1);
-    cache[slot].store(n, std::memory_order_relaxed);
-  }
-  return n;
+int64_t blocks_per_sm(int device) {
+  return resident_blocks_per_sm<kKernel>(device, red::kThreads);
 }
 
 int64_t clamp64(int64_t v, int64_t lo, int64_t hi) { return std::max(lo, std::min(v, hi)); }
@@ -246,7 +236,7 @@ void launch_reduce(const ReduceLayout& L, const red::ReduceOut& o, const at::Ten
     case RedAlgo::kFlat: {
       // Blocks: one full resident wave at most, and at most one round of kSegUnroll vectors per
       // thread below that (1M fp32: 256 blocks).
-      const int64_t wave = sms * resident_blocks_per_sm<red::flat_reduce_kernel<T, Op>>(dev);
+      const int64_t wave = sms * blocks_per_sm<red::flat_reduce_kernel<T, Op>>(dev);
       const int64_t blocks = std::min(wave, ceil_div(L.R, per_block_min));
       at::Tensor ws;
       Acc* wsp = nullptr;
@@ -266,12 +256,12 @@ void launch_reduce(const ReduceLayout& L, const red::ReduceOut& o, const at::Ten
         // Grid = one full wave of resident blocks (not 8 per SM regardless of registers, which
         // left a partial second wave), each thread with kSegUnroll 16-byte loads in flight.
         const int64_t wave =
-            sms * (contig ? resident_blocks_per_sm<red::seg_reduce_kernel<T, Op, red::kSegContig>>(dev)
-                          : resident_blocks_per_sm<red::seg_reduce_kernel<T, Op, red::kSegGeneral>>(dev));
+            sms * (contig ? blocks_per_sm<red::seg_reduce_kernel<T, Op, red::kSegContig>>(dev)
+                          : blocks_per_sm<red::seg_reduce_kernel<T, Op, red::kSegGeneral>>(dev));
         launch_seg(contig ? red::kSegContig : red::kSegGeneral,
                    std::min(wave, ceil_div(L.R, per_block_min)), 0);
       } else if (contig) {
-        const int64_t wave = sms * resident_blocks_per_sm<red::seg_reduce_kernel<T, Op, red::kSegContig>>(dev);
+        const int64_t wave = sms * blocks_per_sm<red::seg_reduce_kernel<T, Op, red::kSegContig>>(dev);
         launch_seg(red::kSegContig, std::min(ceil_div(wave, L.n_out), ceil_div(L.R, per_block_min)),
                    0);
       } else {
@@ -291,7 +281,7 @@ void launch_reduce(const ReduceLayout& L, const red::ReduceOut& o, const at::Ten
       const int64_t run_slots = ceil_div(nruns, int64_t{1} << lg);  // group-rounds per segment
       // Blocks per segment: about one resident wave in all, each block the same number of
       // group-rounds (e.g. 256 outputs x 32 runs: 4 blocks of 8 runs per output, 1024 blocks).
-      const int64_t wave = sms * resident_blocks_per_sm<red::seg_reduce_kernel<T, Op, red::kSegRuns>>(dev);
+      const int64_t wave = sms * blocks_per_sm<red::seg_reduce_kernel<T, Op, red::kSegRuns>>(dev);
       int64_t bps = std::min(std::max<int64_t>(wave / L.n_out, 1), run_slots);
       bps = ceil_div(run_slots, ceil_div(run_slots, bps));
       launch_seg(red::kSegRuns, bps, lg);
@@ -320,7 +310,7 @@ void launch_reduce(const ReduceLayout& L, const red::ReduceOut& o, const at::Ten
         int lg = 0;
         while ((int64_t{red::kRowVecUnroll} << lg) < nvec) ++lg;
         const int64_t rows_per_block = kThreads >> lg;
-        const int64_t wave = sms * resident_blocks_per_sm<red::row_vec_reduce_kernel<T, Op>>(dev);
+        const int64_t wave = sms * blocks_per_sm<red::row_vec_reduce_kernel<T, Op>>(dev);
         const int64_t rounds = ceil_div(L.n_out, wave * rows_per_block);
         const int64_t blocks = ceil_div(L.n_out, rounds * rows_per_block);
         launch_pdl(red::row_vec_reduce_kernel<T, Op>, dim3(static_cast<unsigned>(blocks)),
@@ -337,7 +327,7 @@ void launch_reduce(const ReduceLayout& L, const red::ReduceOut& o, const at::Ten
         // One 16-byte vector of outputs per thread. Splits of R make one resident wave (no
         // partial second wave); each keeps a few unrolled rounds.
         const int64_t ntiles = ceil_div(L.n_out, int64_t{red::kColX} * V);
-        const int64_t wave = sms * resident_blocks_per_sm<red::col_vec_reduce_kernel<T, Op>>(dev);
+        const int64_t wave = sms * blocks_per_sm<red::col_vec_reduce_kernel<T, Op>>(dev);
         int64_t splits = 1;
         if (ntiles < wave && ntiles <= kTicketsPerSlot) {
           splits = std::min({wave / ntiles,
