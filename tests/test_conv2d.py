@@ -611,6 +611,33 @@ NHWC_SHAPES = [
 ]
 
 
+# channels_last shapes big enough that the roll kernel walks strips of many rows (the strip height
+# follows the device's waves): the benchmark shape, padding beyond the filter (rows of bias only),
+# partial last strips, 3/5/7.
+NHWC_STRIPS = [
+    ((32, 256, 56, 56), 3, "same"),
+    ((8, 96, 90, 20), 3, (3, 1)),
+    ((16, 64, 70, 33), 5, "same"),
+    ((6, 40, 131, 9), 7, (5, 2)),
+    ((2, 12, 300, 7), 3, (0, 2)),
+]
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA device and the CUDA build of gpukern")
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
+def test_cuda_nhwc_strips(dtype):
+    """The nhwc roll kernel on strips of many output rows: every row's partial sums rotate
+    through the register slots and each is stored once, against the float64 reference."""
+    for i, (shape, k, padding) in enumerate(NHWC_STRIPS):
+        n, c, h, w_ = shape
+        x, w, b = make(n, c, h, w_, c, k, k, c, i % 2 == 0, dtype, "cuda", seed=400 + i)
+        xc = x.to(memory_format=torch.channels_last)
+        assert torch_ops.algorithm("conv2d", xc, w, b, 1, padding, 1, c) == "depthwise_nhwc"
+        out = check(xc, w, b, 1, padding, 1, c)
+        assert out.is_contiguous(memory_format=torch.channels_last)
+
+
 @pytest.mark.cuda
 @pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA device and the CUDA build of gpukern")
 @pytest.mark.parametrize("dtype", FLOAT_DTYPES)

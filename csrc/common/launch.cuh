@@ -58,18 +58,20 @@ void launch_pdl(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem,
 inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // Resident blocks per SM of kKernel at `threads` threads and no dynamic shared memory (registers
-// and threads decide it), read once per device and kernel (each kernel is always asked with the
-// same block size): a grid of sms * this is one full wave.
+// and threads decide it), read once per device, kernel and warp count: a grid of sms * this is
+// one full wave.
 template <auto kKernel>
 int resident_blocks_per_sm(int device, int threads) {
-  static std::atomic<int> cache[64];  // per kernel; 0 = not read yet
-  const int slot = device & 63;
-  int n = cache[slot].load(std::memory_order_relaxed);
+  constexpr int kMaxWarps = 32;
+  static std::atomic<int> cache[64][kMaxWarps + 1];  // per kernel; 0 = not read yet
+  const int warps = std::min(kMaxWarps, (threads + 31) / 32);
+  std::atomic<int>& slot = cache[device & 63][warps];
+  int n = slot.load(std::memory_order_relaxed);
   if (n == 0) {
     C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
         &n, reinterpret_cast<const void*>(kKernel), threads, 0));
     n = std::max(n, 1);
-    cache[slot].store(n, std::memory_order_relaxed);
+    slot.store(n, std::memory_order_relaxed);
   }
   return n;
 }

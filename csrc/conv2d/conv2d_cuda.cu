@@ -28,7 +28,7 @@ constexpr int64_t kMaxGridY = 65535;
 constexpr int64_t kMaxGridX = 2147483647;
 
 enum class Algo {
-  kDepthwiseNhwc,  // conv2d_depthwise_nhwc_kernel<T, 3/5/7/0>
+  kDepthwiseNhwc,  // conv2d_depthwise_nhwc_roll_kernel<T, 3/5/7>, conv2d_depthwise_nhwc_kernel<T>
   kDepthwiseRows,  // conv2d_depthwise_rows_kernel<T, 3/5/7>
   kDepthwiseTma,   // conv2d_depthwise_tma_kernel<T, 3/5/7, 16/32, 128/256>
   kDepthwiseNchw,  // conv2d_depthwise_nchw_kernel
@@ -55,7 +55,7 @@ struct Plan {
   int region_cols = 0;               // general staged: staged input columns
   conv2d::RowsShape rows{};          // depthwise rows: work decomposition
   conv2d::NhwcShape nhwc{};          // depthwise nhwc: work decomposition (static_k: 3/5/7 =
-                                     // square filter, stride 1, dilation 1; 0 = runtime)
+                                     // the roll kernel; 0 = runtime filter)
   conv2d::TmaShape tma{};            // depthwise tma: work decomposition (static_k: the filter)
   bool tma_narrow = false;           // depthwise tma: the 64-column instance (OW <= 64)
   bool tma_same_o = false;           // depthwise tma: the instance skipping kSameO columns
@@ -106,46 +106,61 @@ bool plan_rows(const Conv2dParams& p, int64_t elem_size, Plan& plan) {
   return true;
 }
 
-// Blocks the nhwc kernel aims for (output rows per block grow until about this many): a few
-// waves of 132 SMs, each block staging the filter once for its rows.
+// Blocks the runtime-filter nhwc kernel aims for (output rows per block grow until about this
+// many): a few waves of 132 SMs, each block staging the filter once for its rows.
 constexpr int64_t kNhwcTargetBlocks = 2048;
 constexpr int64_t kNhwcMaxRows = 16;
 
+// Whether p's strides allow kV-element vector accesses of a channels_last tensor at `data`.
+bool nhwc_vec(int64_t C, int64_t kV, int64_t elem_size, int64_t N, int64_t sc, int64_t sw,
+              int64_t sh, int64_t sn, const void* data) {
+  return C % kV == 0 && sc == 1 && sw % kV == 0 && sh % kV == 0 && (N == 1 || sn % kV == 0) &&
+         reinterpret_cast<uintptr_t>(data) % static_cast<uintptr_t>(kV * elem_size) == 0;
+}
+
 bool plan_nhwc(const Conv2dParams& p, int64_t elem_size, Plan& plan) {
   using Tr = conv2d::NhwcTraits;
-  constexpr int64_t kIntMax = int64_t{1} << 30;  // the kernel keeps columns/rows in int
+  constexpr int64_t kIntMax = int64_t{1} << 30;  // the kernels keep columns/rows in int
   if (!depthwise1(p) || p.KH * p.KW > Tr::kMaxTaps ||
       std::max({p.H, p.W, p.OH, p.OW + 4, p.pad_h, p.pad_w}) > kIntMax) {
     return false;
   }
-  const int64_t V = 16 / elem_size;
+  const bool square = p.KH == p.KW && p.stride_h == 1 && p.stride_w == 1 && p.dil_h == 1 &&
+                      p.dil_w == 1 && (p.KH == 3 || p.KH == 5 || p.KH == 7);
+  // The roll kernel: 4 channels x items(K) columns per thread, taps staged as float.
+  const int64_t V = square ? conv2d::NhwcRoll::kV : 16 / elem_size;
+  const int64_t items = square ? conv2d::NhwcRoll::items(static_cast<int>(p.KH))
+                               : Tr::items_w(static_cast<int>(elem_size));
   conv2d::NhwcShape& s = plan.nhwc;
   s.c_vecs = ceil_div(p.C, V);
   int tc = 1;
   while (tc < 32 && tc < s.c_vecs) tc *= 2;
   s.tc = tc;
   s.c_blocks = ceil_div(s.c_vecs, static_cast<int64_t>(tc));
-  s.w_groups = ceil_div(p.OW, static_cast<int64_t>(Tr::items_w(static_cast<int>(elem_size))));
+  s.w_groups = ceil_div(p.OW, items);
   // As few column blocks as the thread budget allows, then their width evened out (56 columns =
   // 14 groups: two blocks of 7, not 8 + 6).
   const int64_t max_tw = Tr::kMaxThreads / tc;
   s.w_blocks = ceil_div(s.w_groups, max_tw);
   s.tw = static_cast<int>(ceil_div(s.w_groups, s.w_blocks));
-  const int64_t row_units = p.N * p.OH;
-  const int64_t per_row = s.c_blocks * s.w_blocks;
-  s.rows = std::max<int64_t>(
-      1, std::min(kNhwcMaxRows, (per_row * row_units) / kNhwcTargetBlocks));
-  s.row_chunks = ceil_div(row_units, s.rows);
-  const bool c_whole = p.C % V == 0;
-  s.x_vec = c_whole && p.x_sc == 1 && p.x_sw % V == 0 && p.x_sh % V == 0 &&
-            (p.N == 1 || p.x_sn % V == 0) && is_aligned16(p.x);
-  s.y_vec = c_whole && p.y_so == 1 && p.y_sw % V == 0 && p.y_sh % V == 0 &&
-            (p.N == 1 || p.y_sn % V == 0) && is_aligned16(p.y);
-  const bool square = p.KH == p.KW && p.stride_h == 1 && p.stride_w == 1 && p.dil_h == 1 &&
-                      p.dil_w == 1 && (p.KH == 3 || p.KH == 5 || p.KH == 7);
+  if (square) {
+    // Strip height: set at launch from the device's resident blocks (launch_nhwc_roll).
+    s.rows = std::min<int64_t>(p.OH, conv2d::NhwcRoll::kMaxRows);
+    s.img_chunks = ceil_div(p.OH, s.rows);
+    s.row_chunks = p.N * s.img_chunks;
+  } else {
+    const int64_t row_units = p.N * p.OH;
+    const int64_t per_row = s.c_blocks * s.w_blocks;
+    s.rows = std::max<int64_t>(
+        1, std::min(kNhwcMaxRows, (per_row * row_units) / kNhwcTargetBlocks));
+    s.row_chunks = ceil_div(row_units, s.rows);
+    s.img_chunks = 0;
+  }
+  s.x_vec = nhwc_vec(p.C, V, elem_size, p.N, p.x_sc, p.x_sw, p.x_sh, p.x_sn, p.x);
+  s.y_vec = nhwc_vec(p.C, V, elem_size, p.N, p.y_so, p.y_sw, p.y_sh, p.y_sn, p.y);
   plan.algo = Algo::kDepthwiseNhwc;
   plan.static_k = square ? static_cast<int>(p.KH) : 0;
-  plan.smem_bytes = static_cast<size_t>(p.KH * p.KW * tc * 16);
+  plan.smem_bytes = static_cast<size_t>(p.KH * p.KW * tc * 16);  // 16 B of taps per lane
   return true;
 }
 
@@ -393,6 +408,35 @@ size_t tma_smem(int stages, int slot_bytes) {
          static_cast<size_t>(stages - 1) * slot_bytes + G::kSlotBytes;
 }
 
+// The roll kernel's strip height, chosen here because it depends on the device: taller strips
+// re-read fewer halo rows ((rows + K - 1) / rows input rows per output row), more strips fill
+// the waves better. The cost of a height is waves * (rows + K - 1) input-row steps, the waves
+// counted from the kernel's resident blocks per SM; the cheapest wins (the shorter on a tie).
+// dw2_3 (32 x 256 x 56 x 56) on 132 SMs with 2 blocks each: 28 rows, 256 blocks, one wave.
+template <auto kKernel>
+void launch_nhwc_roll(const Conv2dParams& p, const Plan& plan, cudaStream_t stream) {
+  conv2d::NhwcShape s = plan.nhwc;
+  const int threads = s.tc * s.tw;
+  const int64_t wave =
+      int64_t{device_props().multiProcessorCount} *
+      resident_blocks_per_sm<kKernel>(c10::cuda::current_device(), threads);
+  const int64_t per_strip = p.N * s.w_blocks * s.c_blocks;  // blocks per strip of every image
+  int64_t best = -1;
+  for (int64_t rows = std::min<int64_t>(p.OH, conv2d::NhwcRoll::kMaxRows); rows >= 1; --rows) {
+    const int64_t cost = ceil_div(per_strip * ceil_div(p.OH, rows), wave) * (rows + p.KH - 1);
+    if (best < 0 || cost <= best) {
+      best = cost;
+      s.rows = rows;
+    }
+  }
+  s.img_chunks = ceil_div(p.OH, s.rows);
+  s.row_chunks = p.N * s.img_chunks;
+  const int64_t blocks = per_strip * s.img_chunks;
+  GK_CHECK(blocks <= kMaxGridX, kOp, "output too large for the grid (", blocks, " blocks)");
+  kKernel<<<static_cast<unsigned>(blocks), threads, plan.smem_bytes, stream>>>(p, s);
+  GK_CHECK_LAUNCH();
+}
+
 template <typename T, int kK, bool kNarrow, bool kSameO>
 void launch_tma(const Conv2dParams& p, const Plan& plan, cudaStream_t stream) {
   conv2d::TmaShape s = plan.tma;
@@ -442,18 +486,19 @@ template <typename T>
 void launch(const Conv2dParams& p, const Plan& plan, cudaStream_t stream) {
   switch (plan.algo) {
     case Algo::kDepthwiseNhwc: {
-      const conv2d::NhwcShape& s = plan.nhwc;
-      const int64_t blocks = s.row_chunks * s.w_blocks * s.c_blocks;
-      GK_CHECK(blocks <= kMaxGridX, kOp, "output too large for the grid (", blocks, " blocks)");
-      auto go = [&](auto kernel) {
-        kernel<<<static_cast<unsigned>(blocks), s.tc * s.tw, plan.smem_bytes, stream>>>(p, s);
-        GK_CHECK_LAUNCH();
-      };
       switch (plan.static_k) {
-        case 3: go(conv2d::conv2d_depthwise_nhwc_kernel<T, 3>); break;
-        case 5: go(conv2d::conv2d_depthwise_nhwc_kernel<T, 5>); break;
-        case 7: go(conv2d::conv2d_depthwise_nhwc_kernel<T, 7>); break;
-        default: go(conv2d::conv2d_depthwise_nhwc_kernel<T, 0>); break;
+        case 3: launch_nhwc_roll<conv2d::conv2d_depthwise_nhwc_roll_kernel<T, 3>>(p, plan, stream); break;
+        case 5: launch_nhwc_roll<conv2d::conv2d_depthwise_nhwc_roll_kernel<T, 5>>(p, plan, stream); break;
+        case 7: launch_nhwc_roll<conv2d::conv2d_depthwise_nhwc_roll_kernel<T, 7>>(p, plan, stream); break;
+        default: {
+          const conv2d::NhwcShape& s = plan.nhwc;
+          const int64_t blocks = s.row_chunks * s.w_blocks * s.c_blocks;
+          GK_CHECK(blocks <= kMaxGridX, kOp, "output too large for the grid (", blocks,
+                   " blocks)");
+          conv2d::conv2d_depthwise_nhwc_kernel<T>
+              <<<static_cast<unsigned>(blocks), s.tc * s.tw, plan.smem_bytes, stream>>>(p, s);
+          GK_CHECK_LAUNCH();
+        }
       }
       break;
     }
