@@ -586,11 +586,18 @@ __global__ void __launch_bounds__(NhwcTraits::kMaxThreads)
 struct NhwcRoll {
   static constexpr int kV = 4;         // channels per thread
   static constexpr int kMaxRows = 64;  // output rows per strip
-  // Columns per thread and the next input row prefetched into registers, as large as 128
-  // registers hold without spills (2 blocks of 256 threads per SM): kK sum slots of
-  // items * kV floats, items + kK - 1 input pixels (twice with the prefetch).
+  // Columns per thread and input rows prefetched into registers (loads in flight during a row's
+  // FMAs), as many as 128 registers hold without spills (2 blocks of 256 threads per SM): kK sum
+  // slots of items * kV floats, items + kK - 1 input pixels as floats, and as raw words per
+  // prefetched row. 16-bit rows are half the words, so bfloat16 3x3 prefetches two of them:
+  // the same bytes in flight as fp32 (one row: dw2_3_bf16_nhwc ran at half the copy roof, fp32
+  // at 84%). Half 3x3 spills with two (its conversions take more registers).
   static constexpr int items(int k) { return k == 3 ? 4 : (k == 5 ? 2 : 1); }
-  static constexpr bool prefetch(int k) { return k == 3; }
+  template <typename T>
+  static constexpr int prefetch(int k) {
+    if (k == 3) return std::is_same_v<T, __nv_bfloat16> ? 2 : 1;
+    return k == 5 && sizeof(T) == 2 ? 1 : 0;
+  }
 };
 
 template <typename T>
@@ -705,15 +712,23 @@ __global__ void __launch_bounds__(NhwcTraits::kMaxThreads, 2)
 #pragma unroll
       for (int e = 0; e < V; ++e) acc[q][j][e] = bias[e];
 
-  NhwcRaw<T> next[NI];
-  if (NhwcRoll::prefetch(kK)) load_row(next, 0);
+  constexpr int D = NhwcRoll::prefetch<T>(kK);
+  NhwcRaw<T> raw[D > 0 ? D : 1][NI];  // raw[d]: input row t + d
+#pragma unroll
+  for (int d = 0; d < D; ++d) load_row(raw[d], d);
 #pragma unroll 1
   for (int t = 0; t < steps; ++t) {
-    if (!NhwcRoll::prefetch(kK)) load_row(next, t);
+    if (D == 0) load_row(raw[0], t);
     float v[NI][V];
 #pragma unroll
-    for (int i = 0; i < NI; ++i) raw_to_float<T>(next[i], v[i]);
-    if (NhwcRoll::prefetch(kK)) load_row(next, t + 1);  // in flight during this row's FMAs
+    for (int i = 0; i < NI; ++i) raw_to_float<T>(raw[0][i], v[i]);
+    if (D > 0) {
+#pragma unroll
+      for (int d = 0; d + 1 < D; ++d)
+#pragma unroll
+        for (int i = 0; i < NI; ++i) raw[d][i] = raw[d + 1][i];
+      load_row(raw[D - 1], t + D);  // in flight during the next D rows' FMAs
+    }
     const int ih = ih0 + t;
     if (ih >= 0 && ih < H) {
 #pragma unroll
