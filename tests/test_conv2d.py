@@ -376,8 +376,8 @@ def test_opcheck(device):
 # Algorithm choice (choose_algo in conv2d_cuda.cu): the query op, forcing, and each path on its
 # own over edge shapes.
 # --------------------------------------------------------------------------------------------
-ALGOS = ["depthwise_nhwc", "depthwise_rows", "depthwise_tma", "depthwise_nchw", "general_staged",
-         "general_direct"]
+ALGOS = ["depthwise_nhwc", "depthwise_rows", "depthwise_tma", "depthwise_large", "depthwise_nchw",
+         "general_staged", "general_direct"]
 
 
 def _meta(shape, k, groups, o=None, channels_last=False, dtype=torch.float32):
@@ -426,8 +426,14 @@ def test_algorithm_query_auto():
                  "same", 1, 256) == "depthwise_nhwc"
     # channels_last with more taps than the nhwc kernel stages (> 96): the NCHW-order kernels
     assert q(*_meta((2, 16, 40, 40), (13, 13), 16, channels_last=True), None, 1, "same", 1,
-             16) == "depthwise_nchw"
-    assert q(*_meta((8, 384, 64, 64), (13, 13), 384), None, 1, "same", 1, 384) == "depthwise_nchw"
+             16) == "depthwise_large"
+    # filters beyond 7x7 (>= 50 taps), stride 1, dilation 1: the large-filter kernel
+    assert q(*_meta((8, 384, 64, 64), (13, 13), 384), None, 1, "same", 1, 384) == "depthwise_large"
+    assert q(*_meta((1, 1, 8192, 8192), (15, 15), 1), None, 1, "same") == "depthwise_large"
+    assert q(*_meta((8, 384, 64, 64), (31, 31), 384), None, 1, "same", 1, 384) == "depthwise_large"
+    assert q(*_meta((2, 8, 64, 64), (5, 10), 8), None, 1, "same", 1, 8) == "depthwise_large"
+    assert q(*_meta((2, 8, 64, 64), (5, 9), 8), None, 1, "same", 1, 8) == "depthwise_nchw"
+    assert q(*_meta((8, 384, 64, 64), (13, 13), 384), None, 1, "same", 2, 384) == "depthwise_nchw"
     assert q(*_meta((1, 1, 64, 64), (3, 3), 1), None, 1, 0, 2) == "depthwise_nchw"  # dilated
     assert q(*_meta((1, 1, 64, 64), (3, 3), 1), None, 1, (1, 5)) == (  # pad > 4
         "depthwise_tma" if _tma_device() else "depthwise_nchw")
@@ -488,6 +494,13 @@ FORCED_DW = [
 FORCED_OTHER = {  # forced path -> extra shapes (N, C, H, W), O, (KH, KW), groups, stride, pad, dil
     "depthwise_nhwc": [((2, 5, 9, 11), 5, (3, 2), 5, (2, 1), 1, (1, 2))],
     "depthwise_nchw": [((1, 3, 40, 70), 3, (4, 6), 3, 1, (1, 5), (2, 1))],
+    # large filters: full and partial 8-row x 4-column tap chunks (13 = 8 + 5, 9 = 2 * 4 + 1,
+    # 31 = 3 * 8 + 7 and 7 * 4 + 3, 8 and 12 exact), tile edges (65 rows, 130 columns),
+    # padding up to the filter and beyond it, several planes
+    "depthwise_large": [((1, 2, 70, 75), 2, (13, 9), 2, 1, (6, 4), 1),
+                        ((2, 3, 40, 33), 3, (31, 31), 3, 1, 15, 1),
+                        ((1, 1, 65, 130), 1, (8, 12), 1, 1, (0, 11), 1),
+                        ((3, 2, 20, 17), 2, (10, 6), 2, 1, (12, 7), 1)],
     "general_staged": [((2, 4, 33, 31), 6, (3, 3), 2, (1, 2), 1, 1)],
     "general_direct": [((1, 2, 20, 25), 4, (3, 2), 1, 3, 2, (1, 2))],
 }

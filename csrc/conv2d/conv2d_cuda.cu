@@ -31,6 +31,7 @@ enum class Algo {
   kDepthwiseNhwc,  // conv2d_depthwise_nhwc_roll_kernel<T, 3/5/7>, conv2d_depthwise_nhwc_kernel<T>
   kDepthwiseRows,  // conv2d_depthwise_rows_kernel<T, 3/5/7>
   kDepthwiseTma,   // conv2d_depthwise_tma_kernel<T, 3/5/7, 16/32, 128/256>
+  kDepthwiseLarge,  // conv2d_depthwise_large_kernel<T>
   kDepthwiseNchw,  // conv2d_depthwise_nchw_kernel
   kGeneralStaged,  // conv2d_general_kernel<T, true>
   kGeneralDirect,  // conv2d_general_kernel<T, false>
@@ -38,9 +39,9 @@ enum class Algo {
 
 // Names in Algo order: what _set_algorithm("conv2d", ...) accepts and _algorithm_conv2d returns.
 const std::vector<std::string>& conv2d_algo_names() {
-  static const std::vector<std::string> names = {"depthwise_nhwc", "depthwise_rows",
-                                                 "depthwise_tma",  "depthwise_nchw",
-                                                 "general_staged", "general_direct"};
+  static const std::vector<std::string> names = {
+      "depthwise_nhwc", "depthwise_rows", "depthwise_tma",  "depthwise_large",
+      "depthwise_nchw", "general_staged", "general_direct"};
   return names;
 }
 
@@ -50,7 +51,8 @@ struct Plan {
                                      // filter in register chunks (row dilation 1), 0 = runtime;
                                      // rows: the filter size
   conv2d::DepthwiseTile tile{0, 0};  // depthwise NCHW shared tile
-  bool vec_ok = false;               // depthwise NCHW: 16-byte loads allowed
+  bool vec_ok = false;               // depthwise NCHW: 16-byte loads allowed; large: vector
+                                     // stores allowed
   int rows_per_chunk = 0;            // general staged: filter rows per staged chunk
   int region_cols = 0;               // general staged: staged input columns
   conv2d::RowsShape rows{};          // depthwise rows: work decomposition
@@ -272,6 +274,30 @@ bool plan_depthwise_nchw(const Conv2dParams& p, int64_t elem_size, Plan& plan) {
   return true;
 }
 
+// The large-filter kernel's shared budget (floats): a 64 x 64 tile's input and the taps up to
+// 31 x 31 filters take ~10.4K; up to ~90 x 90 fits.
+constexpr int64_t kLargeMaxSmemFloats = 24 * 1024;
+// Filters from this many taps on (beyond 7x7) take the large-filter kernel.
+constexpr int64_t kLargeMinTaps = 50;
+
+bool plan_large(const Conv2dParams& p, int64_t elem_size, Plan& plan) {
+  using Tr = conv2d::LargeTraits;
+  if (!depthwise1(p) || p.stride_h != 1 || p.stride_w != 1 || p.dil_h != 1 || p.dil_w != 1 ||
+      p.KH > kLargeMaxSmemFloats || p.KW > kLargeMaxSmemFloats) {
+    return false;
+  }
+  const int64_t floats =
+      (Tr::kTileH + p.KH - 1) * Tr::pitch(p.KW) + p.KH * Tr::tap_pitch(p.KW);
+  if (floats > kLargeMaxSmemFloats) return false;
+  const int64_t V = Tr::kC;
+  plan.algo = Algo::kDepthwiseLarge;
+  plan.vec_ok = p.y_sw == 1 && p.y_sh % V == 0 && (p.N == 1 || p.y_sn % V == 0) &&
+                (p.C == 1 || p.y_so % V == 0) &&
+                reinterpret_cast<uintptr_t>(p.y) % static_cast<uintptr_t>(V * elem_size) == 0;
+  plan.smem_bytes = static_cast<size_t>(floats) * sizeof(float);
+  return true;
+}
+
 bool plan_general_staged(const Conv2dParams& p, Plan& plan) {
   using Tr = conv2d::GeneralTraits;
   const int64_t region_cols = (Tr::kTileW - 1) * p.stride_w + (p.KW - 1) * p.dil_w + 1;
@@ -298,6 +324,7 @@ bool plan_for(Algo a, const Conv2dParams& p, int64_t elem_size, Plan& plan) {
     case Algo::kDepthwiseNhwc: return plan_nhwc(p, elem_size, plan);  // any strides
     case Algo::kDepthwiseRows: return plan_rows(p, elem_size, plan);
     case Algo::kDepthwiseTma: return plan_tma(p, elem_size, plan);
+    case Algo::kDepthwiseLarge: return plan_large(p, elem_size, plan);
     case Algo::kDepthwiseNchw: return plan_depthwise_nchw(p, elem_size, plan);
     case Algo::kGeneralStaged: return plan_general_staged(p, plan);
     case Algo::kGeneralDirect: plan.algo = a; return true;
@@ -354,6 +381,10 @@ Plan choose_algo_auto(const Conv2dParams& p, int64_t elem_size) {
   if (p.KH != 7 || p.KW != 7) {
     Plan candidate;
     if (plan_rows(p, elem_size, candidate)) return candidate;
+  }
+  if (p.KH * p.KW >= kLargeMinTaps) {
+    Plan candidate;
+    if (plan_large(p, elem_size, candidate)) return candidate;
   }
   for (Algo a : {Algo::kDepthwiseNchw, Algo::kGeneralStaged}) {
     Plan candidate;
@@ -534,6 +565,19 @@ void launch(const Conv2dParams& p, const Plan& plan, cudaStream_t stream) {
         }
       };
       plan.tma_narrow ? by_k(std::true_type{}) : by_k(std::false_type{});
+      break;
+    }
+    case Algo::kDepthwiseLarge: {
+      using Tr = conv2d::LargeTraits;
+      const int64_t tiles_w = ceil_div(p.OW, Tr::kTileW);
+      const int64_t gx = ceil_div(p.OH, Tr::kTileH) * tiles_w;
+      GK_CHECK(gx <= kMaxGridX, kOp, "output too large for the grid (", gx, " blocks)");
+      const dim3 grid(static_cast<unsigned>(gx),
+                      static_cast<unsigned>(std::min(p.N * p.C, kMaxGridY)));
+      auto kernel = conv2d::conv2d_depthwise_large_kernel<T>;
+      allow_dynamic_smem(kernel, plan.smem_bytes);
+      kernel<<<grid, Tr::kThreads, plan.smem_bytes, stream>>>(p, tiles_w, plan.vec_ok);
+      GK_CHECK_LAUNCH();
       break;
     }
     case Algo::kDepthwiseNchw: {

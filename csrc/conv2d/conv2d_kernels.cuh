@@ -1004,6 +1004,171 @@ __global__ void __launch_bounds__(RowsTraits::kNThreads, RowsTraits::min_blocks(
 }
 
 // ---------------------------------------------------------------------------------------------
+// 6. Depthwise / single-channel NCHW with large filters: groups == C == O, stride 1, dilation 1,
+//    any KH x KW (built for 9x9 .. 31x31, where the FMAs dominate: 225 per output for 15x15).
+//    A block stages a 64 x 64 output tile's input (plus halo) as float, exactly aligned to the
+//    tile (staged column 0 = input column ow0 - pad_w), and the plane's taps. A thread owns
+//    4 consecutive columns x 8 rows. The filter is walked in chunks of up to 8 rows x 4 columns
+//    of taps held in registers; for each chunk the thread slides down its rows, loading every
+//    staged row's window (4 + 4 - 1 columns: two aligned 16-byte shared loads) once and feeding
+//    it to all outputs and taps of the chunk that use it: 1024 FMAs per 30 window loads and 8
+//    broadcast tap loads for a full chunk. The previous path for these filters (depthwise_nchw's
+//    runtime filter, section 2) issues 46 scalar window loads and 8 tap loads per 256 FMAs.
+// ---------------------------------------------------------------------------------------------
+struct LargeTraits {
+  static constexpr int kTX = 16;       // threads across a tile row
+  static constexpr int kThreads = 128;  // kTX x 8 thread rows
+  static constexpr int kC = 4;          // consecutive output columns per thread
+  static constexpr int kY = 8;          // consecutive output rows per thread
+  static constexpr int kTileW = kTX * kC;
+  static constexpr int kTileH = (kThreads / kTX) * kY;
+  static constexpr int kChunkH = 8;  // filter rows per tap chunk
+  static constexpr int kChunkW = 4;  // filter columns per tap chunk
+  // Staged floats: rows = kTileH + KH - 1; pitch covers every window (the last thread's last
+  // chunk reads 2 vectors from column kTileW - kC + round_down(KW - 1, 4)); taps [KH][tap_pitch].
+  static constexpr int64_t pitch(int64_t KW) { return (kTileW + KW - 1 + 3) / 4 * 4 + 4; }
+  static constexpr int64_t tap_pitch(int64_t KW) { return (KW + 3) / 4 * 4; }
+  static_assert(kThreads % kTX == 0, "whole thread rows");
+};
+
+// One tap chunk: kR filter rows x kCW filter columns. src: s_x at the thread's first output row
+// + the chunk's first filter row, column 4 * lx + the chunk's first filter column (a multiple of
+// 4: aligned). taps: s_w at the chunk's first tap.
+template <int kR, int kCW>
+__device__ __forceinline__ void large_chunk(float (&acc)[LargeTraits::kY][LargeTraits::kC],
+                                            const float* src, const float* taps, int pitch,
+                                            int tap_pitch) {
+  constexpr int kY = LargeTraits::kY, kC = LargeTraits::kC;
+  constexpr int kVecs = (kC + kCW - 1 + 3) / 4;
+  float wk[kR][kCW];
+#pragma unroll
+  for (int t = 0; t < kR; ++t) {
+    if constexpr (kCW == 4) {  // tap rows are 16-byte aligned (tap_pitch % 4 == 0)
+      const float4 q = *reinterpret_cast<const float4*>(taps + t * tap_pitch);
+      wk[t][0] = q.x, wk[t][1] = q.y, wk[t][2] = q.z, wk[t][3] = q.w;
+    } else {
+#pragma unroll
+      for (int q = 0; q < kCW; ++q) wk[t][q] = taps[t * tap_pitch + q];
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < kY + kR - 1; ++r) {
+    float win[4 * kVecs];
+#pragma unroll
+    for (int v = 0; v < kVecs; ++v) {
+      const float4 q = *reinterpret_cast<const float4*>(src + r * pitch + 4 * v);
+      win[4 * v] = q.x, win[4 * v + 1] = q.y, win[4 * v + 2] = q.z, win[4 * v + 3] = q.w;
+    }
+#pragma unroll
+    for (int i = 0; i < kY; ++i) {
+      const int t = r - i;  // the filter row of the chunk that meets output row i here
+      if (t < 0 || t >= kR) continue;
+#pragma unroll
+      for (int q = 0; q < kCW; ++q)
+#pragma unroll
+        for (int j = 0; j < kC; ++j) acc[i][j] = fmaf(wk[t][q], win[j + q], acc[i][j]);
+    }
+  }
+}
+
+// All filter columns for one chunk of kR filter rows: full 4-column chunks, then the rest.
+template <int kR>
+__device__ __forceinline__ void large_rows(float (&acc)[LargeTraits::kY][LargeTraits::kC],
+                                           const float* src, const float* taps, int KW,
+                                           int pitch, int tap_pitch) {
+  int kw0 = 0;
+#pragma unroll 1
+  for (; kw0 + 4 <= KW; kw0 += 4) large_chunk<kR, 4>(acc, src + kw0, taps + kw0, pitch, tap_pitch);
+  switch (KW - kw0) {
+    case 1: large_chunk<kR, 1>(acc, src + kw0, taps + kw0, pitch, tap_pitch); break;
+    case 2: large_chunk<kR, 2>(acc, src + kw0, taps + kw0, pitch, tap_pitch); break;
+    case 3: large_chunk<kR, 3>(acc, src + kw0, taps + kw0, pitch, tap_pitch); break;
+    default: break;
+  }
+}
+
+// Grid: x = output tile (tile row * tiles_w + tile column), y = (n, c) planes, grid-stride over
+// N * C. Shared: s_x = (kTileH + KH - 1) x pitch(KW) floats, zeros outside the image; s_w =
+// KH x tap_pitch(KW) taps (zeros past KW).
+template <typename T>
+__global__ void __launch_bounds__(LargeTraits::kThreads)
+    conv2d_depthwise_large_kernel(const Conv2dParams p, int64_t tiles_w, bool y_vec) {
+  using Tr = LargeTraits;
+  extern __shared__ float4 smem4[];
+  float* s_x = reinterpret_cast<float*>(smem4);
+  const int KH = static_cast<int>(p.KH), KW = static_cast<int>(p.KW);
+  const int rows = Tr::kTileH + KH - 1;
+  const int pitch = static_cast<int>(Tr::pitch(KW));
+  const int tap_pitch = static_cast<int>(Tr::tap_pitch(KW));
+  float* s_w = s_x + rows * pitch;
+  const int tid = threadIdx.x;
+  const int lx = tid % Tr::kTX;
+  const int y0 = (tid / Tr::kTX) * Tr::kY;
+  const int64_t oh0 = (blockIdx.x / tiles_w) * Tr::kTileH;
+  const int64_t ow0 = (blockIdx.x % tiles_w) * Tr::kTileW;
+  const int64_t ih0 = oh0 - p.pad_h;
+  const int64_t iw0 = ow0 - p.pad_w;
+  const int64_t planes = p.N * p.C;
+  for (int64_t plane = blockIdx.y; plane < planes; plane += gridDim.y) {
+    const int64_t n = plane / p.C;
+    const int64_t c = plane % p.C;
+    const T* xc = ptr<T>(p.x) + n * p.x_sn + c * p.x_sc;
+    const T* wc = ptr<T>(p.w) + c * p.w_so;
+    __syncthreads();  // the previous plane's compute is done with s_x / s_w
+    // Staged row by row: a warp reads consecutive columns of one row (coalesced).
+    for (int r = tid / 32; r < rows; r += Tr::kThreads / 32) {
+      const int64_t ih = ih0 + r;
+      const bool row_in = inside(ih, p.H);
+      const T* xr = xc + (row_in ? ih : 0) * p.x_sh;
+      for (int col = tid % 32; col < pitch; col += 32) {
+        const int64_t iw = iw0 + col;
+        s_x[r * pitch + col] = row_in && inside(iw, p.W) ? to_float(xr[iw * p.x_sw]) : 0.f;
+      }
+    }
+    for (int i = tid; i < KH * tap_pitch; i += Tr::kThreads) {
+      const int kh = i / tap_pitch, kw = i - kh * tap_pitch;
+      s_w[i] = kw < KW ? to_float(wc[kh * p.w_sh + kw * p.w_sw]) : 0.f;
+    }
+    __syncthreads();  // tile and taps staged
+
+    const float bias = p.b != nullptr ? to_float(ptr<T>(p.b)[c * p.b_s]) : 0.f;
+    float acc[Tr::kY][Tr::kC];
+#pragma unroll
+    for (int i = 0; i < Tr::kY; ++i)
+#pragma unroll
+      for (int j = 0; j < Tr::kC; ++j) acc[i][j] = bias;
+    const float* src = s_x + y0 * pitch + lx * Tr::kC;
+    int kh0 = 0;
+#pragma unroll 1
+    for (; kh0 + Tr::kChunkH <= KH; kh0 += Tr::kChunkH)
+      large_rows<Tr::kChunkH>(acc, src + kh0 * pitch, s_w + kh0 * tap_pitch, KW, pitch,
+                              tap_pitch);
+    const float* sr = src + kh0 * pitch;
+    const float* wt = s_w + kh0 * tap_pitch;
+    static_assert(Tr::kChunkH == 8, "one case per remainder below");
+    switch (KH - kh0) {
+      case 1: large_rows<1>(acc, sr, wt, KW, pitch, tap_pitch); break;
+      case 2: large_rows<2>(acc, sr, wt, KW, pitch, tap_pitch); break;
+      case 3: large_rows<3>(acc, sr, wt, KW, pitch, tap_pitch); break;
+      case 4: large_rows<4>(acc, sr, wt, KW, pitch, tap_pitch); break;
+      case 5: large_rows<5>(acc, sr, wt, KW, pitch, tap_pitch); break;
+      case 6: large_rows<6>(acc, sr, wt, KW, pitch, tap_pitch); break;
+      case 7: large_rows<7>(acc, sr, wt, KW, pitch, tap_pitch); break;
+      default: break;  // KH a multiple of kChunkH
+    }
+
+    T* yp = static_cast<T*>(p.y) + n * p.y_sn + c * p.y_so;
+    const int o0 = static_cast<int>(ow0) + lx * Tr::kC;
+#pragma unroll
+    for (int i = 0; i < Tr::kY; ++i) {
+      const int64_t oh = oh0 + y0 + i;
+      if (oh >= p.OH) break;
+      store_cols<T, Tr::kC>(yp + oh * p.y_sh, acc[i], o0, static_cast<int>(p.OW), p.y_sw, y_vec);
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
 // 5. Depthwise / single-channel NCHW through the TMA (sm_90+): groups == C == O, stride 1,
 //    dilation 1, square kK x kK filter (3/5/7), any padding, unit column stride. Each block runs
 //    persistently over output tiles; the TMA copies a tile's input box (the tile plus its halo,
