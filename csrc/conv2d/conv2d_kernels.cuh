@@ -712,67 +712,71 @@ __global__ void __launch_bounds__(NhwcTraits::kMaxThreads, 2)
 #pragma unroll
       for (int e = 0; e < V; ++e) acc[q][j][e] = bias[e];
 
+  // D > 0: raw[d] holds input row t while rows t + 1 .. t + D - 1 are in flight in the others;
+  // the row loop is unrolled by D so each buffer is refilled in place, never copied (a copy of
+  // a buffer whose load is still in flight waits for it: a two-row prefetch through copies ran
+  // slower than one row).
   constexpr int D = NhwcRoll::prefetch<T>(kK);
-  NhwcRaw<T> raw[D > 0 ? D : 1][NI];  // raw[d]: input row t + d
+  constexpr int kU = D > 0 ? D : 1;
+  NhwcRaw<T> raw[kU][NI];
 #pragma unroll
   for (int d = 0; d < D; ++d) load_row(raw[d], d);
 #pragma unroll 1
-  for (int t = 0; t < steps; ++t) {
-    if (D == 0) load_row(raw[0], t);
-    float v[NI][V];
+  for (int t0 = 0; t0 < steps; t0 += kU) {
 #pragma unroll
-    for (int i = 0; i < NI; ++i) raw_to_float<T>(raw[0][i], v[i]);
-    if (D > 0) {
+    for (int d = 0; d < kU; ++d) {
+      const int t = t0 + d;
+      if (t >= steps) break;
+      if (D == 0) load_row(raw[d], t);
+      float v[NI][V];
 #pragma unroll
-      for (int d = 0; d + 1 < D; ++d)
+      for (int i = 0; i < NI; ++i) raw_to_float<T>(raw[d][i], v[i]);
+      if (D > 0) load_row(raw[d], t + D);  // in flight during the next D rows' FMAs
+      const int ih = ih0 + t;
+      if (ih >= 0 && ih < H) {
 #pragma unroll
-        for (int i = 0; i < NI; ++i) raw[d][i] = raw[d + 1][i];
-      load_row(raw[D - 1], t + D);  // in flight during the next D rows' FMAs
-    }
-    const int ih = ih0 + t;
-    if (ih >= 0 && ih < H) {
+        for (int kh = 0; kh < kK; ++kh) {
+          // Input row t meets output row t - kh (of the strip) at filter row kh; that row's sums
+          // are in slot kK - 1 - kh (slot 0: the oldest row in flight).
+          if (t - kh < 0 || t - kh >= rows) continue;
 #pragma unroll
-      for (int kh = 0; kh < kK; ++kh) {
-        // Input row t meets output row t - kh (of the strip) at filter row kh; that row's sums
-        // are in slot kK - 1 - kh (slot 0: the oldest row in flight).
-        if (t - kh < 0 || t - kh >= rows) continue;
+          for (int kw = 0; kw < kK; ++kw) {
+            const float4 wq = *reinterpret_cast<const float4*>(s_tap + (kh * kK + kw) * tcv);
+            const float wv[V] = {wq.x, wq.y, wq.z, wq.w};
 #pragma unroll
-        for (int kw = 0; kw < kK; ++kw) {
-          const float4 wq = *reinterpret_cast<const float4*>(s_tap + (kh * kK + kw) * tcv);
-          const float wv[V] = {wq.x, wq.y, wq.z, wq.w};
+            for (int j = 0; j < IW; ++j)
 #pragma unroll
-          for (int j = 0; j < IW; ++j)
-#pragma unroll
-            for (int e = 0; e < V; ++e) acc[kK - 1 - kh][j][e] += wv[e] * v[j + kw][e];
+              for (int e = 0; e < V; ++e) acc[kK - 1 - kh][j][e] += wv[e] * v[j + kw][e];
+          }
         }
       }
-    }
-    const int r = t - (kK - 1);  // slot 0's last input row has passed: store it
-    if (r >= 0) {
-      T* yr = yn + static_cast<int64_t>(oh0 + r) * p.y_sh;
+      const int r = t - (kK - 1);  // slot 0's last input row has passed: store it
+      if (r >= 0) {
+        T* yr = yn + static_cast<int64_t>(oh0 + r) * p.y_sh;
 #pragma unroll
-      for (int j = 0; j < IW; ++j) {
-        const int ow = ow0 + j;
-        if (ow >= OW) break;
-        if (s.y_vec) {
-          Vec<T, V> out;
+        for (int j = 0; j < IW; ++j) {
+          const int ow = ow0 + j;
+          if (ow >= OW) break;
+          if (s.y_vec) {
+            Vec<T, V> out;
 #pragma unroll
-          for (int e = 0; e < V; ++e) out.v[e] = from_float<T>(acc[0][j][e]);
-          store_vec<T, V>(yr + ow * p.y_sw, out);
-        } else {
+            for (int e = 0; e < V; ++e) out.v[e] = from_float<T>(acc[0][j][e]);
+            store_vec<T, V>(yr + ow * p.y_sw, out);
+          } else {
 #pragma unroll
-          for (int e = 0; e < V; ++e)
-            if (e < valid) yr[ow * p.y_sw + e * p.y_so] = from_float<T>(acc[0][j][e]);
+            for (int e = 0; e < V; ++e)
+              if (e < valid) yr[ow * p.y_sw + e * p.y_so] = from_float<T>(acc[0][j][e]);
+          }
         }
       }
+      // Rotate: every row moves one slot older, the newest slot starts from the bias.
+#pragma unroll
+      for (int q = 0; q < kK; ++q)
+#pragma unroll
+        for (int j = 0; j < IW; ++j)
+#pragma unroll
+          for (int e = 0; e < V; ++e) acc[q][j][e] = q + 1 < kK ? acc[q + 1][j][e] : bias[e];
     }
-    // Rotate: every row moves one slot older, the newest slot starts from the bias.
-#pragma unroll
-    for (int q = 0; q < kK; ++q)
-#pragma unroll
-      for (int j = 0; j < IW; ++j)
-#pragma unroll
-        for (int e = 0; e < V; ++e) acc[q][j][e] = q + 1 < kK ? acc[q + 1][j][e] : bias[e];
   }
 }
 
