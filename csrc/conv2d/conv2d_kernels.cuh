@@ -589,14 +589,15 @@ struct NhwcRoll {
   // Columns per thread and input rows prefetched into registers (loads in flight during a row's
   // FMAs), as many as 128 registers hold without spills (2 blocks of 256 threads per SM): kK sum
   // slots of items * kV floats, items + kK - 1 input pixels as floats, and as raw words per
-  // prefetched row. 16-bit rows are half the words, so bfloat16 3x3 prefetches two of them:
-  // the same bytes in flight as fp32 (one row: dw2_3_bf16_nhwc ran at half the copy roof, fp32
-  // at 84%). Half 3x3 spills with two (its conversions take more registers).
-  static constexpr int items(int k) { return k == 3 ? 4 : (k == 5 ? 2 : 1); }
+  // prefetched row. 16-bit 3x3 takes 2 columns and two rows in flight (with 4 columns and one
+  // row, dw2_3_bf16_nhwc ran at half the copy roof against fp32's 84%: the same loads in
+  // flight per thread for half the bytes).
+  static constexpr int items(int k, int elem_size) {
+    return k == 3 ? (elem_size == 2 ? 2 : 4) : (k == 5 ? 2 : 1);
+  }
   template <typename T>
   static constexpr int prefetch(int k) {
-    if (k == 3) return std::is_same_v<T, __nv_bfloat16> ? 2 : 1;
-    return k == 5 && sizeof(T) == 2 ? 1 : 0;
+    return k == 3 ? (sizeof(T) == 2 ? 2 : 1) : (k == 5 && sizeof(T) == 2 ? 1 : 0);
   }
 };
 
@@ -644,7 +645,7 @@ template <typename T, int kK>
 __global__ void __launch_bounds__(NhwcTraits::kMaxThreads, 2)
     conv2d_depthwise_nhwc_roll_kernel(const Conv2dParams p, NhwcShape s) {
   constexpr int V = NhwcRoll::kV;
-  constexpr int IW = NhwcRoll::items(kK);
+  constexpr int IW = NhwcRoll::items(kK, sizeof(T));
   constexpr int NI = IW + kK - 1;  // input pixels under a thread's outputs
   extern __shared__ float4 smem4[];
   float* s_w = reinterpret_cast<float*>(smem4);  // [tap][channel]
