@@ -494,8 +494,8 @@ FORCED_DW = [
 FORCED_OTHER = {  # forced path -> extra shapes (N, C, H, W), O, (KH, KW), groups, stride, pad, dil
     "depthwise_nhwc": [((2, 5, 9, 11), 5, (3, 2), 5, (2, 1), 1, (1, 2))],
     "depthwise_nchw": [((1, 3, 40, 70), 3, (4, 6), 3, 1, (1, 5), (2, 1))],
-    # large filters: full and partial 8-row x 4-column tap chunks (13 = 8 + 5, 9 = 2 * 4 + 1,
-    # 31 = 3 * 8 + 7 and 7 * 4 + 3, 8 and 12 exact), tile edges (65 rows, 130 columns),
+    # large filters: full and partial 4 x 4 tap chunks (13 = 3 * 4 + 1, 9 = 2 * 4 + 1,
+    # 31 = 7 * 4 + 3, 10 = 2 * 4 + 2, 8 and 12 exact), tile edges (65 rows, 130 columns),
     # padding up to the filter and beyond it, several planes
     "depthwise_large": [((1, 2, 70, 75), 2, (13, 9), 2, 1, (6, 4), 1),
                         ((2, 3, 40, 33), 3, (31, 31), 3, 1, 15, 1),

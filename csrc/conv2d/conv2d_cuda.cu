@@ -131,8 +131,7 @@ bool plan_nhwc(const Conv2dParams& p, int64_t elem_size, Plan& plan) {
                       p.dil_w == 1 && (p.KH == 3 || p.KH == 5 || p.KH == 7);
   // The roll kernel: 4 channels x items(K) columns per thread, taps staged as float.
   const int64_t V = square ? conv2d::NhwcRoll::kV : 16 / elem_size;
-  const int64_t items = square ? conv2d::NhwcRoll::items(static_cast<int>(p.KH),
-                                                         static_cast<int>(elem_size))
+  const int64_t items = square ? conv2d::NhwcRoll::items(static_cast<int>(p.KH))
                                : Tr::items_w(static_cast<int>(elem_size));
   conv2d::NhwcShape& s = plan.nhwc;
   s.c_vecs = ceil_div(p.C, V);

@@ -589,15 +589,12 @@ struct NhwcRoll {
   // Columns per thread and input rows prefetched into registers (loads in flight during a row's
   // FMAs), as many as 128 registers hold without spills (2 blocks of 256 threads per SM): kK sum
   // slots of items * kV floats, items + kK - 1 input pixels as floats, and as raw words per
-  // prefetched row. 16-bit 3x3 takes 2 columns and two rows in flight (with 4 columns and one
-  // row, dw2_3_bf16_nhwc ran at half the copy roof against fp32's 84%: the same loads in
-  // flight per thread for half the bytes).
-  static constexpr int items(int k, int elem_size) {
-    return k == 3 ? (elem_size == 2 ? 2 : 4) : (k == 5 ? 2 : 1);
-  }
+  // prefetched row. Measured on the H200, dw2_3_bf16_nhwc: 4 columns and one row 49.8 us;
+  // 4 columns and two rows 53.6 us (spilled once unrolled); 2 columns and two rows 64.5 us.
+  static constexpr int items(int k) { return k == 3 ? 4 : (k == 5 ? 2 : 1); }
   template <typename T>
   static constexpr int prefetch(int k) {
-    return k == 3 ? (sizeof(T) == 2 ? 2 : 1) : (k == 5 && sizeof(T) == 2 ? 1 : 0);
+    return k == 3 ? 1 : (k == 5 && sizeof(T) == 2 ? 1 : 0);
   }
 };
 
@@ -645,7 +642,7 @@ template <typename T, int kK>
 __global__ void __launch_bounds__(NhwcTraits::kMaxThreads, 2)
     conv2d_depthwise_nhwc_roll_kernel(const Conv2dParams p, NhwcShape s) {
   constexpr int V = NhwcRoll::kV;
-  constexpr int IW = NhwcRoll::items(kK, sizeof(T));
+  constexpr int IW = NhwcRoll::items(kK);
   constexpr int NI = IW + kK - 1;  // input pixels under a thread's outputs
   extern __shared__ float4 smem4[];
   float* s_w = reinterpret_cast<float*>(smem4);  // [tap][channel]
@@ -1013,10 +1010,10 @@ __global__ void __launch_bounds__(RowsTraits::kNThreads, RowsTraits::min_blocks(
 //    any KH x KW (built for 9x9 .. 31x31, where the FMAs dominate: 225 per output for 15x15).
 //    A block stages a 64 x 64 output tile's input (plus halo) as float, exactly aligned to the
 //    tile (staged column 0 = input column ow0 - pad_w), and the plane's taps. A thread owns
-//    4 consecutive columns x 8 rows. The filter is walked in chunks of up to 8 rows x 4 columns
+//    4 consecutive columns x 8 rows. The filter is walked in chunks of up to 4 rows x 4 columns
 //    of taps held in registers; for each chunk the thread slides down its rows, loading every
 //    staged row's window (4 + 4 - 1 columns: two aligned 16-byte shared loads) once and feeding
-//    it to all outputs and taps of the chunk that use it: 1024 FMAs per 30 window loads and 8
+//    it to all outputs and taps of the chunk that use it: 512 FMAs per 22 window loads and 4
 //    broadcast tap loads for a full chunk. The previous path for these filters (depthwise_nchw's
 //    runtime filter, section 2) issues 46 scalar window loads and 8 tap loads per 256 FMAs.
 // ---------------------------------------------------------------------------------------------
@@ -1027,7 +1024,9 @@ struct LargeTraits {
   static constexpr int kY = 8;          // consecutive output rows per thread
   static constexpr int kTileW = kTX * kC;
   static constexpr int kTileH = (kThreads / kTX) * kY;
-  static constexpr int kChunkH = 8;  // filter rows per tap chunk
+  // Filter rows per tap chunk: 4 x 4 taps x 8 rows x 4 columns = a 512-FMA loop body (8 rows:
+  // 1024 FMAs, 16 KB of code per body, ncu showed instruction-fetch stalls).
+  static constexpr int kChunkH = 4;
   static constexpr int kChunkW = 4;  // filter columns per tap chunk
   // Staged floats: rows = kTileH + KH - 1; pitch covers every window (the last thread's last
   // chunk reads 2 vectors from column kTileW - kC + round_down(KW - 1, 4)); taps [KH][tap_pitch].
@@ -1120,20 +1119,31 @@ __global__ void __launch_bounds__(LargeTraits::kThreads)
     const T* xc = ptr<T>(p.x) + n * p.x_sn + c * p.x_sc;
     const T* wc = ptr<T>(p.w) + c * p.w_so;
     __syncthreads();  // the previous plane's compute is done with s_x / s_w
-    // Staged row by row: a warp reads consecutive columns of one row (coalesced).
+    // Staged row by row: a warp reads consecutive columns of one row (coalesced). fp32 through
+    // asynchronous 4-byte copies (zero-filled outside the image), so a thread's ~50 loads are in
+    // flight together (register loads one after the other left the warps waiting on global
+    // memory: ncu on c2_15, long-scoreboard stalls 2.7 per issue); 16-bit converts on the way.
     for (int r = tid / 32; r < rows; r += Tr::kThreads / 32) {
       const int64_t ih = ih0 + r;
       const bool row_in = inside(ih, p.H);
       const T* xr = xc + (row_in ? ih : 0) * p.x_sh;
+#pragma unroll 4
       for (int col = tid % 32; col < pitch; col += 32) {
         const int64_t iw = iw0 + col;
-        s_x[r * pitch + col] = row_in && inside(iw, p.W) ? to_float(xr[iw * p.x_sw]) : 0.f;
+        const bool in = row_in && inside(iw, p.W);
+        if constexpr (std::is_same_v<T, float>) {
+          cp_async_zfill<4>(s_x + r * pitch + col, in ? xr + iw * p.x_sw : xc, in);
+        } else {
+          s_x[r * pitch + col] = in ? to_float(xr[iw * p.x_sw]) : 0.f;
+        }
       }
     }
+    if constexpr (std::is_same_v<T, float>) cp_async_commit();
     for (int i = tid; i < KH * tap_pitch; i += Tr::kThreads) {
       const int kh = i / tap_pitch, kw = i - kh * tap_pitch;
       s_w[i] = kw < KW ? to_float(wc[kh * p.w_sh + kw * p.w_sw]) : 0.f;
     }
+    if constexpr (std::is_same_v<T, float>) cp_async_wait<0>();
     __syncthreads();  // tile and taps staged
 
     const float bias = p.b != nullptr ? to_float(ptr<T>(p.b)[c * p.b_s]) : 0.f;
@@ -1150,15 +1160,11 @@ __global__ void __launch_bounds__(LargeTraits::kThreads)
                               tap_pitch);
     const float* sr = src + kh0 * pitch;
     const float* wt = s_w + kh0 * tap_pitch;
-    static_assert(Tr::kChunkH == 8, "one case per remainder below");
+    static_assert(Tr::kChunkH == 4, "one case per remainder below");
     switch (KH - kh0) {
       case 1: large_rows<1>(acc, sr, wt, KW, pitch, tap_pitch); break;
       case 2: large_rows<2>(acc, sr, wt, KW, pitch, tap_pitch); break;
       case 3: large_rows<3>(acc, sr, wt, KW, pitch, tap_pitch); break;
-      case 4: large_rows<4>(acc, sr, wt, KW, pitch, tap_pitch); break;
-      case 5: large_rows<5>(acc, sr, wt, KW, pitch, tap_pitch); break;
-      case 6: large_rows<6>(acc, sr, wt, KW, pitch, tap_pitch); break;
-      case 7: large_rows<7>(acc, sr, wt, KW, pitch, tap_pitch); break;
       default: break;  // KH a multiple of kChunkH
     }
 
