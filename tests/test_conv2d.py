@@ -433,6 +433,8 @@ def test_algorithm_query_auto():
     assert q(*_meta((8, 384, 64, 64), (31, 31), 384), None, 1, "same", 1, 384) == "depthwise_large"
     assert q(*_meta((2, 8, 64, 64), (5, 10), 8), None, 1, "same", 1, 8) == "depthwise_large"
     assert q(*_meta((2, 8, 64, 64), (5, 9), 8), None, 1, "same", 1, 8) == "depthwise_nchw"
+    assert q(*_meta((8, 384, 64, 64), (13, 13), 384, dtype=torch.bfloat16), None, 1, "same", 1,
+             384) == "depthwise_nchw"  # 16-bit: the tile kernel measured faster
     assert q(*_meta((8, 384, 64, 64), (13, 13), 384), None, 1, "same", 2, 384) == "depthwise_nchw"
     assert q(*_meta((1, 1, 64, 64), (3, 3), 1), None, 1, 0, 2) == "depthwise_nchw"  # dilated
     assert q(*_meta((1, 1, 64, 64), (3, 3), 1), None, 1, (1, 5)) == (  # pad > 4

@@ -277,13 +277,15 @@ bool plan_depthwise_nchw(const Conv2dParams& p, int64_t elem_size, Plan& plan) {
 // The large-filter kernel's shared budget (floats): a 64 x 64 tile's input and the taps up to
 // 31 x 31 filters take ~10.4K; up to ~90 x 90 fits.
 constexpr int64_t kLargeMaxSmemFloats = 24 * 1024;
-// Filters from this many taps on (beyond 7x7) take the large-filter kernel.
+// fp32 filters from this many taps on (beyond 7x7) take the large-filter kernel.
 constexpr int64_t kLargeMinTaps = 50;
 
 bool plan_large(const Conv2dParams& p, int64_t elem_size, Plan& plan) {
   using Tr = conv2d::LargeTraits;
+  constexpr int64_t kIntMax = int64_t{1} << 30;  // the kernel keeps rows / columns in int
   if (!depthwise1(p) || p.stride_h != 1 || p.stride_w != 1 || p.dil_h != 1 || p.dil_w != 1 ||
-      p.KH > kLargeMaxSmemFloats || p.KW > kLargeMaxSmemFloats) {
+      p.KH > kLargeMaxSmemFloats || p.KW > kLargeMaxSmemFloats ||
+      std::max({p.H, p.W, p.OH, p.OW, p.pad_h, p.pad_w}) > kIntMax) {
     return false;
   }
   const int64_t floats =
@@ -382,7 +384,7 @@ Plan choose_algo_auto(const Conv2dParams& p, int64_t elem_size) {
     Plan candidate;
     if (plan_rows(p, elem_size, candidate)) return candidate;
   }
-  if (p.KH * p.KW >= kLargeMinTaps) {
+  if (elem_size == 4 && p.KH * p.KW >= kLargeMinTaps) {
     Plan candidate;
     if (plan_large(p, elem_size, candidate)) return candidate;
   }

@@ -1108,10 +1108,11 @@ __global__ void __launch_bounds__(LargeTraits::kThreads)
   const int tid = threadIdx.x;
   const int lx = tid % Tr::kTX;
   const int y0 = (tid / Tr::kTX) * Tr::kY;
-  const int64_t oh0 = (blockIdx.x / tiles_w) * Tr::kTileH;
-  const int64_t ow0 = (blockIdx.x % tiles_w) * Tr::kTileW;
-  const int64_t ih0 = oh0 - p.pad_h;
-  const int64_t iw0 = ow0 - p.pad_w;
+  const int H = static_cast<int>(p.H), W = static_cast<int>(p.W);
+  const int oh0 = static_cast<int>(blockIdx.x / tiles_w) * Tr::kTileH;
+  const int ow0 = static_cast<int>(blockIdx.x % tiles_w) * Tr::kTileW;
+  const int ih0 = oh0 - static_cast<int>(p.pad_h);
+  const int iw0 = ow0 - static_cast<int>(p.pad_w);
   const int64_t planes = p.N * p.C;
   for (int64_t plane = blockIdx.y; plane < planes; plane += gridDim.y) {
     const int64_t n = plane / p.C;
@@ -1123,18 +1124,20 @@ __global__ void __launch_bounds__(LargeTraits::kThreads)
     // asynchronous 4-byte copies (zero-filled outside the image), so a thread's ~50 loads are in
     // flight together (register loads one after the other left the warps waiting on global
     // memory: ncu on c2_15, long-scoreboard stalls 2.7 per issue); 16-bit converts on the way.
+    // Rows and columns in 32-bit (the host keeps them below 2^30).
     for (int r = tid / 32; r < rows; r += Tr::kThreads / 32) {
-      const int64_t ih = ih0 + r;
-      const bool row_in = inside(ih, p.H);
-      const T* xr = xc + (row_in ? ih : 0) * p.x_sh;
-#pragma unroll 4
+      const int ih = ih0 + r;
+      const bool row_in = static_cast<unsigned>(ih) < static_cast<unsigned>(H);
+      const T* xr = xc + static_cast<int64_t>(row_in ? ih : 0) * p.x_sh;
+      float* dst = s_x + r * pitch;
       for (int col = tid % 32; col < pitch; col += 32) {
-        const int64_t iw = iw0 + col;
-        const bool in = row_in && inside(iw, p.W);
+        const int iw = iw0 + col;
+        const bool in = row_in && static_cast<unsigned>(iw) < static_cast<unsigned>(W);
+        const T* src = xr + static_cast<int64_t>(in ? iw : 0) * p.x_sw;
         if constexpr (std::is_same_v<T, float>) {
-          cp_async_zfill<4>(s_x + r * pitch + col, in ? xr + iw * p.x_sw : xc, in);
+          cp_async_zfill<4>(dst + col, src, in);
         } else {
-          s_x[r * pitch + col] = in ? to_float(xr[iw * p.x_sw]) : 0.f;
+          dst[col] = in ? to_float(*src) : 0.f;
         }
       }
     }
@@ -1169,12 +1172,13 @@ __global__ void __launch_bounds__(LargeTraits::kThreads)
     }
 
     T* yp = static_cast<T*>(p.y) + n * p.y_sn + c * p.y_so;
-    const int o0 = static_cast<int>(ow0) + lx * Tr::kC;
+    const int o0 = ow0 + lx * Tr::kC;
 #pragma unroll
     for (int i = 0; i < Tr::kY; ++i) {
-      const int64_t oh = oh0 + y0 + i;
+      const int oh = oh0 + y0 + i;
       if (oh >= p.OH) break;
-      store_cols<T, Tr::kC>(yp + oh * p.y_sh, acc[i], o0, static_cast<int>(p.OW), p.y_sw, y_vec);
+      store_cols<T, Tr::kC>(yp + static_cast<int64_t>(oh) * p.y_sh, acc[i], o0,
+                            static_cast<int>(p.OW), p.y_sw, y_vec);
     }
   }
 }
