@@ -590,7 +590,8 @@ struct NhwcRoll {
   // FMAs), as many as 128 registers hold without spills (2 blocks of 256 threads per SM): kK sum
   // slots of items * kV floats, items + kK - 1 input pixels as floats, and as raw words per
   // prefetched row. Measured on the H200, dw2_3_bf16_nhwc: 4 columns and one row 49.8 us;
-  // 4 columns and two rows 53.6 us (spilled once unrolled); 2 columns and two rows 64.5 us.
+  // 4 columns and two rows (buffers rotated by register copies) 53.6 us, and with the loop
+  // unrolled instead it spilled; 2 columns and two rows 64.5 us.
   static constexpr int items(int k) { return k == 3 ? 4 : (k == 5 ? 2 : 1); }
   template <typename T>
   static constexpr int prefetch(int k) {
@@ -712,8 +713,7 @@ __global__ void __launch_bounds__(NhwcTraits::kMaxThreads, 2)
 
   // D > 0: raw[d] holds input row t while rows t + 1 .. t + D - 1 are in flight in the others;
   // the row loop is unrolled by D so each buffer is refilled in place, never copied (a copy of
-  // a buffer whose load is still in flight waits for it: a two-row prefetch through copies ran
-  // slower than one row).
+  // a buffer whose load is still in flight waits for it). Every instance has D <= 1 today.
   constexpr int D = NhwcRoll::prefetch<T>(kK);
   constexpr int kU = D > 0 ? D : 1;
   NhwcRaw<T> raw[kU][NI];
