@@ -523,6 +523,15 @@ void launch_tma(const Conv2dParams& p, const Plan& plan, cudaStream_t stream) {
   GK_CHECK_LAUNCH();
 }
 
+// The grid of the tile kernels: x = output tiles (tile row * tiles_w + tile column), y = planes
+// (grid-stride past kMaxGridY).
+dim3 tile_grid(const Conv2dParams& p, int tile_w, int tile_h, int64_t planes, int64_t& tiles_w) {
+  tiles_w = ceil_div(p.OW, tile_w);
+  const int64_t gx = ceil_div(p.OH, tile_h) * tiles_w;
+  GK_CHECK(gx <= kMaxGridX, kOp, "output too large for the grid (", gx, " blocks)");
+  return dim3(static_cast<unsigned>(gx), static_cast<unsigned>(std::min(planes, kMaxGridY)));
+}
+
 template <typename T>
 void launch(const Conv2dParams& p, const Plan& plan, cudaStream_t stream) {
   switch (plan.algo) {
@@ -579,11 +588,8 @@ void launch(const Conv2dParams& p, const Plan& plan, cudaStream_t stream) {
     }
     case Algo::kDepthwiseLarge: {
       using Tr = conv2d::LargeTraits;
-      const int64_t tiles_w = ceil_div(p.OW, Tr::kTileW);
-      const int64_t gx = ceil_div(p.OH, Tr::kTileH) * tiles_w;
-      GK_CHECK(gx <= kMaxGridX, kOp, "output too large for the grid (", gx, " blocks)");
-      const dim3 grid(static_cast<unsigned>(gx),
-                      static_cast<unsigned>(std::min(p.N * p.C, kMaxGridY)));
+      int64_t tiles_w = 0;
+      const dim3 grid = tile_grid(p, Tr::kTileW, Tr::kTileH, p.N * p.C, tiles_w);
       auto kernel = conv2d::conv2d_depthwise_large_kernel<T>;
       allow_dynamic_smem(kernel, plan.smem_bytes);
       kernel<<<grid, Tr::kThreads, plan.smem_bytes, stream>>>(p, tiles_w, plan.vec_ok);
@@ -592,11 +598,8 @@ void launch(const Conv2dParams& p, const Plan& plan, cudaStream_t stream) {
     }
     case Algo::kDepthwiseNchw: {
       using Tr = conv2d::DepthwiseTraits;
-      const int64_t tiles_w = ceil_div(p.OW, Tr::kTileW);
-      const int64_t gx = ceil_div(p.OH, Tr::kTileH) * tiles_w;
-      GK_CHECK(gx <= kMaxGridX, kOp, "output too large for the grid (", gx, " blocks)");
-      const dim3 grid(static_cast<unsigned>(gx),
-                      static_cast<unsigned>(std::min(p.N * p.C, kMaxGridY)));
+      int64_t tiles_w = 0;
+      const dim3 grid = tile_grid(p, Tr::kTileW, Tr::kTileH, p.N * p.C, tiles_w);
       auto go = [&](auto kernel) {
         allow_dynamic_smem(kernel, plan.smem_bytes);
         kernel<<<grid, Tr::threads(plan.static_k), plan.smem_bytes, stream>>>(p, plan.tile,
@@ -616,11 +619,8 @@ void launch(const Conv2dParams& p, const Plan& plan, cudaStream_t stream) {
     case Algo::kGeneralStaged:
     case Algo::kGeneralDirect: {
       using Tr = conv2d::GeneralTraits;
-      const int64_t tiles_w = ceil_div(p.OW, Tr::kTileW);
-      const int64_t gx = ceil_div(p.OH, Tr::kTileH) * tiles_w;
-      GK_CHECK(gx <= kMaxGridX, kOp, "output too large for the grid (", gx, " blocks)");
-      const dim3 grid(static_cast<unsigned>(gx),
-                      static_cast<unsigned>(std::min(p.N * p.O, kMaxGridY)));
+      int64_t tiles_w = 0;
+      const dim3 grid = tile_grid(p, Tr::kTileW, Tr::kTileH, p.N * p.O, tiles_w);
       if (plan.algo == Algo::kGeneralStaged) {
         conv2d::conv2d_general_kernel<T, true><<<grid, Tr::kNThreads, plan.smem_bytes, stream>>>(
             p, plan.rows_per_chunk, plan.region_cols, tiles_w);

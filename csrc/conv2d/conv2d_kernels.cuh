@@ -472,6 +472,29 @@ __device__ __forceinline__ void nhwc_taps(float (&wv)[V], const T* s_tap) {
   words_to_float<T>(*reinterpret_cast<const uint4*>(s_tap), wv);
 }
 
+// Stores a thread's sums acc[j][e] (channels c0 + e of output columns ow0 + j, those < OW) of
+// one output row yr (at channel c0): a V-element vector per column when allowed, else the
+// `valid` channels one by one through the channel stride.
+template <typename T, int V, int IW>
+__device__ __forceinline__ void nhwc_store(T* yr, const float (&acc)[IW][V], int ow0, int OW,
+                                           int64_t y_sw, int64_t y_so, int valid, bool vec) {
+#pragma unroll
+  for (int j = 0; j < IW; ++j) {
+    const int ow = ow0 + j;
+    if (ow >= OW) break;
+    if (vec) {
+      Vec<T, V> out;
+#pragma unroll
+      for (int e = 0; e < V; ++e) out.v[e] = from_float<T>(acc[j][e]);
+      store_vec<T, V>(yr + ow * y_sw, out);
+    } else {
+#pragma unroll
+      for (int e = 0; e < V; ++e)
+        if (e < valid) yr[ow * y_sw + e * y_so] = from_float<T>(acc[j][e]);
+    }
+  }
+}
+
 // Any filter, stride and dilation: one load per tap and output (square 3/5/7 filters with
 // stride 1 and dilation 1 take conv2d_depthwise_nhwc_roll_kernel below).
 template <typename T>
@@ -553,21 +576,7 @@ __global__ void __launch_bounds__(NhwcTraits::kMaxThreads)
     }
 
     T* yr = static_cast<T*>(p.y) + n * p.y_sn + c0 * p.y_so + oh * p.y_sh;
-#pragma unroll
-    for (int j = 0; j < IW; ++j) {
-      const int ow = ow0 + j;
-      if (ow >= OW) break;
-      if (s.y_vec) {
-        Vec<T, V> out;
-#pragma unroll
-        for (int e = 0; e < V; ++e) out.v[e] = from_float<T>(acc[j][e]);
-        store_vec<T, V>(yr + ow * p.y_sw, out);
-      } else {
-#pragma unroll
-        for (int e = 0; e < V; ++e)
-          if (e < valid) yr[ow * p.y_sw + e * p.y_so] = from_float<T>(acc[j][e]);
-      }
-    }
+    nhwc_store<T, V, IW>(yr, acc, ow0, OW, p.y_sw, p.y_so, valid, s.y_vec);
   }
 }
 
@@ -750,22 +759,8 @@ __global__ void __launch_bounds__(NhwcTraits::kMaxThreads, 2)
       }
       const int r = t - (kK - 1);  // slot 0's last input row has passed: store it
       if (r >= 0) {
-        T* yr = yn + static_cast<int64_t>(oh0 + r) * p.y_sh;
-#pragma unroll
-        for (int j = 0; j < IW; ++j) {
-          const int ow = ow0 + j;
-          if (ow >= OW) break;
-          if (s.y_vec) {
-            Vec<T, V> out;
-#pragma unroll
-            for (int e = 0; e < V; ++e) out.v[e] = from_float<T>(acc[0][j][e]);
-            store_vec<T, V>(yr + ow * p.y_sw, out);
-          } else {
-#pragma unroll
-            for (int e = 0; e < V; ++e)
-              if (e < valid) yr[ow * p.y_sw + e * p.y_so] = from_float<T>(acc[0][j][e]);
-          }
-        }
+        nhwc_store<T, V, IW>(yn + static_cast<int64_t>(oh0 + r) * p.y_sh, acc[0], ow0, OW,
+                             p.y_sw, p.y_so, valid, s.y_vec);
       }
       // Rotate: every row moves one slot older, the newest slot starts from the bias.
 #pragma unroll
