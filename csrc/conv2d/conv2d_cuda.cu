@@ -146,10 +146,7 @@ bool plan_nhwc(const Conv2dParams& p, int64_t elem_size, Plan& plan) {
   s.w_blocks = ceil_div(s.w_groups, max_tw);
   s.tw = static_cast<int>(ceil_div(s.w_groups, s.w_blocks));
   if (square) {
-    // Strip height: set at launch from the device's resident blocks (launch_nhwc_roll).
-    s.rows = std::min<int64_t>(p.OH, conv2d::NhwcRoll::kMaxRows);
-    s.img_chunks = ceil_div(p.OH, s.rows);
-    s.row_chunks = p.N * s.img_chunks;
+    s.rows = s.img_chunks = s.row_chunks = 0;  // strips: set at launch (launch_nhwc_roll)
   } else {
     const int64_t row_units = p.N * p.OH;
     const int64_t per_row = s.c_blocks * s.w_blocks;
@@ -471,7 +468,6 @@ void launch_nhwc_roll(const Conv2dParams& p, const Plan& plan, cudaStream_t stre
     }
   }
   s.img_chunks = ceil_div(p.OH, s.rows);
-  s.row_chunks = p.N * s.img_chunks;
   const int64_t blocks = per_strip * s.img_chunks;
   GK_CHECK(blocks <= kMaxGridX, kOp, "output too large for the grid (", blocks, " blocks)");
   kKernel<<<static_cast<unsigned>(blocks), threads, plan.smem_bytes, stream>>>(p, s);

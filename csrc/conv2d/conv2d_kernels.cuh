@@ -416,7 +416,7 @@ struct NhwcShape {
   int tc, tw;
   int64_t c_vecs;    // channel vectors: ceil(C / V)
   int64_t c_blocks, w_groups, w_blocks, row_chunks, rows;
-  int64_t img_chunks;  // roll kernel: row strips per image (row_chunks = N * img_chunks)
+  int64_t img_chunks;  // roll kernel: row strips per image (row_chunks: the other kernel)
   bool x_vec, y_vec;   // vector loads / stores (channels contiguous, aligned, C % V == 0)
 };
 
@@ -595,16 +595,17 @@ __global__ void __launch_bounds__(NhwcTraits::kMaxThreads)
 struct NhwcRoll {
   static constexpr int kV = 4;         // channels per thread
   static constexpr int kMaxRows = 64;  // output rows per strip
-  // Columns per thread and input rows prefetched into registers (loads in flight during a row's
-  // FMAs), as many as 128 registers hold without spills (2 blocks of 256 threads per SM): kK sum
-  // slots of items * kV floats, items + kK - 1 input pixels as floats, and as raw words per
-  // prefetched row. Measured on the H200, dw2_3_bf16_nhwc: 4 columns and one row 49.8 us;
-  // 4 columns and two rows (buffers rotated by register copies) 53.6 us, and with the loop
-  // unrolled instead it spilled; 2 columns and two rows 64.5 us.
+  // Columns per thread, and whether the next input row is prefetched into registers (its loads
+  // in flight during this row's FMAs): as much as 128 registers hold without spills (2 blocks of
+  // 256 threads per SM): kK sum slots of items * kV floats, items + kK - 1 input pixels as
+  // floats, and as raw words when prefetched. Measured on the H200, dw2_3_bf16_nhwc: 4 columns
+  // and one row ahead 49.8 us; two rows ahead (buffers rotated by register copies, which wait
+  // for loads in flight) 53.6 us, and with the loop unrolled instead it spilled; 2 columns and
+  // two rows ahead 64.5 us.
   static constexpr int items(int k) { return k == 3 ? 4 : (k == 5 ? 2 : 1); }
   template <typename T>
-  static constexpr int prefetch(int k) {
-    return k == 3 ? 1 : (k == 5 && sizeof(T) == 2 ? 1 : 0);
+  static constexpr bool prefetch(int k) {
+    return k == 3 || (k == 5 && sizeof(T) == 2);
   }
 };
 
@@ -720,56 +721,46 @@ __global__ void __launch_bounds__(NhwcTraits::kMaxThreads, 2)
 #pragma unroll
       for (int e = 0; e < V; ++e) acc[q][j][e] = bias[e];
 
-  // D > 0: raw[d] holds input row t while rows t + 1 .. t + D - 1 are in flight in the others;
-  // the row loop is unrolled by D so each buffer is refilled in place, never copied (a copy of
-  // a buffer whose load is still in flight waits for it). Every instance has D <= 1 today.
-  constexpr int D = NhwcRoll::prefetch<T>(kK);
-  constexpr int kU = D > 0 ? D : 1;
-  NhwcRaw<T> raw[kU][NI];
-#pragma unroll
-  for (int d = 0; d < D; ++d) load_row(raw[d], d);
+  constexpr bool kPrefetch = NhwcRoll::prefetch<T>(kK);
+  NhwcRaw<T> raw[NI];  // input row t (prefetched: loaded during row t - 1)
+  if (kPrefetch) load_row(raw, 0);
 #pragma unroll 1
-  for (int t0 = 0; t0 < steps; t0 += kU) {
+  for (int t = 0; t < steps; ++t) {
+    if (!kPrefetch) load_row(raw, t);
+    float v[NI][V];
 #pragma unroll
-    for (int d = 0; d < kU; ++d) {
-      const int t = t0 + d;
-      if (t >= steps) break;
-      if (D == 0) load_row(raw[d], t);
-      float v[NI][V];
+    for (int i = 0; i < NI; ++i) raw_to_float<T>(raw[i], v[i]);
+    if (kPrefetch) load_row(raw, t + 1);  // in flight during this row's FMAs
+    const int ih = ih0 + t;
+    if (ih >= 0 && ih < H) {
 #pragma unroll
-      for (int i = 0; i < NI; ++i) raw_to_float<T>(raw[d][i], v[i]);
-      if (D > 0) load_row(raw[d], t + D);  // in flight during the next D rows' FMAs
-      const int ih = ih0 + t;
-      if (ih >= 0 && ih < H) {
+      for (int kh = 0; kh < kK; ++kh) {
+        // Input row t meets output row t - kh (of the strip) at filter row kh; that row's sums
+        // are in slot kK - 1 - kh (slot 0: the oldest row in flight).
+        if (t - kh < 0 || t - kh >= rows) continue;
 #pragma unroll
-        for (int kh = 0; kh < kK; ++kh) {
-          // Input row t meets output row t - kh (of the strip) at filter row kh; that row's sums
-          // are in slot kK - 1 - kh (slot 0: the oldest row in flight).
-          if (t - kh < 0 || t - kh >= rows) continue;
+        for (int kw = 0; kw < kK; ++kw) {
+          const float4 wq = *reinterpret_cast<const float4*>(s_tap + (kh * kK + kw) * tcv);
+          const float wv[V] = {wq.x, wq.y, wq.z, wq.w};
 #pragma unroll
-          for (int kw = 0; kw < kK; ++kw) {
-            const float4 wq = *reinterpret_cast<const float4*>(s_tap + (kh * kK + kw) * tcv);
-            const float wv[V] = {wq.x, wq.y, wq.z, wq.w};
+          for (int j = 0; j < IW; ++j)
 #pragma unroll
-            for (int j = 0; j < IW; ++j)
-#pragma unroll
-              for (int e = 0; e < V; ++e) acc[kK - 1 - kh][j][e] += wv[e] * v[j + kw][e];
-          }
+            for (int e = 0; e < V; ++e) acc[kK - 1 - kh][j][e] += wv[e] * v[j + kw][e];
         }
       }
-      const int r = t - (kK - 1);  // slot 0's last input row has passed: store it
-      if (r >= 0) {
-        nhwc_store<T, V, IW>(yn + static_cast<int64_t>(oh0 + r) * p.y_sh, acc[0], ow0, OW,
-                             p.y_sw, p.y_so, valid, s.y_vec);
-      }
-      // Rotate: every row moves one slot older, the newest slot starts from the bias.
-#pragma unroll
-      for (int q = 0; q < kK; ++q)
-#pragma unroll
-        for (int j = 0; j < IW; ++j)
-#pragma unroll
-          for (int e = 0; e < V; ++e) acc[q][j][e] = q + 1 < kK ? acc[q + 1][j][e] : bias[e];
     }
+    const int r = t - (kK - 1);  // slot 0's last input row has passed: store it
+    if (r >= 0) {
+      nhwc_store<T, V, IW>(yn + static_cast<int64_t>(oh0 + r) * p.y_sh, acc[0], ow0, OW,
+                           p.y_sw, p.y_so, valid, s.y_vec);
+    }
+    // Rotate: every row moves one slot older, the newest slot starts from the bias.
+#pragma unroll
+    for (int q = 0; q < kK; ++q)
+#pragma unroll
+      for (int j = 0; j < IW; ++j)
+#pragma unroll
+        for (int e = 0; e < V; ++e) acc[q][j][e] = q + 1 < kK ? acc[q + 1][j][e] : bias[e];
   }
 }
 
