@@ -485,6 +485,8 @@ def test_cuda_rowwise_short_forced(device, dtype, idx):
     args = (1, padding, 1, C)
     if L_out >= 64:  # shorter rows go to the general kernel unless forced
         auto = "rowwise16" if K >= STREAM_MIN_K else "rowwise_short"
+        if dtype != torch.float32 and K >= MMA_MIN_K:
+            auto = "rowwise_mma"
         assert torch_ops.algorithm("conv1d", x, w, b, *args) == auto
     with torch_ops.force_algorithm("conv1d", "rowwise_short"):
         out = check(x, w, b, *args)
@@ -668,12 +670,136 @@ def test_cuda_rowwise16_many_rows(device, dtype):
         check(x, w, b, 1, 20, 1, 22000)
 
 
+# rowwise_mma (the tensor-core kernel, fp16/bf16 only): 128-output mma tiles, up to 16 a block
+# (a row's tiles evened out), k steps of 16 inputs: 2 (K <= 18), 3 (K <= 34), 4 (K <= 50), else 8
+# (K <= 114 in one pass, longer filters in passes of 112 taps); a tile holding a non-finite input
+# is computed tap by tap.
+MMA_DTYPES = [torch.float16, torch.bfloat16]
+MMA_MIN_K = 9  # kMmaMinK: rowwise_mma's automatic choice for 16-bit rows from this K
+
+
+def _mma_cases():
+    # (N, C, L_out, K, padding, bias, x view: "plain" | "offset1" | "strided")
+    return [
+        (1, 1, 2047, 9, 4, True, "plain"),
+        (1, 1, 2048, 18, 17, False, "offset1"),          # 2 k steps at their limit, full
+        (2, 1, 2049, 19, 9, True, "plain"),              # 3 k steps; rows of two alignments
+        (3, 2, 4099, 31, 15, True, "offset1"),           # dw1_k31-like; 3 evened tiles a row
+        (2, 3, 4099, 34, 33, True, "strided"),           # 3 k steps at their limit; strided
+        (2, 2, 3001, 35, 0, True, "plain"),              # 4 k steps, 'valid'
+        (1, 2, 5000, 50, "same", False, "offset1"),      # 4 k steps at their limit, 'same'
+        (1, 1, 6000, 51, 50, True, "plain"),             # 8 k steps
+        (2, 1, 3000, 114, 113, True, "offset1"),         # one pass at its limit
+        (1, 2, 2500, 115, 57, True, "plain"),            # two passes
+        (1, 1, 3000, 300, 299, False, "strided"),        # three passes
+        (2, 2, 100, 12, 11, True, "plain"),              # a row shorter than one mma tile
+        (1, 1, 2000, 1, 0, True, "offset1"),             # K = 1
+        (1, 1, 4 * 2048 + 3, 64, 0, True, "strided"),    # several tiles, 'valid'
+        (1, 1, 2000, 1500, 1499, True, "plain"),         # K > L
+    ]
+
+
+@pytest.mark.parametrize("dtype", MMA_DTYPES, ids=str)
+@pytest.mark.parametrize("idx", range(15))
+@pytest.mark.parametrize("device", [pytest.param("cuda", marks=cuda_only)])
+def test_cuda_rowwise_mma_forced(device, dtype, idx):
+    N, C, L_out, K, padding, bias, view = _mma_cases()[idx]
+    pad_total = K - 1 if padding == "same" else 2 * padding
+    L = L_out - pad_total + K - 1
+    x, w, b = make(N, C, C, 2 * L + 1, K, C, bias, dtype, device, seed=3000 + idx + K + L)
+    if view == "plain":
+        x = x[..., :L].contiguous()
+    elif view == "offset1":
+        x = x[..., 1:L + 1]
+    else:
+        x = x[..., ::2][..., :L]
+    args = (1, padding, 1, C)
+    with torch_ops.force_algorithm("conv1d", "rowwise_mma"):
+        assert torch_ops.algorithm("conv1d", x, w, b, *args) == "rowwise_mma"
+        out = check(x, w, b, *args)
+    assert out.shape[-1] == L_out
+
+
+@pytest.mark.parametrize("dtype", MMA_DTYPES, ids=str)
+@pytest.mark.parametrize("K", [9, 31, 64, 200])
+@pytest.mark.parametrize("device", [pytest.param("cuda", marks=cuda_only)])
+def test_cuda_rowwise_mma_alignments(device, dtype, K):
+    """Every input misalignment (storage offsets 0..7: the 16-byte aligned staging start moves
+    by off < 8 and the filter's band with it) and output rows of varying alignment (odd L_out
+    in a batch), several paddings, on the tensor-core kernel."""
+    g = torch.Generator().manual_seed(5151 + K)
+    big = rand(2, 3, 2500, dtype=dtype, device=device, generator=g)
+    w = rand(3, 1, K, dtype=dtype, device=device, generator=g)
+    b = rand(3, dtype=dtype, device=device, generator=g)
+    with torch_ops.force_algorithm("conv1d", "rowwise_mma"):
+        for s0 in range(8):
+            x = big[..., s0:s0 + 2201]
+            for pad in sorted({0, 1, K // 2, K - 1}):
+                check(x, w, b if pad % 2 else None, 1, pad, 1, 3)
+
+
+@pytest.mark.parametrize("dtype", MMA_DTYPES, ids=str)
+@pytest.mark.parametrize("K", [9, 31, 130])
+@pytest.mark.parametrize("device", [pytest.param("cuda", marks=cuda_only)])
+def test_cuda_rowwise_mma_nonfinite_reach_only_their_window(device, dtype, K):
+    """A NaN or an infinity makes exactly the outputs whose window holds it non-finite: the mma
+    path would also reach neighbours through the zeros of the filter's band (0 * inf), so tiles
+    holding one run tap by tap; the other tiles of the same rows stay on the tensor cores."""
+    g = torch.Generator().manual_seed(9100 + K)
+    x = rand(2, 3, 5000, dtype=dtype, device=device, generator=g)
+    for pos in [0, 1, 7, 8, 127, 128, 2047, 2048, 2049, 4999]:
+        x[1, 2, pos] = float("nan")
+    x[0, 0, 3000] = float("nan")
+    w = rand(3, 1, K, dtype=dtype, device=device, generator=g)
+    b = rand(3, dtype=dtype, device=device, generator=g)
+    with torch_ops.force_algorithm("conv1d", "rowwise_mma"):
+        for pad in sorted({0, K // 2, K - 1}):
+            check(x, w, b, 1, pad, 1, 3)
+            check(x[..., 3:], w, None, 1, pad, 1, 3)
+        xi = x.nan_to_num(nan=0.0)
+        xi[1, 1, 1234] = float("inf")
+        out = call(xi, w, b, 1, K // 2, 1, 3)
+    ref = reference(xi, w, b, 1, K // 2, 1, 3)
+    assert torch.equal(torch.isinf(out.cpu()), torch.isinf(ref)), "infinity pattern differs"
+    assert torch.equal(torch.isnan(out.cpu()), torch.isnan(ref)), "NaN pattern differs"
+    finite = torch.isfinite(ref)
+    assert int(finite.sum()) < ref.numel()
+    assert_close_ref(out.cpu().double()[finite], ref[finite], dtype=dtype)
+
+
+@pytest.mark.parametrize("dtype", MMA_DTYPES, ids=str)
+@pytest.mark.parametrize("device", [pytest.param("cuda", marks=cuda_only)])
+def test_cuda_rowwise_mma_many_rows(device, dtype):
+    """N*C > 65535 rows (one block per tile, 1-D grid) with an odd L_out, automatic choice."""
+    x, w, b = make(3, 22000, 22000, 300, 31, 22000, True, dtype, device, seed=65538)
+    assert torch_ops.algorithm("conv1d", x, w, b, 1, 15, 1, 22000) == "rowwise_mma"
+    check(x, w, b, 1, 15, 1, 22000)
+
+
+@pytest.mark.skipif(not torch_ops.has_cuda_kernels(), reason="needs the CUDA build of gpukern")
+@pytest.mark.parametrize("dtype, N, C, L, K, padding, expected", [
+    (torch.bfloat16, 16, 768, 2048, 31, 15, "rowwise_mma"),   # dw1_k31_bf16
+    (torch.float16, 16, 768, 2048, 31, 15, "rowwise_mma"),
+    (torch.float32, 16, 768, 2048, 31, 15, "rowwise16"),      # dw1_k31_f32: no fp32 tensor path
+    (torch.bfloat16, 1, 1, 2**20, MMA_MIN_K, 4, "rowwise_mma"),
+    (torch.bfloat16, 1, 1, 2**20, MMA_MIN_K - 1, 4, "rowwise_short"),
+    (torch.bfloat16, 8, 4096, 4096, 4, 3, "rowwise_reg"),     # dw1_k4_bf16
+    (torch.bfloat16, 1, 1, 2**20, 511, 510, "rowwise_mma"),
+    (torch.bfloat16, 16, 1, 2**20, 1024, 1023, "fft"),       # long filters, long signals: FFT
+])
+def test_rowwise_mma_choice(dtype, N, C, L, K, padding, expected):
+    x = torch.empty(N, C, L, device="meta", dtype=dtype)
+    w = torch.empty(C, 1, K, device="meta", dtype=dtype)
+    assert torch_ops.algorithm("conv1d", x, w, None, 1, padding, 1, C) == expected
+
+
 # Every direct path forced on a shape it can run: (name, N, C, O, L, K, stride, pad, dil, groups)
 FORCED = [
     ("rowwise_short", 2, 3, 3, 3001, 9, 1, 4, 1, 3),
     ("rowwise_reg", 2, 3, 3, 3001, 7, 1, 4, 1, 3),
     ("rowwise8", 2, 3, 3, 3001, 9, 1, 4, 1, 3),
     ("rowwise16", 1, 2, 2, 5003, 40, 1, 39, 1, 2),
+    ("rowwise_mma", 1, 2, 2, 5003, 40, 1, 39, 1, 2),
     ("rowwise8_dilated", 1, 2, 2, 3001, 5, 1, 4, 2, 2),
     ("general_ot1", 2, 3, 3, 1001, 9, 1, 4, 1, 3),
     ("general_ot4", 2, 4, 8, 1001, 5, 2, 2, 1, 1),
@@ -686,6 +812,11 @@ FORCED = [
 def test_cuda_forced_paths(device, dtype, case):
     name, N, C, O, L, K, stride, pad, dil, groups = case
     x, w, b = make(N, C, O, L, K, groups, True, dtype, device, seed=L + K)
+    if name == "rowwise_mma" and dtype == torch.float32:
+        with torch_ops.force_algorithm("conv1d", name):  # 16-bit types only
+            with pytest.raises(RuntimeError, match="cannot run this shape.*element size 4"):
+                call(x, w, b, stride, pad, dil, groups)
+        return
     with torch_ops.force_algorithm("conv1d", name):
         assert torch_ops.algorithm("conv1d", x, w, b, stride, pad, dil, groups) == name
         check(x, w, b, stride, pad, dil, groups)

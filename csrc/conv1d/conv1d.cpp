@@ -45,6 +45,7 @@ Conv1dParams conv1d_params(const ConvArgs& a, const at::Tensor& x3, const at::Te
   p.y_sn = y3.stride(0);
   p.y_so = y3.stride(1);
   p.y_sl = y3.stride(2);
+  p.elem_size = x3.element_size();
   return p;
 }
 

@@ -35,6 +35,7 @@ struct Conv1dParams {
   int64_t w_so = 0, w_sc = 0, w_sk = 0;
   int64_t b_s = 0;
   int64_t y_sn = 0, y_so = 0, y_sl = 0;
+  int64_t elem_size = 0;  // bytes per element of x, w, b and y (one dtype); the choice reads it
 
   int64_t c_per_group() const { return C / groups; }
   int64_t o_per_group() const { return O / groups; }

@@ -38,6 +38,7 @@ enum class Conv1dAlgo {
   kFft,
   kRowwiseShort,
   kRowwiseReg,
+  kRowwiseMma,
 };
 
 // Longest filter of the short-filter streaming kernel (the same for every dtype).
@@ -61,6 +62,12 @@ constexpr int64_t kRegMinRows = 256;
 // its multiply-adds.
 constexpr int64_t kStreamMinK = 28;
 static_assert(kStreamMinK <= kShortMaxK, "rowwise_short covers every K below the crossover");
+
+// The tensor-core kernel (fp16/bf16 only): its longest filter (the staged tile stays within
+// 48 KB of shared memory).
+constexpr int64_t kMmaMaxK = 16384;
+// rowwise_mma for 16-bit rows from this many taps (below: rowwise_reg / rowwise_short).
+constexpr int64_t kMmaMinK = 9;
 
 // FFT path thresholds (see the algorithm choice below and conv1d_fft_cuda.cu).
 constexpr int64_t kFftMinTaps = 512;
@@ -112,7 +119,8 @@ constexpr int64_t kFftMinMacs = int64_t{1} << 30;
 const std::vector<std::string>& conv1d_algo_names() {
   static const std::vector<std::string> names = {"rowwise8",    "rowwise16",   "rowwise8_dilated",
                                                  "general_ot1", "general_ot4", "fft",
-                                                 "rowwise_short", "rowwise_reg"};
+                                                 "rowwise_short", "rowwise_reg",
+                                                 "rowwise_mma"};
   return names;
 }
 
@@ -131,6 +139,9 @@ bool conv1d_algo_applies(Conv1dAlgo a, const Conv1dParams& p) {
       return one_row(p) && p.stride == 1 && p.dilation == 1 && p.K <= kShortMaxK;
     case Conv1dAlgo::kRowwiseReg:
       return one_row(p) && p.stride == 1 && p.dilation == 1 && p.K <= kRegMaxK;
+    case Conv1dAlgo::kRowwiseMma:
+      return one_row(p) && p.stride == 1 && p.dilation == 1 && p.elem_size == 2 &&
+             p.K <= kMmaMaxK;
     case Conv1dAlgo::kGeneralOT1:
     case Conv1dAlgo::kGeneralOT4:
       return true;
@@ -147,6 +158,7 @@ Conv1dAlgo choose_conv1d_algo_auto(const Conv1dParams& p) {
       p.L_out * 4 >= Rowwise8::kMaxTile) {
     if (p.dilation > 1) return Conv1dAlgo::kRowwise8Dilated;
     if (p.K <= kRegMaxK && p.N * p.C >= kRegMinRows) return Conv1dAlgo::kRowwiseReg;
+    if (p.elem_size == 2 && p.K >= kMmaMinK && p.K <= kMmaMaxK) return Conv1dAlgo::kRowwiseMma;
     return p.K >= kStreamMinK ? Conv1dAlgo::kRowwise16 : Conv1dAlgo::kRowwiseShort;
   }
   return p.o_per_group() >= 4 ? Conv1dAlgo::kGeneralOT4 : Conv1dAlgo::kGeneralOT1;
@@ -159,7 +171,8 @@ Conv1dAlgo choose_conv1d_algo(const Conv1dParams& p) {
   const auto a = static_cast<Conv1dAlgo>(algorithm_index(kOp, forced, conv1d_algo_names()));
   GK_CHECK(conv1d_algo_applies(a, p), kOp, "forced algorithm '", forced,
            "' cannot run this shape (C=", p.C, ", O=", p.O, ", groups=", p.groups,
-           ", stride=", p.stride, ", dilation=", p.dilation, ", K=", p.K, ")");
+           ", stride=", p.stride, ", dilation=", p.dilation, ", K=", p.K,
+           ", element size ", p.elem_size, ")");
   return a;
 }
 
@@ -309,6 +322,41 @@ void launch_rowwise_stream(const Conv1dParams& p, cudaStream_t stream) {
   GK_CHECK_LAUNCH();
 }
 
+// The rowwise_mma algorithm: one block per tile of up to 2048 outputs (the tiles of a row evened
+// out to whole 128-output mma tiles), k steps by K.
+template <typename T, int kKS>
+void launch_rowwise_mma_ks(const Conv1dParams& p, cudaStream_t stream) {
+  using Traits = Conv1dMmaTraits<T, kKS>;
+  TORCH_INTERNAL_ASSERT(one_row(p) && p.stride == 1 && p.dilation == 1 && p.K <= kMmaMaxK);
+  const int64_t span = p.L_out + rows_start_early<T>(p);
+  const int64_t tiles = ceil_div(span, Traits::kMaxOb * Traits::kBlock);
+  const int64_t nob = ceil_div(ceil_div(span, tiles), Traits::kBlock);
+  const int64_t npass = p.K <= Traits::kPassTaps ? 1 : ceil_div(p.K, Traits::kPassStride);
+  const int64_t total = p.N * p.C * tiles;
+  GK_CHECK(total <= INT_MAX, kOp, "too many rows for the rowwise_mma kernel (", p.N * p.C,
+           " rows of ", tiles, " tiles)");
+  const int64_t smem =
+      Traits::staged(static_cast<int>(nob), static_cast<int>((npass - 1) * Traits::kPassStride)) *
+      static_cast<int64_t>(sizeof(T));
+  TORCH_INTERNAL_ASSERT(nob <= Traits::kMaxOb && smem <= 48 * 1024);
+  conv1d_rowwise_mma_kernel<T, Traits>
+      <<<static_cast<int>(total), Traits::kThreads, static_cast<size_t>(smem), stream>>>(
+          p, static_cast<int>(nob), static_cast<int>(npass), static_cast<uint32_t>(tiles));
+  GK_CHECK_LAUNCH();
+}
+
+template <typename T>
+void launch_rowwise_mma(const Conv1dParams& p, cudaStream_t stream) {
+  if constexpr (sizeof(T) == 2) {
+    if (p.K <= Conv1dMmaTraits<T, 2>::kPassTaps) return launch_rowwise_mma_ks<T, 2>(p, stream);
+    if (p.K <= Conv1dMmaTraits<T, 3>::kPassTaps) return launch_rowwise_mma_ks<T, 3>(p, stream);
+    if (p.K <= Conv1dMmaTraits<T, 4>::kPassTaps) return launch_rowwise_mma_ks<T, 4>(p, stream);
+    return launch_rowwise_mma_ks<T, 8>(p, stream);
+  } else {
+    TORCH_INTERNAL_ASSERT(false, "rowwise_mma: 16-bit types only");
+  }
+}
+
 template <typename T, typename Traits>
 void launch_general(const Conv1dParams& p, cudaStream_t stream) {
   constexpr int64_t kHalf = Traits::kSmemX / 2;
@@ -350,6 +398,8 @@ void launch_conv1d(const Conv1dParams& p, const at::Tensor& x3, cudaStream_t str
       return launch_rowwise_short<T>(p, stream);
     case Conv1dAlgo::kRowwiseReg:
       return launch_rowwise_reg<T>(p, stream);
+    case Conv1dAlgo::kRowwiseMma:
+      return launch_rowwise_mma<T>(p, stream);
     case Conv1dAlgo::kRowwise8:
       return launch_rowwise<T, Rowwise8>(p, stream);
     case Conv1dAlgo::kRowwise16:

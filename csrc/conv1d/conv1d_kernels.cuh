@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "common/async_mma.cuh"
 #include "common/vec.cuh"
 #include "conv1d/conv1d.h"
 
@@ -1406,6 +1407,209 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocks)
     }
     if (!more) return;
     it = nit;
+  }
+}
+
+// ------------------------------------------------------------------------------------------------
+// Tensor-core row-wise kernel (the "rowwise_mma" algorithm: fp16/bf16, stride 1, dilation 1)
+// ------------------------------------------------------------------------------------------------
+
+// 16-bit rows on the tensor cores. The fp32 multiply-add kernels convert every element and issue
+// K multiply-adds per output: depthwise K = 31 in bf16 ran no faster than in fp32 (60 us on an
+// H200, 51% of the copy bandwidth; the multiply-adds alone take 32 us). Here 128 consecutive
+// outputs y[b + 8m + n] (m < 16, n < 8) are one m16n8 mma tile, D = A B over j < 16 kKS with
+//   A[m][j] = x[a0 + 8m + j]            (the staged input: row m of A is 16 kKS inputs from 8m),
+//   B[j][n] = w[j - n - off]            (zero outside the filter: a banded Toeplitz matrix),
+// where a0 = b - pad_lo - off is the 16-byte aligned input position at or before the window of
+// y[b]. Each 16-wide k step of A is one ldmatrix.x4 of 8-element rows of the staged input (rows
+// 8m + 16s and 8m + 16s + 8: the input is read in place, never expanded), B is built once per
+// row in registers, and bf16 x bf16 products are exact in the float accumulators, so the result
+// is the fp32 kernels' up to the order of the additions. A k step serves 128 outputs: K = 31
+// takes 3 mma + 3 ldmatrix per 128 outputs instead of 31 multiply-adds per output, and the
+// kernel is left with its loads and stores.
+// A pass covers kPassTaps = 16 kKS - 14 taps (j = off + n + k with off, n <= 7); longer filters
+// take passes kPassStride taps apart (a multiple of 8, so a pass shifts A by whole rows).
+// A staged non-finite input would also reach the outputs whose window misses it (through a zero
+// of B: 0 * inf is NaN), so a tile holding one is computed tap by tap instead (exact windows).
+template <typename T, int kKS_>
+struct Conv1dMmaTraits {
+  static_assert(sizeof(T) == 2, "16-bit types only");
+  static constexpr int kThreads = 128;
+  static constexpr int kWarps = kThreads / 32;
+  static constexpr int kKS = kKS_;            // 16-input k steps of one pass
+  static constexpr int kBlock = 128;          // outputs of one mma tile
+  static constexpr int kMaxObPerWarp = 4;     // mma tiles per warp and tile: 16 accumulators
+  static constexpr int kMaxOb = kWarps * kMaxObPerWarp;  // a tile: up to 2048 outputs
+  static constexpr int kPassTaps = 16 * kKS - 14;
+  static constexpr int kPassStride = kPassTaps / 8 * 8;
+  // Staged elements of a tile of nob mma tiles whose last pass starts t0_last taps in: every
+  // ldmatrix row (up to 128 nob - 8 + 16 kKS - 1 + t0_last) and every window of the exact path
+  // (up to 7 + 128 nob - 1 + K - 1) lies inside.
+  static constexpr int staged(int nob, int t0_last) { return kBlock * nob + 16 * kKS + t0_last; }
+  static_assert(kKS >= 2 && kPassStride >= 8, "passes shift by whole rows of 8");
+};
+
+// Whether a 16-byte vector of 16-bit elements holds an infinity or a NaN (exponent all ones:
+// adding one to the exponent field carries into the element's sign bit only then).
+template <typename T>
+__device__ __forceinline__ bool has_nonfinite16(const uint4& v) {
+  constexpr unsigned kExp = std::is_same<T, __half>::value ? 0x7c007c00u : 0x7f807f80u;
+  constexpr unsigned kOne = std::is_same<T, __half>::value ? 0x04000400u : 0x00800080u;
+  const unsigned r = ((v.x & kExp) + kOne) | ((v.y & kExp) + kOne) | ((v.z & kExp) + kOne) |
+                     ((v.w & kExp) + kOne);
+  return (r & 0x80008000u) != 0;
+}
+
+// Grid: 1-D, one block per item = row * tiles + tile (tile fastest), rows * tiles <= INT_MAX.
+// Block: 4 warps; the tile's nob mma tiles (outputs l0 + 128 ob + 8m + n, l0 = tile * 128 nob -
+// my, my = the row's output misalignment) go to warps round-robin, ob = warp + 4 i.
+// Shared memory: the tile's staged input xs[i] = x[a0 + i] (zeros outside [0, L)), 16-byte
+// cp.async copies inside the row, element by element at its ends (or for strided rows).
+// Per block: stage; the B fragments of the first pass (global loads of the taps) while the
+// copies fly; wait; each thread checks its own staged vectors for non-finite values; a barrier
+// (__syncthreads_or: any). Then per pass: B fragments, per mma tile kKS ldmatrix + mma; after the
+// last pass each lane stores its two pairs of outputs (32-bit stores: a warp store instruction
+// covers 128 contiguous bytes).
+template <typename T, typename Traits>
+__global__ void __launch_bounds__(Traits::kThreads)
+    conv1d_rowwise_mma_kernel(const Conv1dParams p, const int nob, const int npass,
+                              const uint32_t tiles) {
+  constexpr int kKS = Traits::kKS;
+  constexpr int kBlock = Traits::kBlock;
+  constexpr int kMaxObPerWarp = Traits::kMaxObPerWarp;
+  extern __shared__ uint4 conv1d_mma_smem[];
+  T* const xs = reinterpret_cast<T*>(conv1d_mma_smem);
+  const int tid = threadIdx.x;
+  const int lane = tid & 31;
+  const int warp = tid >> 5;
+
+  const uint32_t row = blockIdx.x / tiles;
+  const uint32_t tile = blockIdx.x - row * tiles;
+  uint32_t n, c;
+  split_row(p, row, n, c);
+  const T* const xrow = static_cast<const T*>(p.x) + static_cast<int64_t>(n) * p.x_sn +
+                        static_cast<int64_t>(c) * p.x_sc;
+  T* const yrow = static_cast<T*>(p.y) + static_cast<int64_t>(n) * p.y_sn +
+                  static_cast<int64_t>(c) * p.y_so;
+  const T* const wrow = static_cast<const T*>(p.w) + static_cast<int64_t>(c) * p.w_so;
+  const int tile_len = nob * kBlock;
+  const int my =
+      p.y_sl == 1 ? static_cast<int>((reinterpret_cast<uintptr_t>(yrow) / sizeof(T)) % 8) : 0;
+  const int64_t l0 = static_cast<int64_t>(tile) * tile_len - my;
+  if (l0 >= p.L_out) return;  // rows of other alignments: one more tile than this row needs
+  int off = 0;
+  if (p.x_sl == 1) {
+    const int mx = static_cast<int>((reinterpret_cast<uintptr_t>(xrow) / sizeof(T)) % 8);
+    off = static_cast<int>(((mx + l0 - p.pad_lo) % 8 + 8) % 8);
+  }
+  const int64_t a0 = l0 - p.pad_lo - off;  // x + a0 is 16-byte aligned when x_sl == 1
+  const int t0_last = (npass - 1) * Traits::kPassStride;
+  const int nq = Traits::staged(nob, t0_last) / 8;  // staged 16-byte vectors
+
+  for (int q = tid; q < nq; q += Traits::kThreads) {
+    const int64_t g = a0 + 8 * static_cast<int64_t>(q);
+    T* const dst = xs + 8 * q;
+    if (p.x_sl == 1 && g >= 0 && g + 8 <= p.L) {
+      cp_async_zfill<16>(dst, xrow + g, true);
+    } else {
+#pragma unroll
+      for (int e = 0; e < 8; ++e) {
+        dst[e] = (g + e >= 0 && g + e < p.L) ? xrow[(g + e) * p.x_sl] : from_float<T>(0.f);
+      }
+    }
+  }
+  cp_async_commit();
+
+  // B fragments of a pass from taps [t0, t_end): lane (g, t) holds B[16s + 2t + 8h + e][g] =
+  // w[t0 + 16s + 2t + 8h + e - g - off] in register b[s][h], element e in bits 16e.
+  const int bg = lane >> 2;
+  const int bt = lane & 3;
+  unsigned b[kKS][2];
+  auto load_b = [&](int pass) {
+    const int t0 = pass * Traits::kPassStride;
+    const int64_t t_end = pass == npass - 1 ? p.K : t0 + Traits::kPassStride;
+#pragma unroll
+    for (int s = 0; s < kKS; ++s) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        unsigned v = 0;
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int k = t0 + 16 * s + 2 * bt + 8 * h + e - bg - off;
+          const T tap = (k >= t0 && k < t_end) ? wrow[static_cast<int64_t>(k) * p.w_sk]
+                                               : from_float<T>(0.f);
+          v |= static_cast<unsigned>(*reinterpret_cast<const uint16_t*>(&tap)) << (16 * e);
+        }
+        b[s][h] = v;
+      }
+    }
+  };
+  load_b(0);
+  const T* const bp = static_cast<const T*>(p.b);
+  const float bias = bp != nullptr ? to_float(bp[static_cast<int64_t>(c) * p.b_s]) : 0.f;
+
+  cp_async_wait<0>();
+  bool bad = false;
+  for (int q = tid; q < nq; q += Traits::kThreads) {
+    bad |= has_nonfinite16<T>(*reinterpret_cast<const uint4*>(xs + 8 * q));
+  }
+  if (__syncthreads_or(bad)) {
+    // Exact windows, tap by tap (only tiles holding an infinity or a NaN).
+    for (int o = tid; o < tile_len; o += Traits::kThreads) {
+      const int64_t l = l0 + o;
+      if (l < 0 || l >= p.L_out) continue;
+      float acc = bias;
+      for (int64_t k = 0; k < p.K; ++k) {
+        acc = fmaf(to_float(wrow[k * p.w_sk]), to_float(xs[o + off + k]), acc);
+      }
+      yrow[l * p.y_sl] = from_float<T>(acc);
+    }
+    return;
+  }
+
+  float d[kMaxObPerWarp][4];
+#pragma unroll
+  for (int i = 0; i < kMaxObPerWarp; ++i) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) d[i][e] = bias;
+  }
+  // ldmatrix rows of lane l: A row (l % 8) + 8 ((l / 8) % 2), k half l / 16.
+  const int arow = 8 * ((lane & 7) + 8 * ((lane >> 3) & 1)) + 8 * (lane >> 4);
+  for (int pass = 0;;) {
+    const T* const xa = xs + pass * Traits::kPassStride + arow;
+#pragma unroll
+    for (int i = 0; i < kMaxObPerWarp; ++i) {
+      const int ob = warp + Traits::kWarps * i;
+      if (ob < nob) {  // warp-uniform
+#pragma unroll
+        for (int s = 0; s < kKS; ++s) {
+          unsigned a[4];
+          ldmatrix_x4(a, xa + kBlock * ob + 16 * s);
+          mma_16816<T>(d[i], a[0], a[1], a[2], a[3], b[s][0], b[s][1]);
+        }
+      }
+    }
+    if (++pass == npass) break;
+    load_b(pass);
+  }
+
+#pragma unroll
+  for (int i = 0; i < kMaxObPerWarp; ++i) {
+    const int ob = warp + Traits::kWarps * i;
+    if (ob < nob) {
+      const int64_t lb = l0 + kBlock * ob;
+      const int64_t l = lb + 8 * bg + 2 * bt;  // d0, d1; d2, d3 64 outputs later
+      if (p.y_sl == 1 && lb >= 0 && lb + kBlock <= p.L_out) {  // 4-byte aligned: l0 is 16
+        *reinterpret_cast<unsigned*>(yrow + l) = reg_pack2<T>(d[i][0], d[i][1]);
+        *reinterpret_cast<unsigned*>(yrow + l + 64) = reg_pack2<T>(d[i][2], d[i][3]);
+      } else {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int64_t le = l + (e & 1) + 64 * (e >> 1);
+          if (le >= 0 && le < p.L_out) yrow[le * p.y_sl] = from_float<T>(d[i][e]);
+        }
+      }
+    }
   }
 }
 

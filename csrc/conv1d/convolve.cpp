@@ -173,6 +173,7 @@ at::Tensor convolve(const at::Tensor& x, const at::Tensor& h, c10::string_view m
   p.y_sn = rows.c * win.length;
   p.y_so = win.length;
   p.y_sl = 1;
+  p.elem_size = xe.element_size();
 
   if (x.device().is_cpu()) {
     conv1d_cpu_launch(p, x.scalar_type());

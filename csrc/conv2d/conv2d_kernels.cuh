@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "common/async_mma.cuh"
 #include "common/tma.cuh"
 #include "common/vec.cuh"
 #include "conv2d/conv2d.h"
@@ -812,28 +813,6 @@ __device__ __forceinline__ void store_cols(T* yr, const float (&v)[I], int o0, i
     for (int j = 0; j < I; ++j)
       if (o0 + j >= 0 && o0 + j < OW) yr[(o0 + j) * y_sw] = from_float<T>(v[j]);
   }
-}
-
-template <int kBytes>
-__device__ __forceinline__ void cp_async_zfill(void* smem, const void* gmem, bool valid) {
-  const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-  const int src_bytes = valid ? kBytes : 0;  // 0: the kBytes are zero-filled, nothing is read
-  if constexpr (kBytes == 16) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(gmem),
-                 "r"(src_bytes)
-                 : "memory");
-  } else {
-    asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n" ::"r"(dst), "l"(gmem),
-                 "n"(kBytes), "r"(src_bytes)
-                 : "memory");
-  }
-}
-__device__ __forceinline__ void cp_async_commit() {
-  asm volatile("cp.async.commit_group;\n" ::: "memory");
-}
-template <int kPending>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
 }
 
 // Stages input columns [col, col + kItems) of one row (xr = the row's first element; zeros when

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "common/async_mma.cuh"
 #include "common/pdl.cuh"
 #include "common/reduce.cuh"
 #include "common/tickets.cuh"
@@ -252,24 +253,12 @@ constexpr int kMmaUnroll = 4;
 constexpr int kMmaStep = kMmaUnroll * 4 * 8;  // columns per warp step
 
 template <typename T>
-__device__ __forceinline__ void mma_16816(float (&d)[4], const uint4& ra, const uint4& rb8,
-                                          unsigned b0, unsigned b1, bool hi) {
+__device__ __forceinline__ void mma_16816_vec(float (&d)[4], const uint4& ra, const uint4& rb8,
+                                              unsigned b0, unsigned b1, bool hi) {
   // hi: the vector's second half (elements 4..7: words z, w) as this mma's k slots.
   const unsigned a0 = hi ? ra.z : ra.x, a2 = hi ? ra.w : ra.y;
   const unsigned a1 = hi ? rb8.z : rb8.x, a3 = hi ? rb8.w : rb8.y;
-  if constexpr (std::is_same<T, __half>::value) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-        "{%8,%9}, {%0,%1,%2,%3};"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-  } else {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-        "{%8,%9}, {%0,%1,%2,%3};"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-  }
+  mma_16816<T>(d, a0, a1, a2, a3, b0, b1);
 }
 
 template <typename T>
@@ -306,8 +295,8 @@ __global__ void __launch_bounds__(kThreads, 4)
       }
 #pragma unroll
       for (int u = 0; u < kMmaUnroll; ++u) {
-        mma_16816<T>(d0, va[u], vb[u], vx[u].x, vx[u].y, false);
-        mma_16816<T>(d1, va[u], vb[u], vx[u].z, vx[u].w, true);
+        mma_16816_vec<T>(d0, va[u], vb[u], vx[u].x, vx[u].y, false);
+        mma_16816_vec<T>(d1, va[u], vb[u], vx[u].z, vx[u].w, true);
       }
     }
     if (t == 0) {

@@ -1,0 +1,74 @@
+#pragma once
+// Torch-free sm_80+ device helpers shared by the kernels: asynchronous global -> shared copies
+// (cp.async), 8x8 shared-memory matrix loads (ldmatrix) and the 16-bit tensor-core multiply-add
+// mma.m16n8k16 with float accumulators.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+#include <type_traits>
+
+namespace gpukern {
+
+// Copies kBytes (4, 8 or 16) from gmem to smem asynchronously, or zero-fills them when !valid
+// (gmem is then not read but must still be a valid address expression).
+template <int kBytes>
+__device__ __forceinline__ void cp_async_zfill(void* smem, const void* gmem, bool valid) {
+  const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  const int src_bytes = valid ? kBytes : 0;  // 0: the kBytes are zero-filled, nothing is read
+  if constexpr (kBytes == 16) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(gmem),
+                 "r"(src_bytes)
+                 : "memory");
+  } else {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n" ::"r"(dst), "l"(gmem),
+                 "n"(kBytes), "r"(src_bytes)
+                 : "memory");
+  }
+}
+__device__ __forceinline__ void cp_async_commit() {
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+// Waits until at most kPending of this thread's committed groups are still in flight.
+template <int kPending>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
+}
+
+// Four 8x8 matrices of 16-bit elements from shared memory: lane i gives the address of row i % 8
+// of matrix i / 8 (16 contiguous, 16-byte aligned bytes); r[j] is then matrix j's fragment:
+// lane l holds elements 2 (l % 4) and 2 (l % 4) + 1 of its row l / 4.
+__device__ __forceinline__ void ldmatrix_x4(unsigned (&r)[4], const void* smem_row) {
+  const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(smem_row));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(a));
+}
+
+// d += A * B, A 16x16 (row-major fragments a0..a3), B 16x8 (column fragments b0, b1), T = __half
+// or __nv_bfloat16, float accumulators. Fragment layout (PTX ISA, mma.m16n8k16 .f16/.bf16), lane
+// (g = lane / 4, t = lane % 4):
+//   a0 = A[g][2t..2t+1], a1 = A[g+8][2t..2t+1], a2 = A[g][2t+8..2t+9], a3 = A[g+8][2t+8..2t+9]
+//   b0 = B[2t..2t+1][g],  b1 = B[2t+8..2t+9][g];  d0,d1 = D[g][2t..2t+1], d2,d3 = D[g+8][...]
+// (the lower k or column in the lower 16 bits of each register).
+template <typename T>
+__device__ __forceinline__ void mma_16816(float (&d)[4], unsigned a0, unsigned a1, unsigned a2,
+                                          unsigned a3, unsigned b0, unsigned b1) {
+  static_assert(std::is_same<T, __half>::value || std::is_same<T, __nv_bfloat16>::value,
+                "16-bit types only");
+  if constexpr (std::is_same<T, __half>::value) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+  } else {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+  }
+}
+
+}  // namespace gpukern
