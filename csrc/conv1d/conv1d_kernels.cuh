@@ -1440,6 +1440,8 @@ struct Conv1dMmaTraits {
   static constexpr int kBlock = 128;          // outputs of one mma tile
   static constexpr int kMaxObPerWarp = 4;     // mma tiles per warp and tile: 16 accumulators
   static constexpr int kMaxOb = kWarps * kMaxObPerWarp;  // a tile: up to 2048 outputs
+  static constexpr int kStages = 3;           // items in shared memory: 2 in flight, 1 computing
+  static constexpr int kMinBlocks = 6;        // 24 warps an SM: at most 80 registers
   static constexpr int kPassTaps = 16 * kKS - 14;
   static constexpr int kPassStride = kPassTaps / 8 * 8;
   // Staged elements of a tile of nob mma tiles whose last pass starts t0_last taps in: every
@@ -1460,157 +1462,218 @@ __device__ __forceinline__ bool has_nonfinite16(const uint4& v) {
   return (r & 0x80008000u) != 0;
 }
 
-// Grid: 1-D, one block per item = row * tiles + tile (tile fastest), rows * tiles <= INT_MAX.
-// Block: 4 warps; the tile's nob mma tiles (outputs l0 + 128 ob + 8m + n, l0 = tile * 128 nob -
-// my, my = the row's output misalignment) go to warps round-robin, ob = warp + 4 i.
-// Shared memory: the tile's staged input xs[i] = x[a0 + i] (zeros outside [0, L)), 16-byte
-// cp.async copies inside the row, element by element at its ends (or for strided rows).
-// Per block: stage; the B fragments of the first pass (global loads of the taps) while the
-// copies fly; wait; each thread checks its own staged vectors for non-finite values; a barrier
-// (__syncthreads_or: any). Then per pass: B fragments, per mma tile kKS ldmatrix + mma; after the
-// last pass each lane stores its two pairs of outputs (32-bit stores: a warp store instruction
-// covers 128 contiguous bytes).
-template <typename T, typename Traits>
-__global__ void __launch_bounds__(Traits::kThreads)
-    conv1d_rowwise_mma_kernel(const Conv1dParams p, const int nob, const int npass,
-                              const uint32_t tiles) {
-  constexpr int kKS = Traits::kKS;
-  constexpr int kBlock = Traits::kBlock;
-  constexpr int kMaxObPerWarp = Traits::kMaxObPerWarp;
-  extern __shared__ uint4 conv1d_mma_smem[];
-  T* const xs = reinterpret_cast<T*>(conv1d_mma_smem);
-  const int tid = threadIdx.x;
-  const int lane = tid & 31;
-  const int warp = tid >> 5;
+// One item of the tensor-core kernel: tile `tile` of row `row` (live: it has outputs; rows of
+// other alignments may get one more tile than this row needs).
+template <typename T>
+struct Conv1dMmaItem {
+  const T* xrow;
+  T* yrow;
+  const T* wrow;
+  uint32_t c;
+  int off;     // l0 - pad_lo - a0, < 8
+  int64_t l0;  // output of the tile's first position (the row's 16-byte aligned output grid)
+  int64_t a0;  // input of staged position 0: x + a0 is 16-byte aligned when x_sl == 1
+  bool live;
+};
 
-  const uint32_t row = blockIdx.x / tiles;
-  const uint32_t tile = blockIdx.x - row * tiles;
-  uint32_t n, c;
-  split_row(p, row, n, c);
-  const T* const xrow = static_cast<const T*>(p.x) + static_cast<int64_t>(n) * p.x_sn +
-                        static_cast<int64_t>(c) * p.x_sc;
-  T* const yrow = static_cast<T*>(p.y) + static_cast<int64_t>(n) * p.y_sn +
-                  static_cast<int64_t>(c) * p.y_so;
-  const T* const wrow = static_cast<const T*>(p.w) + static_cast<int64_t>(c) * p.w_so;
-  const int tile_len = nob * kBlock;
+template <typename T>
+__device__ __forceinline__ Conv1dMmaItem<T> mma_item(const Conv1dParams& p, uint32_t item,
+                                                     uint32_t tiles, int tile_len) {
+  Conv1dMmaItem<T> it;
+  const uint32_t row = item / tiles;
+  const uint32_t tile = item - row * tiles;
+  uint32_t n;
+  split_row(p, row, n, it.c);
+  it.xrow = static_cast<const T*>(p.x) + static_cast<int64_t>(n) * p.x_sn +
+            static_cast<int64_t>(it.c) * p.x_sc;
+  it.yrow = static_cast<T*>(p.y) + static_cast<int64_t>(n) * p.y_sn +
+            static_cast<int64_t>(it.c) * p.y_so;
+  it.wrow = static_cast<const T*>(p.w) + static_cast<int64_t>(it.c) * p.w_so;
   const int my =
-      p.y_sl == 1 ? static_cast<int>((reinterpret_cast<uintptr_t>(yrow) / sizeof(T)) % 8) : 0;
-  const int64_t l0 = static_cast<int64_t>(tile) * tile_len - my;
-  if (l0 >= p.L_out) return;  // rows of other alignments: one more tile than this row needs
-  int off = 0;
+      p.y_sl == 1 ? static_cast<int>((reinterpret_cast<uintptr_t>(it.yrow) / sizeof(T)) % 8) : 0;
+  it.l0 = static_cast<int64_t>(tile) * tile_len - my;
+  it.live = it.l0 < p.L_out;
+  it.off = 0;
   if (p.x_sl == 1) {
-    const int mx = static_cast<int>((reinterpret_cast<uintptr_t>(xrow) / sizeof(T)) % 8);
-    off = static_cast<int>(((mx + l0 - p.pad_lo) % 8 + 8) % 8);
+    const int mx = static_cast<int>((reinterpret_cast<uintptr_t>(it.xrow) / sizeof(T)) % 8);
+    it.off = static_cast<int>(((mx + it.l0 - p.pad_lo) % 8 + 8) % 8);
   }
-  const int64_t a0 = l0 - p.pad_lo - off;  // x + a0 is 16-byte aligned when x_sl == 1
-  const int t0_last = (npass - 1) * Traits::kPassStride;
-  const int nq = Traits::staged(nob, t0_last) / 8;  // staged 16-byte vectors
+  it.a0 = it.l0 - p.pad_lo - it.off;
+  return it;
+}
 
-  for (int q = tid; q < nq; q += Traits::kThreads) {
-    const int64_t g = a0 + 8 * static_cast<int64_t>(q);
+// Issues the copies of an item's nq staged 16-byte vectors into xs: cp.async inside the row,
+// element by element (zeros outside [0, L)) at its ends and for strided rows.
+template <typename T, int kThreads>
+__device__ __forceinline__ void mma_stage(const Conv1dParams& p, const Conv1dMmaItem<T>& it,
+                                          T* xs, int nq) {
+  for (int q = threadIdx.x; q < nq; q += kThreads) {
+    const int64_t g = it.a0 + 8 * static_cast<int64_t>(q);
     T* const dst = xs + 8 * q;
     if (p.x_sl == 1 && g >= 0 && g + 8 <= p.L) {
-      cp_async_zfill<16>(dst, xrow + g, true);
+      cp_async_zfill<16>(dst, it.xrow + g, true);
     } else {
 #pragma unroll
       for (int e = 0; e < 8; ++e) {
-        dst[e] = (g + e >= 0 && g + e < p.L) ? xrow[(g + e) * p.x_sl] : from_float<T>(0.f);
+        dst[e] = (g + e >= 0 && g + e < p.L) ? it.xrow[(g + e) * p.x_sl] : from_float<T>(0.f);
       }
     }
   }
-  cp_async_commit();
+}
 
-  // B fragments of a pass from taps [t0, t_end): lane (g, t) holds B[16s + 2t + 8h + e][g] =
-  // w[t0 + 16s + 2t + 8h + e - g - off] in register b[s][h], element e in bits 16e.
+// Grid: 1-D, at most as many blocks as fit at once; block i runs items i, i + gridDim.x, ...
+// (item = row * tiles + tile, tile fastest; total <= INT_MAX).
+// Block: 4 warps; an item's nob mma tiles (outputs l0 + 128 ob + 8m + n) go to the warps
+// round-robin, ob = warp + 4 i.
+// Shared memory: kStages buffers, each one item's staged input xs[i] = x[a0 + i].
+// Pipeline: the copies of the next kStages - 1 items are in flight while an item computes (one
+// commit group per item, empty past the last). Per item: its B fragments (global loads of the
+// taps) are issued; wait for its group; each thread checks the vectors it staged for non-finite
+// values; a barrier (__syncthreads_or: any; also every thread is done with the previous item,
+// whose buffer the item kStages - 1 ahead now takes); those copies are issued; then per pass B,
+// per mma tile kKS ldmatrix + mma; each lane stores its two pairs of outputs (32-bit stores: a
+// warp store instruction covers 128 contiguous bytes).
+template <typename T, typename Traits>
+__global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocks)
+    conv1d_rowwise_mma_kernel(const Conv1dParams p, const int nob, const int npass,
+                              const uint32_t tiles, const uint32_t total) {
+  constexpr int kKS = Traits::kKS;
+  constexpr int kBlock = Traits::kBlock;
+  constexpr int kStages = Traits::kStages;
+  constexpr int kMaxObPerWarp = Traits::kMaxObPerWarp;
+  extern __shared__ uint4 conv1d_mma_smem[];
+  T* const smem = reinterpret_cast<T*>(conv1d_mma_smem);
+  const int tid = threadIdx.x;
+  const int lane = tid & 31;
+  const int warp = tid >> 5;
+  const int tile_len = nob * kBlock;
+  const int t0_last = (npass - 1) * Traits::kPassStride;
+  const int buf_elems = Traits::staged(nob, t0_last);
+  const int nq = buf_elems / 8;  // staged 16-byte vectors of an item
+
+#pragma unroll
+  for (int st = 0; st < kStages - 1; ++st) {
+    const uint32_t item = blockIdx.x + st * gridDim.x;  // total + kStages * gridDim.x < 2^32
+    if (item < total) {
+      const Conv1dMmaItem<T> it = mma_item<T>(p, item, tiles, tile_len);
+      if (it.live) mma_stage<T, Traits::kThreads>(p, it, smem + st * buf_elems, nq);
+    }
+    cp_async_commit();
+  }
+
   const int bg = lane >> 2;
   const int bt = lane & 3;
-  unsigned b[kKS][2];
-  auto load_b = [&](int pass) {
-    const int t0 = pass * Traits::kPassStride;
-    const int64_t t_end = pass == npass - 1 ? p.K : t0 + Traits::kPassStride;
-#pragma unroll
-    for (int s = 0; s < kKS; ++s) {
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        unsigned v = 0;
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const int k = t0 + 16 * s + 2 * bt + 8 * h + e - bg - off;
-          const T tap = (k >= t0 && k < t_end) ? wrow[static_cast<int64_t>(k) * p.w_sk]
-                                               : from_float<T>(0.f);
-          v |= static_cast<unsigned>(*reinterpret_cast<const uint16_t*>(&tap)) << (16 * e);
-        }
-        b[s][h] = v;
-      }
-    }
-  };
-  load_b(0);
-  const T* const bp = static_cast<const T*>(p.b);
-  const float bias = bp != nullptr ? to_float(bp[static_cast<int64_t>(c) * p.b_s]) : 0.f;
-
-  cp_async_wait<0>();
-  bool bad = false;
-  for (int q = tid; q < nq; q += Traits::kThreads) {
-    bad |= has_nonfinite16<T>(*reinterpret_cast<const uint4*>(xs + 8 * q));
-  }
-  if (__syncthreads_or(bad)) {
-    // Exact windows, tap by tap (only tiles holding an infinity or a NaN).
-    for (int o = tid; o < tile_len; o += Traits::kThreads) {
-      const int64_t l = l0 + o;
-      if (l < 0 || l >= p.L_out) continue;
-      float acc = bias;
-      for (int64_t k = 0; k < p.K; ++k) {
-        acc = fmaf(to_float(wrow[k * p.w_sk]), to_float(xs[o + off + k]), acc);
-      }
-      yrow[l * p.y_sl] = from_float<T>(acc);
-    }
-    return;
-  }
-
-  float d[kMaxObPerWarp][4];
-#pragma unroll
-  for (int i = 0; i < kMaxObPerWarp; ++i) {
-#pragma unroll
-    for (int e = 0; e < 4; ++e) d[i][e] = bias;
-  }
   // ldmatrix rows of lane l: A row (l % 8) + 8 ((l / 8) % 2), k half l / 16.
   const int arow = 8 * ((lane & 7) + 8 * ((lane >> 3) & 1)) + 8 * (lane >> 4);
-  for (int pass = 0;;) {
-    const T* const xa = xs + pass * Traits::kPassStride + arow;
+  const T* const bp = static_cast<const T*>(p.b);
+  int buf = 0;
+  for (uint32_t item = blockIdx.x; item < total; item += gridDim.x) {
+    const Conv1dMmaItem<T> it = mma_item<T>(p, item, tiles, tile_len);
+    T* const xs = smem + buf * buf_elems;
+
+    // B fragments of a pass from taps [t0, t_end): lane (g, t) holds B[16s + 2t + 8h + e][g] =
+    // w[t0 + 16s + 2t + 8h + e - g - off] in register b[s][h], element e in bits 16e.
+    unsigned b[kKS][2];
+    auto load_b = [&](int pass) {
+      const int t0 = pass * Traits::kPassStride;
+      const int64_t t_end = pass == npass - 1 ? p.K : t0 + Traits::kPassStride;
+#pragma unroll
+      for (int s = 0; s < kKS; ++s) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          unsigned v = 0;
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const int k = t0 + 16 * s + 2 * bt + 8 * h + e - bg - it.off;
+            const T tap = (k >= t0 && k < t_end) ? it.wrow[static_cast<int64_t>(k) * p.w_sk]
+                                                 : from_float<T>(0.f);
+            v |= static_cast<unsigned>(*reinterpret_cast<const uint16_t*>(&tap)) << (16 * e);
+          }
+          b[s][h] = v;
+        }
+      }
+    };
+    load_b(0);
+    const float bias = bp != nullptr ? to_float(bp[static_cast<int64_t>(it.c) * p.b_s]) : 0.f;
+
+    cp_async_wait<kStages - 2>();  // this item's group (groups complete in order)
+    bool bad = false;
+    if (it.live) {
+      for (int q = tid; q < nq; q += Traits::kThreads) {
+        bad |= has_nonfinite16<T>(*reinterpret_cast<const uint4*>(xs + 8 * q));
+      }
+    }
+    bad = __syncthreads_or(bad);
+    {
+      const uint32_t ahead = item + (kStages - 1) * gridDim.x;
+      const int abuf = buf == 0 ? kStages - 1 : buf - 1;  // the previous item's buffer
+      if (ahead < total) {
+        const Conv1dMmaItem<T> at = mma_item<T>(p, ahead, tiles, tile_len);
+        if (at.live) mma_stage<T, Traits::kThreads>(p, at, smem + abuf * buf_elems, nq);
+      }
+      cp_async_commit();
+    }
+    buf = buf == kStages - 1 ? 0 : buf + 1;
+    if (!it.live) continue;
+
+    if (bad) {
+      // Exact windows, tap by tap (only tiles holding an infinity or a NaN).
+      for (int o = tid; o < tile_len; o += Traits::kThreads) {
+        const int64_t l = it.l0 + o;
+        if (l < 0 || l >= p.L_out) continue;
+        float acc = bias;
+        for (int64_t k = 0; k < p.K; ++k) {
+          acc = fmaf(to_float(it.wrow[k * p.w_sk]), to_float(xs[o + it.off + k]), acc);
+        }
+        it.yrow[l * p.y_sl] = from_float<T>(acc);
+      }
+      continue;
+    }
+
+    float d[kMaxObPerWarp][4];
+#pragma unroll
+    for (int i = 0; i < kMaxObPerWarp; ++i) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) d[i][e] = bias;
+    }
+    for (int pass = 0;;) {
+      const T* const xa = xs + pass * Traits::kPassStride + arow;
+#pragma unroll
+      for (int i = 0; i < kMaxObPerWarp; ++i) {
+        const int ob = warp + Traits::kWarps * i;
+        if (ob < nob) {  // warp-uniform
+#pragma unroll
+          for (int s = 0; s < kKS; ++s) {
+            unsigned a[4];
+            ldmatrix_x4(a, xa + kBlock * ob + 16 * s);
+            mma_16816<T>(d[i], a[0], a[1], a[2], a[3], b[s][0], b[s][1]);
+          }
+        }
+      }
+      if (++pass == npass) break;
+      load_b(pass);
+    }
+
 #pragma unroll
     for (int i = 0; i < kMaxObPerWarp; ++i) {
       const int ob = warp + Traits::kWarps * i;
-      if (ob < nob) {  // warp-uniform
+      if (ob < nob) {
+        const int64_t lb = it.l0 + kBlock * ob;
+        const int64_t l = lb + 8 * bg + 2 * bt;  // d0, d1; d2, d3 64 outputs later
+        if (p.y_sl == 1 && lb >= 0 && lb + kBlock <= p.L_out) {  // 4-byte aligned: l0 is 16
+          *reinterpret_cast<unsigned*>(it.yrow + l) = reg_pack2<T>(d[i][0], d[i][1]);
+          *reinterpret_cast<unsigned*>(it.yrow + l + 64) = reg_pack2<T>(d[i][2], d[i][3]);
+        } else {
 #pragma unroll
-        for (int s = 0; s < kKS; ++s) {
-          unsigned a[4];
-          ldmatrix_x4(a, xa + kBlock * ob + 16 * s);
-          mma_16816<T>(d[i], a[0], a[1], a[2], a[3], b[s][0], b[s][1]);
-        }
-      }
-    }
-    if (++pass == npass) break;
-    load_b(pass);
-  }
-
-#pragma unroll
-  for (int i = 0; i < kMaxObPerWarp; ++i) {
-    const int ob = warp + Traits::kWarps * i;
-    if (ob < nob) {
-      const int64_t lb = l0 + kBlock * ob;
-      const int64_t l = lb + 8 * bg + 2 * bt;  // d0, d1; d2, d3 64 outputs later
-      if (p.y_sl == 1 && lb >= 0 && lb + kBlock <= p.L_out) {  // 4-byte aligned: l0 is 16
-        *reinterpret_cast<unsigned*>(yrow + l) = reg_pack2<T>(d[i][0], d[i][1]);
-        *reinterpret_cast<unsigned*>(yrow + l + 64) = reg_pack2<T>(d[i][2], d[i][3]);
-      } else {
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int64_t le = l + (e & 1) + 64 * (e >> 1);
-          if (le >= 0 && le < p.L_out) yrow[le * p.y_sl] = from_float<T>(d[i][e]);
+          for (int e = 0; e < 4; ++e) {
+            const int64_t le = l + (e & 1) + 64 * (e >> 1);
+            if (le >= 0 && le < p.L_out) it.yrow[le * p.y_sl] = from_float<T>(d[i][e]);
+          }
         }
       }
     }
   }
+  cp_async_wait<0>();  // no copy may still target shared memory when the block exits
 }
 
 }  // namespace gpukern
