@@ -1441,7 +1441,8 @@ struct Conv1dMmaTraits {
   static constexpr int kMaxObPerWarp = 4;     // mma tiles per warp and tile: 16 accumulators
   static constexpr int kMaxOb = kWarps * kMaxObPerWarp;  // a tile: up to 2048 outputs
   static constexpr int kStages = 3;           // items in shared memory: 2 in flight, 1 computing
-  static constexpr int kMinBlocks = 6;        // 24 warps an SM: at most 80 registers
+  // 24 warps an SM: at most 80 registers; 16 warps for 8 k steps (two sets of B fragments).
+  static constexpr int kMinBlocks = kKS <= 4 ? 6 : 4;
   static constexpr int kPassTaps = 16 * kKS - 14;
   static constexpr int kPassStride = kPassTaps / 8 * 8;
   // Staged elements of a tile of nob mma tiles whose last pass starts t0_last taps in: every
@@ -1527,12 +1528,14 @@ __device__ __forceinline__ void mma_stage(const Conv1dParams& p, const Conv1dMma
 // round-robin, ob = warp + 4 i.
 // Shared memory: kStages buffers, each one item's staged input xs[i] = x[a0 + i].
 // Pipeline: the copies of the next kStages - 1 items are in flight while an item computes (one
-// commit group per item, empty past the last). Per item: its B fragments (global loads of the
-// taps) are issued; wait for its group; each thread checks the vectors it staged for non-finite
-// values; a barrier (__syncthreads_or: any; also every thread is done with the previous item,
-// whose buffer the item kStages - 1 ahead now takes); those copies are issued; then per pass B,
-// per mma tile kKS ldmatrix + mma; each lane stores its two pairs of outputs (32-bit stores: a
-// warp store instruction covers 128 contiguous bytes).
+// commit group per item, empty past the last), and the next item's first-pass B fragments and
+// bias are loaded into registers during this one's work (loaded just before its use, their L2
+// latency was exposed once per item: the kernel ran at a third of the copy bandwidth). Per item:
+// wait for its group; each thread checks the vectors it staged for non-finite values; a barrier
+// (__syncthreads_or: any; also every thread is done with the previous item, whose buffer the
+// item kStages - 1 ahead now takes); those copies and the next item's B loads are issued; then
+// per pass B, per mma tile kKS ldmatrix + mma; each lane stores its two pairs of outputs (32-bit
+// stores: a warp store instruction covers 128 contiguous bytes).
 template <typename T, typename Traits>
 __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocks)
     conv1d_rowwise_mma_kernel(const Conv1dParams p, const int nob, const int npass,
@@ -1547,8 +1550,7 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocks)
   const int lane = tid & 31;
   const int warp = tid >> 5;
   const int tile_len = nob * kBlock;
-  const int t0_last = (npass - 1) * Traits::kPassStride;
-  const int buf_elems = Traits::staged(nob, t0_last);
+  const int buf_elems = Traits::staged(nob, (npass - 1) * Traits::kPassStride);
   const int nq = buf_elems / 8;  // staged 16-byte vectors of an item
 
 #pragma unroll
@@ -1566,36 +1568,38 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocks)
   // ldmatrix rows of lane l: A row (l % 8) + 8 ((l / 8) % 2), k half l / 16.
   const int arow = 8 * ((lane & 7) + 8 * ((lane >> 3) & 1)) + 8 * (lane >> 4);
   const T* const bp = static_cast<const T*>(p.b);
-  int buf = 0;
-  for (uint32_t item = blockIdx.x; item < total; item += gridDim.x) {
-    const Conv1dMmaItem<T> it = mma_item<T>(p, item, tiles, tile_len);
-    T* const xs = smem + buf * buf_elems;
-
-    // B fragments of a pass from taps [t0, t_end): lane (g, t) holds B[16s + 2t + 8h + e][g] =
-    // w[t0 + 16s + 2t + 8h + e - g - off] in register b[s][h], element e in bits 16e.
-    unsigned b[kKS][2];
-    auto load_b = [&](int pass) {
-      const int t0 = pass * Traits::kPassStride;
-      const int64_t t_end = pass == npass - 1 ? p.K : t0 + Traits::kPassStride;
+  // B fragments of an item's pass from taps [t0, t_end): lane (g, t) holds B[16s + 2t + 8h +
+  // e][g] = w[t0 + 16s + 2t + 8h + e - g - off] in register b[s][h], element e in bits 16e.
+  auto load_b = [&](const Conv1dMmaItem<T>& it, int pass, unsigned(&b)[kKS][2]) {
+    const int t0 = pass * Traits::kPassStride;
+    const int64_t t_end = pass == npass - 1 ? p.K : t0 + Traits::kPassStride;
 #pragma unroll
-      for (int s = 0; s < kKS; ++s) {
+    for (int s = 0; s < kKS; ++s) {
 #pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          unsigned v = 0;
+      for (int h = 0; h < 2; ++h) {
+        unsigned v = 0;
 #pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            const int k = t0 + 16 * s + 2 * bt + 8 * h + e - bg - it.off;
-            const T tap = (k >= t0 && k < t_end) ? it.wrow[static_cast<int64_t>(k) * p.w_sk]
-                                                 : from_float<T>(0.f);
-            v |= static_cast<unsigned>(*reinterpret_cast<const uint16_t*>(&tap)) << (16 * e);
-          }
-          b[s][h] = v;
+        for (int e = 0; e < 2; ++e) {
+          const int k = t0 + 16 * s + 2 * bt + 8 * h + e - bg - it.off;
+          const T tap = (k >= t0 && k < t_end) ? it.wrow[static_cast<int64_t>(k) * p.w_sk]
+                                               : from_float<T>(0.f);
+          v |= static_cast<unsigned>(*reinterpret_cast<const uint16_t*>(&tap)) << (16 * e);
         }
+        b[s][h] = v;
       }
-    };
-    load_b(0);
-    const float bias = bp != nullptr ? to_float(bp[static_cast<int64_t>(it.c) * p.b_s]) : 0.f;
+    }
+  };
+  auto load_bias = [&](const Conv1dMmaItem<T>& it) {
+    return bp != nullptr ? to_float(bp[static_cast<int64_t>(it.c) * p.b_s]) : 0.f;
+  };
 
+  uint32_t item = blockIdx.x;
+  Conv1dMmaItem<T> it = mma_item<T>(p, item < total ? item : 0, tiles, tile_len);
+  unsigned b[kKS][2];
+  load_b(it, 0, b);
+  float bias = load_bias(it);
+  for (int buf = 0; item < total; buf = buf == kStages - 1 ? 0 : buf + 1) {
+    T* const xs = smem + buf * buf_elems;
     cp_async_wait<kStages - 2>();  // this item's group (groups complete in order)
     bool bad = false;
     if (it.live) {
@@ -1613,10 +1617,13 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocks)
       }
       cp_async_commit();
     }
-    buf = buf == kStages - 1 ? 0 : buf + 1;
-    if (!it.live) continue;
+    const uint32_t next = item + gridDim.x;
+    const Conv1dMmaItem<T> nit = mma_item<T>(p, next < total ? next : item, tiles, tile_len);
+    unsigned nb[kKS][2];
+    load_b(nit, 0, nb);
+    const float nbias = load_bias(nit);
 
-    if (bad) {
+    if (it.live && bad) {
       // Exact windows, tap by tap (only tiles holding an infinity or a NaN).
       for (int o = tid; o < tile_len; o += Traits::kThreads) {
         const int64_t l = it.l0 + o;
@@ -1627,51 +1634,54 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocks)
         }
         it.yrow[l * p.y_sl] = from_float<T>(acc);
       }
-      continue;
-    }
-
-    float d[kMaxObPerWarp][4];
+    } else if (it.live) {
+      float d[kMaxObPerWarp][4];
 #pragma unroll
-    for (int i = 0; i < kMaxObPerWarp; ++i) {
+      for (int i = 0; i < kMaxObPerWarp; ++i) {
 #pragma unroll
-      for (int e = 0; e < 4; ++e) d[i][e] = bias;
-    }
-    for (int pass = 0;;) {
-      const T* const xa = xs + pass * Traits::kPassStride + arow;
+        for (int e = 0; e < 4; ++e) d[i][e] = bias;
+      }
+      for (int pass = 0;;) {
+        const T* const xa = xs + pass * Traits::kPassStride + arow;
+#pragma unroll
+        for (int i = 0; i < kMaxObPerWarp; ++i) {
+          const int ob = warp + Traits::kWarps * i;
+          if (ob < nob) {  // warp-uniform
+#pragma unroll
+            for (int s = 0; s < kKS; ++s) {
+              unsigned a[4];
+              ldmatrix_x4(a, xa + kBlock * ob + 16 * s);
+              mma_16816<T>(d[i], a[0], a[1], a[2], a[3], b[s][0], b[s][1]);
+            }
+          }
+        }
+        if (++pass == npass) break;
+        load_b(it, pass, b);
+      }
 #pragma unroll
       for (int i = 0; i < kMaxObPerWarp; ++i) {
         const int ob = warp + Traits::kWarps * i;
-        if (ob < nob) {  // warp-uniform
+        if (ob < nob) {
+          const int64_t lb = it.l0 + kBlock * ob;
+          const int64_t l = lb + 8 * bg + 2 * bt;  // d0, d1; d2, d3 64 outputs later
+          if (p.y_sl == 1 && lb >= 0 && lb + kBlock <= p.L_out) {  // 4-byte aligned: l0 is 16
+            *reinterpret_cast<unsigned*>(it.yrow + l) = reg_pack2<T>(d[i][0], d[i][1]);
+            *reinterpret_cast<unsigned*>(it.yrow + l + 64) = reg_pack2<T>(d[i][2], d[i][3]);
+          } else {
 #pragma unroll
-          for (int s = 0; s < kKS; ++s) {
-            unsigned a[4];
-            ldmatrix_x4(a, xa + kBlock * ob + 16 * s);
-            mma_16816<T>(d[i], a[0], a[1], a[2], a[3], b[s][0], b[s][1]);
-          }
-        }
-      }
-      if (++pass == npass) break;
-      load_b(pass);
-    }
-
-#pragma unroll
-    for (int i = 0; i < kMaxObPerWarp; ++i) {
-      const int ob = warp + Traits::kWarps * i;
-      if (ob < nob) {
-        const int64_t lb = it.l0 + kBlock * ob;
-        const int64_t l = lb + 8 * bg + 2 * bt;  // d0, d1; d2, d3 64 outputs later
-        if (p.y_sl == 1 && lb >= 0 && lb + kBlock <= p.L_out) {  // 4-byte aligned: l0 is 16
-          *reinterpret_cast<unsigned*>(it.yrow + l) = reg_pack2<T>(d[i][0], d[i][1]);
-          *reinterpret_cast<unsigned*>(it.yrow + l + 64) = reg_pack2<T>(d[i][2], d[i][3]);
-        } else {
-#pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            const int64_t le = l + (e & 1) + 64 * (e >> 1);
-            if (le >= 0 && le < p.L_out) it.yrow[le * p.y_sl] = from_float<T>(d[i][e]);
+            for (int e = 0; e < 4; ++e) {
+              const int64_t le = l + (e & 1) + 64 * (e >> 1);
+              if (le >= 0 && le < p.L_out) it.yrow[le * p.y_sl] = from_float<T>(d[i][e]);
+            }
           }
         }
       }
     }
+    item = next;
+    it = nit;
+#pragma unroll
+    for (int s = 0; s < kKS; ++s) b[s][0] = nb[s][0], b[s][1] = nb[s][1];
+    bias = nbias;
   }
   cp_async_wait<0>();  // no copy may still target shared memory when the block exits
 }
