@@ -65,7 +65,7 @@ static_assert(kStreamMinK <= kShortMaxK, "rowwise_short covers every K below the
 
 // The tensor-core kernel (fp16/bf16 only): its longest filter (its kStages staged tiles stay
 // within 48 KB of shared memory).
-constexpr int64_t kMmaMaxK = 4096;
+constexpr int64_t kMmaMaxK = 2048;
 // rowwise_mma for 16-bit rows from this many taps (below: rowwise_reg / rowwise_short).
 constexpr int64_t kMmaMinK = 9;
 

@@ -1440,9 +1440,10 @@ struct Conv1dMmaTraits {
   static constexpr int kBlock = 128;          // outputs of one mma tile
   static constexpr int kMaxObPerWarp = 4;     // mma tiles per warp and tile: 16 accumulators
   static constexpr int kMaxOb = kWarps * kMaxObPerWarp;  // a tile: up to 2048 outputs
-  static constexpr int kStages = 3;           // items in shared memory: 2 in flight, 1 computing
-  // 24 warps an SM: at most 80 registers; 16 warps for 8 k steps (two sets of B fragments).
-  static constexpr int kMinBlocks = kKS <= 4 ? 6 : 4;
+  static constexpr int kStages = 4;           // items in shared memory: 3 in flight, 1 computing
+  // 20 warps an SM (at most 102 registers: two sets of raw taps, 16 accumulators; 80 spilled);
+  // 12 for 8 k steps.
+  static constexpr int kMinBlocks = kKS <= 4 ? 5 : 3;
   static constexpr int kPassTaps = 16 * kKS - 14;
   static constexpr int kPassStride = kPassTaps / 8 * 8;
   // Staged elements of a tile of nob mma tiles whose last pass starts t0_last taps in: every
@@ -1474,6 +1475,7 @@ struct Conv1dMmaItem {
   int off;     // l0 - pad_lo - a0, < 8
   int64_t l0;  // output of the tile's first position (the row's 16-byte aligned output grid)
   int64_t a0;  // input of staged position 0: x + a0 is 16-byte aligned when x_sl == 1
+  int head_q;  // the staged vector holding the row's start when a0 < 0
   bool live;
 };
 
@@ -1500,19 +1502,27 @@ __device__ __forceinline__ Conv1dMmaItem<T> mma_item(const Conv1dParams& p, uint
     it.off = static_cast<int>(((mx + it.l0 - p.pad_lo) % 8 + 8) % 8);
   }
   it.a0 = it.l0 - p.pad_lo - it.off;
+  it.head_q = it.a0 < 0 ? static_cast<int>(-it.a0 / 8) : 0;
   return it;
 }
 
-// Issues the copies of an item's nq staged 16-byte vectors into xs: cp.async inside the row,
-// element by element (zeros outside [0, L)) at its ends and for strided rows.
+// Issues the copies of an item's nq staged 16-byte vectors into xs, all asynchronous for unit-
+// stride rows (a synchronous load here would stall the pipeline for a whole memory latency per
+// item: the first persistent version ran at a third of the copy bandwidth): inside the row whole
+// vectors; the vector holding the row's end copies its part inside and zero-fills the rest;
+// vectors wholly outside are zero-filled; the vector holding the row's start copies all 16 bytes
+// (the aligned 16 bytes around an element lie in its allocation, whose start is 16-byte aligned)
+// and mma_zero_head() zeroes its part before the row once the copy has landed. Strided rows:
+// element by element.
 template <typename T, int kThreads>
 __device__ __forceinline__ void mma_stage(const Conv1dParams& p, const Conv1dMmaItem<T>& it,
                                           T* xs, int nq) {
   for (int q = threadIdx.x; q < nq; q += kThreads) {
     const int64_t g = it.a0 + 8 * static_cast<int64_t>(q);
     T* const dst = xs + 8 * q;
-    if (p.x_sl == 1 && g >= 0 && g + 8 <= p.L) {
-      cp_async_zfill<16>(dst, it.xrow + g, true);
+    if (p.x_sl == 1) {
+      const int64_t in = g + 8 <= 0 ? 0 : (p.L - g < 8 ? (p.L - g > 0 ? p.L - g : 0) : 8);
+      cp_async16_prefix(dst, in > 0 ? it.xrow + g : it.xrow, static_cast<int>(in) * 2);
     } else {
 #pragma unroll
       for (int e = 0; e < 8; ++e) {
@@ -1522,20 +1532,44 @@ __device__ __forceinline__ void mma_stage(const Conv1dParams& p, const Conv1dMma
   }
 }
 
+// After this thread's copies of an item landed: zeroes the elements before the row's start in
+// the vector holding it (see mma_stage), if this thread staged that vector.
+template <typename T, int kThreads>
+__device__ __forceinline__ void mma_zero_head(const Conv1dParams& p, const Conv1dMmaItem<T>& it,
+                                              T* xs) {
+  if (p.x_sl != 1 || it.a0 >= 0 || it.a0 + 8 * static_cast<int64_t>(it.head_q) + 8 <= 0) return;
+  if (it.head_q % kThreads != static_cast<int>(threadIdx.x)) return;
+  const int64_t g = it.a0 + 8 * static_cast<int64_t>(it.head_q);  // g < 0 < g + 8
+  T* const dst = xs + 8 * it.head_q;
+#pragma unroll
+  for (int e = 0; e < 8; ++e) {
+    if (g + e < 0) dst[e] = from_float<T>(0.f);
+  }
+}
+
+// Raw taps of an item's first pass (lane (g, t): w[16s + 2t + 8h + e - g - off], zero outside
+// the filter) and its bias, loaded one item ahead and packed into B fragments when used.
+template <typename T, int kKS>
+struct Conv1dMmaTaps {
+  T v[kKS][2][2];
+  T bias;
+};
+
 // Grid: 1-D, at most as many blocks as fit at once; block i runs items i, i + gridDim.x, ...
 // (item = row * tiles + tile, tile fastest; total <= INT_MAX).
 // Block: 4 warps; an item's nob mma tiles (outputs l0 + 128 ob + 8m + n) go to the warps
 // round-robin, ob = warp + 4 i.
 // Shared memory: kStages buffers, each one item's staged input xs[i] = x[a0 + i].
 // Pipeline: the copies of the next kStages - 1 items are in flight while an item computes (one
-// commit group per item, empty past the last), and the next item's first-pass B fragments and
-// bias are loaded into registers during this one's work (loaded just before its use, their L2
-// latency was exposed once per item: the kernel ran at a third of the copy bandwidth). Per item:
-// wait for its group; each thread checks the vectors it staged for non-finite values; a barrier
-// (__syncthreads_or: any; also every thread is done with the previous item, whose buffer the
-// item kStages - 1 ahead now takes); those copies and the next item's B loads are issued; then
-// per pass B, per mma tile kKS ldmatrix + mma; each lane stores its two pairs of outputs (32-bit
-// stores: a warp store instruction covers 128 contiguous bytes).
+// commit group per item, empty past the last), and the next item's raw taps and bias load into
+// registers during this one's work (two register sets used in turn: the loop body is unrolled
+// twice, since copying a register whose load is in flight waits for the load). Per item: wait
+// for its group; zero the row-start head; each thread checks the vectors it staged for
+// non-finite values; a barrier (__syncthreads_or: any; also every thread is done with the
+// previous item, whose buffer the item kStages - 1 ahead now takes); those copies and the next
+// item's tap loads are issued; then per pass B, per mma tile kKS ldmatrix + mma; each lane
+// stores its two pairs of outputs (32-bit stores: a warp store instruction covers 128 contiguous
+// bytes).
 template <typename T, typename Traits>
 __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocks)
     conv1d_rowwise_mma_kernel(const Conv1dParams p, const int nob, const int npass,
@@ -1544,6 +1578,8 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocks)
   constexpr int kBlock = Traits::kBlock;
   constexpr int kStages = Traits::kStages;
   constexpr int kMaxObPerWarp = Traits::kMaxObPerWarp;
+  constexpr int kThreads = Traits::kThreads;
+  using Taps = Conv1dMmaTaps<T, kKS>;
   extern __shared__ uint4 conv1d_mma_smem[];
   T* const smem = reinterpret_cast<T*>(conv1d_mma_smem);
   const int tid = threadIdx.x;
@@ -1558,7 +1594,7 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocks)
     const uint32_t item = blockIdx.x + st * gridDim.x;  // total + kStages * gridDim.x < 2^32
     if (item < total) {
       const Conv1dMmaItem<T> it = mma_item<T>(p, item, tiles, tile_len);
-      if (it.live) mma_stage<T, Traits::kThreads>(p, it, smem + st * buf_elems, nq);
+      if (it.live) mma_stage<T, kThreads>(p, it, smem + st * buf_elems, nq);
     }
     cp_async_commit();
   }
@@ -1568,42 +1604,48 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocks)
   // ldmatrix rows of lane l: A row (l % 8) + 8 ((l / 8) % 2), k half l / 16.
   const int arow = 8 * ((lane & 7) + 8 * ((lane >> 3) & 1)) + 8 * (lane >> 4);
   const T* const bp = static_cast<const T*>(p.b);
-  // B fragments of an item's pass from taps [t0, t_end): lane (g, t) holds B[16s + 2t + 8h +
-  // e][g] = w[t0 + 16s + 2t + 8h + e - g - off] in register b[s][h], element e in bits 16e.
-  auto load_b = [&](const Conv1dMmaItem<T>& it, int pass, unsigned(&b)[kKS][2]) {
+  // The raw taps of an item's pass from [t0, t_end) (see Conv1dMmaTaps) and its bias.
+  auto fetch = [&](const Conv1dMmaItem<T>& it, int pass, Taps& t) {
     const int t0 = pass * Traits::kPassStride;
     const int64_t t_end = pass == npass - 1 ? p.K : t0 + Traits::kPassStride;
 #pragma unroll
     for (int s = 0; s < kKS; ++s) {
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        unsigned v = 0;
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
           const int k = t0 + 16 * s + 2 * bt + 8 * h + e - bg - it.off;
-          const T tap = (k >= t0 && k < t_end) ? it.wrow[static_cast<int64_t>(k) * p.w_sk]
-                                               : from_float<T>(0.f);
-          v |= static_cast<unsigned>(*reinterpret_cast<const uint16_t*>(&tap)) << (16 * e);
+          t.v[s][h][e] = (k >= t0 && k < t_end) ? it.wrow[static_cast<int64_t>(k) * p.w_sk]
+                                                : from_float<T>(0.f);
         }
-        b[s][h] = v;
       }
     }
+    t.bias = bp != nullptr ? bp[static_cast<int64_t>(it.c) * p.b_s] : from_float<T>(0.f);
   };
-  auto load_bias = [&](const Conv1dMmaItem<T>& it) {
-    return bp != nullptr ? to_float(bp[static_cast<int64_t>(it.c) * p.b_s]) : 0.f;
+  // B fragments: register b[s][h] = B[16s + 2t + 8h + e][g], element e in bits 16e.
+  auto pack = [&](const Taps& t, unsigned(&b)[kKS][2]) {
+#pragma unroll
+    for (int s = 0; s < kKS; ++s) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        b[s][h] = static_cast<unsigned>(*reinterpret_cast<const uint16_t*>(&t.v[s][h][0])) |
+                  static_cast<unsigned>(*reinterpret_cast<const uint16_t*>(&t.v[s][h][1])) << 16;
+      }
+    }
   };
 
   uint32_t item = blockIdx.x;
   Conv1dMmaItem<T> it = mma_item<T>(p, item < total ? item : 0, tiles, tile_len);
-  unsigned b[kKS][2];
-  load_b(it, 0, b);
-  float bias = load_bias(it);
-  for (int buf = 0; item < total; buf = buf == kStages - 1 ? 0 : buf + 1) {
+  int buf = 0;
+  // One item with the taps `cur` (loaded one item earlier); loads the next item's into `nxt`.
+  // Returns whether the block has a next item.
+  auto step = [&](const Taps& cur, Taps& nxt) -> bool {
     T* const xs = smem + buf * buf_elems;
     cp_async_wait<kStages - 2>();  // this item's group (groups complete in order)
     bool bad = false;
     if (it.live) {
-      for (int q = tid; q < nq; q += Traits::kThreads) {
+      mma_zero_head<T, kThreads>(p, it, xs);
+      for (int q = tid; q < nq; q += kThreads) {
         bad |= has_nonfinite16<T>(*reinterpret_cast<const uint4*>(xs + 8 * q));
       }
     }
@@ -1613,19 +1655,19 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocks)
       const int abuf = buf == 0 ? kStages - 1 : buf - 1;  // the previous item's buffer
       if (ahead < total) {
         const Conv1dMmaItem<T> at = mma_item<T>(p, ahead, tiles, tile_len);
-        if (at.live) mma_stage<T, Traits::kThreads>(p, at, smem + abuf * buf_elems, nq);
+        if (at.live) mma_stage<T, kThreads>(p, at, smem + abuf * buf_elems, nq);
       }
       cp_async_commit();
     }
+    buf = buf == kStages - 1 ? 0 : buf + 1;
     const uint32_t next = item + gridDim.x;
     const Conv1dMmaItem<T> nit = mma_item<T>(p, next < total ? next : item, tiles, tile_len);
-    unsigned nb[kKS][2];
-    load_b(nit, 0, nb);
-    const float nbias = load_bias(nit);
+    fetch(nit, 0, nxt);
+    const float bias = to_float(cur.bias);
 
     if (it.live && bad) {
       // Exact windows, tap by tap (only tiles holding an infinity or a NaN).
-      for (int o = tid; o < tile_len; o += Traits::kThreads) {
+      for (int o = tid; o < tile_len; o += kThreads) {
         const int64_t l = it.l0 + o;
         if (l < 0 || l >= p.L_out) continue;
         float acc = bias;
@@ -1635,6 +1677,8 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocks)
         it.yrow[l * p.y_sl] = from_float<T>(acc);
       }
     } else if (it.live) {
+      unsigned b[kKS][2];
+      pack(cur, b);
       float d[kMaxObPerWarp][4];
 #pragma unroll
       for (int i = 0; i < kMaxObPerWarp; ++i) {
@@ -1656,7 +1700,9 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocks)
           }
         }
         if (++pass == npass) break;
-        load_b(it, pass, b);
+        Taps tp;  // later passes (filters past kPassTaps): loaded when used
+        fetch(it, pass, tp);
+        pack(tp, b);
       }
 #pragma unroll
       for (int i = 0; i < kMaxObPerWarp; ++i) {
@@ -1679,9 +1725,14 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocks)
     }
     item = next;
     it = nit;
-#pragma unroll
-    for (int s = 0; s < kKS; ++s) b[s][0] = nb[s][0], b[s][1] = nb[s][1];
-    bias = nbias;
+    return item < total;
+  };
+
+  if (item < total) {
+    Taps ta, tb;
+    fetch(it, 0, ta);
+    while (step(ta, tb) && step(tb, ta)) {
+    }
   }
   cp_async_wait<0>();  // no copy may still target shared memory when the block exits
 }
