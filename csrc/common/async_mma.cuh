@@ -26,13 +26,6 @@ __device__ __forceinline__ void cp_async_zfill(void* smem, const void* gmem, boo
                  : "memory");
   }
 }
-// Copies the first `bytes` (0..16) of the 16 bytes at gmem to smem asynchronously and zero-fills
-// the rest (bytes == 0: nothing is read).
-__device__ __forceinline__ void cp_async16_prefix(void* smem, const void* gmem, int bytes) {
-  const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(gmem), "r"(bytes)
-               : "memory");
-}
 __device__ __forceinline__ void cp_async_commit() {
   asm volatile("cp.async.commit_group;\n" ::: "memory");
 }

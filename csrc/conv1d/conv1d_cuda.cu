@@ -63,9 +63,9 @@ constexpr int64_t kRegMinRows = 256;
 constexpr int64_t kStreamMinK = 28;
 static_assert(kStreamMinK <= kShortMaxK, "rowwise_short covers every K below the crossover");
 
-// The tensor-core kernel (fp16/bf16 only): its longest filter (its kStages staged tiles stay
-// within 48 KB of shared memory).
-constexpr int64_t kMmaMaxK = 2048;
+// The tensor-core kernel (fp16/bf16 only): its longest filter (the staged tile stays within
+// 48 KB of shared memory).
+constexpr int64_t kMmaMaxK = 16384;
 // rowwise_mma for 16-bit rows from this many taps (below: rowwise_reg / rowwise_short).
 constexpr int64_t kMmaMinK = 9;
 
@@ -322,9 +322,8 @@ void launch_rowwise_stream(const Conv1dParams& p, cudaStream_t stream) {
   GK_CHECK_LAUNCH();
 }
 
-// The rowwise_mma algorithm: tiles of up to 2048 outputs (a row's tiles evened out to whole
-// 128-output mma tiles), k steps by K; as many blocks as fit at once (or fewer when there are
-// fewer tiles), each streaming its tiles through kStages shared-memory buffers.
+// The rowwise_mma algorithm: one block per tile of up to 2048 outputs (the tiles of a row evened
+// out to whole 128-output mma tiles), k steps by K.
 template <typename T, int kKS>
 void launch_rowwise_mma_ks(const Conv1dParams& p, cudaStream_t stream) {
   using Traits = Conv1dMmaTraits<T, kKS>;
@@ -337,22 +336,12 @@ void launch_rowwise_mma_ks(const Conv1dParams& p, cudaStream_t stream) {
   GK_CHECK(total <= INT_MAX, kOp, "too many rows for the rowwise_mma kernel (", p.N * p.C,
            " rows of ", tiles, " tiles)");
   const int64_t smem =
-      int64_t{Traits::kStages} * sizeof(T) *
-      Traits::staged(static_cast<int>(nob), static_cast<int>((npass - 1) * Traits::kPassStride));
+      Traits::staged(static_cast<int>(nob), static_cast<int>((npass - 1) * Traits::kPassStride)) *
+      static_cast<int64_t>(sizeof(T));
   TORCH_INTERNAL_ASSERT(nob <= Traits::kMaxOb && smem <= 48 * 1024);
-  // Resident blocks per SM for this shared memory; remembered for the last size asked.
-  thread_local int last_smem = -1, last_per_sm = 1;
-  if (smem != last_smem) {
-    last_per_sm = blocks_per_sm(conv1d_rowwise_mma_kernel<T, Traits>, Traits::kThreads,
-                                static_cast<int>(smem));
-    last_smem = static_cast<int>(smem);
-  }
-  const int64_t grid = std::min<int64_t>(
-      total, static_cast<int64_t>(device_props().multiProcessorCount) * last_per_sm);
   conv1d_rowwise_mma_kernel<T, Traits>
-      <<<static_cast<int>(grid), Traits::kThreads, static_cast<size_t>(smem), stream>>>(
-          p, static_cast<int>(nob), static_cast<int>(npass), static_cast<uint32_t>(tiles),
-          static_cast<uint32_t>(total));
+      <<<static_cast<int>(total), Traits::kThreads, static_cast<size_t>(smem), stream>>>(
+          p, static_cast<int>(nob), static_cast<int>(npass), static_cast<uint32_t>(tiles));
   GK_CHECK_LAUNCH();
 }
 

@@ -1429,6 +1429,10 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocks)
 // kernel is left with its loads and stores.
 // A pass covers kPassTaps = 16 kKS - 14 taps (j = off + n + k with off, n <= 7); longer filters
 // take passes kPassStride taps apart (a multiple of 8, so a pass shifts A by whole rows).
+// One block per tile: persistent blocks streaming tiles through 3-4 cp.async stages (the next
+// tiles' copies and taps in flight during a tile's work) measured slower on an H200 (dw1_k31
+// bf16 74-82 us against 51; the one-shot blocks keep 10 blocks an SM at 48 registers, the
+// pipelined ones 5-7 at 72-96, and their per-tile bookkeeping was not found to be the cause).
 // A staged non-finite input would also reach the outputs whose window misses it (through a zero
 // of B: 0 * inf is NaN), so a tile holding one is computed tap by tap instead (exact windows).
 template <typename T, int kKS_>
@@ -1440,10 +1444,6 @@ struct Conv1dMmaTraits {
   static constexpr int kBlock = 128;          // outputs of one mma tile
   static constexpr int kMaxObPerWarp = 4;     // mma tiles per warp and tile: 16 accumulators
   static constexpr int kMaxOb = kWarps * kMaxObPerWarp;  // a tile: up to 2048 outputs
-  static constexpr int kStages = 4;           // items in shared memory: 3 in flight, 1 computing
-  // 20 warps an SM (at most 102 registers: two sets of raw taps, 16 accumulators; 80 spilled);
-  // 12 for 8 k steps.
-  static constexpr int kMinBlocks = kKS <= 4 ? 5 : 3;
   static constexpr int kPassTaps = 16 * kKS - 14;
   static constexpr int kPassStride = kPassTaps / 8 * 8;
   // Staged elements of a tile of nob mma tiles whose last pass starts t0_last taps in: every
@@ -1464,277 +1464,157 @@ __device__ __forceinline__ bool has_nonfinite16(const uint4& v) {
   return (r & 0x80008000u) != 0;
 }
 
-// One item of the tensor-core kernel: tile `tile` of row `row` (live: it has outputs; rows of
-// other alignments may get one more tile than this row needs).
-template <typename T>
-struct Conv1dMmaItem {
-  const T* xrow;
-  T* yrow;
-  const T* wrow;
-  uint32_t c;
-  int off;     // l0 - pad_lo - a0, < 8
-  int64_t l0;  // output of the tile's first position (the row's 16-byte aligned output grid)
-  int64_t a0;  // input of staged position 0: x + a0 is 16-byte aligned when x_sl == 1
-  int head_q;  // the staged vector holding the row's start when a0 < 0
-  bool live;
-};
-
-template <typename T>
-__device__ __forceinline__ Conv1dMmaItem<T> mma_item(const Conv1dParams& p, uint32_t item,
-                                                     uint32_t tiles, int tile_len) {
-  Conv1dMmaItem<T> it;
-  const uint32_t row = item / tiles;
-  const uint32_t tile = item - row * tiles;
-  uint32_t n;
-  split_row(p, row, n, it.c);
-  it.xrow = static_cast<const T*>(p.x) + static_cast<int64_t>(n) * p.x_sn +
-            static_cast<int64_t>(it.c) * p.x_sc;
-  it.yrow = static_cast<T*>(p.y) + static_cast<int64_t>(n) * p.y_sn +
-            static_cast<int64_t>(it.c) * p.y_so;
-  it.wrow = static_cast<const T*>(p.w) + static_cast<int64_t>(it.c) * p.w_so;
-  const int my =
-      p.y_sl == 1 ? static_cast<int>((reinterpret_cast<uintptr_t>(it.yrow) / sizeof(T)) % 8) : 0;
-  it.l0 = static_cast<int64_t>(tile) * tile_len - my;
-  it.live = it.l0 < p.L_out;
-  it.off = 0;
-  if (p.x_sl == 1) {
-    const int mx = static_cast<int>((reinterpret_cast<uintptr_t>(it.xrow) / sizeof(T)) % 8);
-    it.off = static_cast<int>(((mx + it.l0 - p.pad_lo) % 8 + 8) % 8);
-  }
-  it.a0 = it.l0 - p.pad_lo - it.off;
-  it.head_q = it.a0 < 0 ? static_cast<int>(-it.a0 / 8) : 0;
-  return it;
-}
-
-// Issues the copies of an item's nq staged 16-byte vectors into xs, all asynchronous for unit-
-// stride rows (a synchronous load here would stall the pipeline for a whole memory latency per
-// item: the first persistent version ran at a third of the copy bandwidth): inside the row whole
-// vectors; the vector holding the row's end copies its part inside and zero-fills the rest;
-// vectors wholly outside are zero-filled; the vector holding the row's start copies all 16 bytes
-// (the aligned 16 bytes around an element lie in its allocation, whose start is 16-byte aligned)
-// and mma_zero_head() zeroes its part before the row once the copy has landed. Strided rows:
-// element by element.
-template <typename T, int kThreads>
-__device__ __forceinline__ void mma_stage(const Conv1dParams& p, const Conv1dMmaItem<T>& it,
-                                          T* xs, int nq) {
-  for (int q = threadIdx.x; q < nq; q += kThreads) {
-    const int64_t g = it.a0 + 8 * static_cast<int64_t>(q);
-    T* const dst = xs + 8 * q;
-    if (p.x_sl == 1) {
-      const int64_t in = g + 8 <= 0 ? 0 : (p.L - g < 8 ? (p.L - g > 0 ? p.L - g : 0) : 8);
-      cp_async16_prefix(dst, in > 0 ? it.xrow + g : it.xrow, static_cast<int>(in) * 2);
-    } else {
-#pragma unroll
-      for (int e = 0; e < 8; ++e) {
-        dst[e] = (g + e >= 0 && g + e < p.L) ? it.xrow[(g + e) * p.x_sl] : from_float<T>(0.f);
-      }
-    }
-  }
-}
-
-// After this thread's copies of an item landed: zeroes the elements before the row's start in
-// the vector holding it (see mma_stage), if this thread staged that vector.
-template <typename T, int kThreads>
-__device__ __forceinline__ void mma_zero_head(const Conv1dParams& p, const Conv1dMmaItem<T>& it,
-                                              T* xs) {
-  if (p.x_sl != 1 || it.a0 >= 0 || it.a0 + 8 * static_cast<int64_t>(it.head_q) + 8 <= 0) return;
-  if (it.head_q % kThreads != static_cast<int>(threadIdx.x)) return;
-  const int64_t g = it.a0 + 8 * static_cast<int64_t>(it.head_q);  // g < 0 < g + 8
-  T* const dst = xs + 8 * it.head_q;
-#pragma unroll
-  for (int e = 0; e < 8; ++e) {
-    if (g + e < 0) dst[e] = from_float<T>(0.f);
-  }
-}
-
-// Raw taps of an item's first pass (lane (g, t): w[16s + 2t + 8h + e - g - off], zero outside
-// the filter) and its bias, loaded one item ahead and packed into B fragments when used.
-template <typename T, int kKS>
-struct Conv1dMmaTaps {
-  T v[kKS][2][2];
-  T bias;
-};
-
-// Grid: 1-D, at most as many blocks as fit at once; block i runs items i, i + gridDim.x, ...
-// (item = row * tiles + tile, tile fastest; total <= INT_MAX).
-// Block: 4 warps; an item's nob mma tiles (outputs l0 + 128 ob + 8m + n) go to the warps
-// round-robin, ob = warp + 4 i.
-// Shared memory: kStages buffers, each one item's staged input xs[i] = x[a0 + i].
-// Pipeline: the copies of the next kStages - 1 items are in flight while an item computes (one
-// commit group per item, empty past the last), and the next item's raw taps and bias load into
-// registers during this one's work (two register sets used in turn: the loop body is unrolled
-// twice, since copying a register whose load is in flight waits for the load). Per item: wait
-// for its group; zero the row-start head; each thread checks the vectors it staged for
-// non-finite values; a barrier (__syncthreads_or: any; also every thread is done with the
-// previous item, whose buffer the item kStages - 1 ahead now takes); those copies and the next
-// item's tap loads are issued; then per pass B, per mma tile kKS ldmatrix + mma; each lane
-// stores its two pairs of outputs (32-bit stores: a warp store instruction covers 128 contiguous
-// bytes).
+// Grid: 1-D, one block per item = row * tiles + tile (tile fastest), rows * tiles <= INT_MAX.
+// Block: 4 warps; the tile's nob mma tiles (outputs l0 + 128 ob + 8m + n, l0 = tile * 128 nob -
+// my, my = the row's output misalignment) go to warps round-robin, ob = warp + 4 i.
+// Shared memory: the tile's staged input xs[i] = x[a0 + i] (zeros outside [0, L)), 16-byte
+// cp.async copies inside the row, element by element at its ends (or for strided rows).
+// Per block: stage; the B fragments of the first pass (global loads of the taps) while the
+// copies fly; wait; each thread checks its own staged vectors for non-finite values; a barrier
+// (__syncthreads_or: any). Then per pass: B fragments, per mma tile kKS ldmatrix + mma; after the
+// last pass each lane stores its two pairs of outputs (32-bit stores: a warp store instruction
+// covers 128 contiguous bytes).
 template <typename T, typename Traits>
-__global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocks)
+__global__ void __launch_bounds__(Traits::kThreads)
     conv1d_rowwise_mma_kernel(const Conv1dParams p, const int nob, const int npass,
-                              const uint32_t tiles, const uint32_t total) {
+                              const uint32_t tiles) {
   constexpr int kKS = Traits::kKS;
   constexpr int kBlock = Traits::kBlock;
-  constexpr int kStages = Traits::kStages;
   constexpr int kMaxObPerWarp = Traits::kMaxObPerWarp;
-  constexpr int kThreads = Traits::kThreads;
-  using Taps = Conv1dMmaTaps<T, kKS>;
   extern __shared__ uint4 conv1d_mma_smem[];
-  T* const smem = reinterpret_cast<T*>(conv1d_mma_smem);
+  T* const xs = reinterpret_cast<T*>(conv1d_mma_smem);
   const int tid = threadIdx.x;
   const int lane = tid & 31;
   const int warp = tid >> 5;
+
+  const uint32_t row = blockIdx.x / tiles;
+  const uint32_t tile = blockIdx.x - row * tiles;
+  uint32_t n, c;
+  split_row(p, row, n, c);
+  const T* const xrow = static_cast<const T*>(p.x) + static_cast<int64_t>(n) * p.x_sn +
+                        static_cast<int64_t>(c) * p.x_sc;
+  T* const yrow = static_cast<T*>(p.y) + static_cast<int64_t>(n) * p.y_sn +
+                  static_cast<int64_t>(c) * p.y_so;
+  const T* const wrow = static_cast<const T*>(p.w) + static_cast<int64_t>(c) * p.w_so;
   const int tile_len = nob * kBlock;
-  const int buf_elems = Traits::staged(nob, (npass - 1) * Traits::kPassStride);
-  const int nq = buf_elems / 8;  // staged 16-byte vectors of an item
-
-#pragma unroll
-  for (int st = 0; st < kStages - 1; ++st) {
-    const uint32_t item = blockIdx.x + st * gridDim.x;  // total + kStages * gridDim.x < 2^32
-    if (item < total) {
-      const Conv1dMmaItem<T> it = mma_item<T>(p, item, tiles, tile_len);
-      if (it.live) mma_stage<T, kThreads>(p, it, smem + st * buf_elems, nq);
-    }
-    cp_async_commit();
+  const int my =
+      p.y_sl == 1 ? static_cast<int>((reinterpret_cast<uintptr_t>(yrow) / sizeof(T)) % 8) : 0;
+  const int64_t l0 = static_cast<int64_t>(tile) * tile_len - my;
+  if (l0 >= p.L_out) return;  // rows of other alignments: one more tile than this row needs
+  int off = 0;
+  if (p.x_sl == 1) {
+    const int mx = static_cast<int>((reinterpret_cast<uintptr_t>(xrow) / sizeof(T)) % 8);
+    off = (mx + static_cast<int>(l0 & 7) - static_cast<int>(p.pad_lo & 7)) & 7;  // mod 8
   }
+  const int64_t a0 = l0 - p.pad_lo - off;  // x + a0 is 16-byte aligned when x_sl == 1
+  const int t0_last = (npass - 1) * Traits::kPassStride;
+  const int nq = Traits::staged(nob, t0_last) / 8;  // staged 16-byte vectors
 
+  for (int q = tid; q < nq; q += Traits::kThreads) {
+    const int64_t g = a0 + 8 * static_cast<int64_t>(q);
+    T* const dst = xs + 8 * q;
+    if (p.x_sl == 1 && g >= 0 && g + 8 <= p.L) {
+      cp_async_zfill<16>(dst, xrow + g, true);
+    } else {
+#pragma unroll
+      for (int e = 0; e < 8; ++e) {
+        dst[e] = (g + e >= 0 && g + e < p.L) ? xrow[(g + e) * p.x_sl] : from_float<T>(0.f);
+      }
+    }
+  }
+  cp_async_commit();
+
+  // B fragments of a pass from taps [t0, t_end): lane (g, t) holds B[16s + 2t + 8h + e][g] =
+  // w[t0 + 16s + 2t + 8h + e - g - off] in register b[s][h], element e in bits 16e.
   const int bg = lane >> 2;
   const int bt = lane & 3;
-  // ldmatrix rows of lane l: A row (l % 8) + 8 ((l / 8) % 2), k half l / 16.
-  const int arow = 8 * ((lane & 7) + 8 * ((lane >> 3) & 1)) + 8 * (lane >> 4);
-  const T* const bp = static_cast<const T*>(p.b);
-  // The raw taps of an item's pass from [t0, t_end) (see Conv1dMmaTaps) and its bias.
-  auto fetch = [&](const Conv1dMmaItem<T>& it, int pass, Taps& t) {
+  unsigned b[kKS][2];
+  auto load_b = [&](int pass) {
     const int t0 = pass * Traits::kPassStride;
     const int64_t t_end = pass == npass - 1 ? p.K : t0 + Traits::kPassStride;
 #pragma unroll
     for (int s = 0; s < kKS; ++s) {
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
+        unsigned v = 0;
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
-          const int k = t0 + 16 * s + 2 * bt + 8 * h + e - bg - it.off;
-          t.v[s][h][e] = (k >= t0 && k < t_end) ? it.wrow[static_cast<int64_t>(k) * p.w_sk]
-                                                : from_float<T>(0.f);
+          const int k = t0 + 16 * s + 2 * bt + 8 * h + e - bg - off;
+          const T tap = (k >= t0 && k < t_end) ? wrow[static_cast<int64_t>(k) * p.w_sk]
+                                               : from_float<T>(0.f);
+          v |= static_cast<unsigned>(*reinterpret_cast<const uint16_t*>(&tap)) << (16 * e);
         }
-      }
-    }
-    t.bias = bp != nullptr ? bp[static_cast<int64_t>(it.c) * p.b_s] : from_float<T>(0.f);
-  };
-  // B fragments: register b[s][h] = B[16s + 2t + 8h + e][g], element e in bits 16e.
-  auto pack = [&](const Taps& t, unsigned(&b)[kKS][2]) {
-#pragma unroll
-    for (int s = 0; s < kKS; ++s) {
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        b[s][h] = static_cast<unsigned>(*reinterpret_cast<const uint16_t*>(&t.v[s][h][0])) |
-                  static_cast<unsigned>(*reinterpret_cast<const uint16_t*>(&t.v[s][h][1])) << 16;
+        b[s][h] = v;
       }
     }
   };
+  load_b(0);
+  const T* const bp = static_cast<const T*>(p.b);
+  const float bias = bp != nullptr ? to_float(bp[static_cast<int64_t>(c) * p.b_s]) : 0.f;
 
-  uint32_t item = blockIdx.x;
-  Conv1dMmaItem<T> it = mma_item<T>(p, item < total ? item : 0, tiles, tile_len);
-  int buf = 0;
-  // One item with the taps `cur` (loaded one item earlier); loads the next item's into `nxt`.
-  // Returns whether the block has a next item.
-  auto step = [&](const Taps& cur, Taps& nxt) -> bool {
-    T* const xs = smem + buf * buf_elems;
-    cp_async_wait<kStages - 2>();  // this item's group (groups complete in order)
-    bool bad = false;
-    if (it.live) {
-      mma_zero_head<T, kThreads>(p, it, xs);
-      for (int q = tid; q < nq; q += kThreads) {
-        bad |= has_nonfinite16<T>(*reinterpret_cast<const uint4*>(xs + 8 * q));
+  cp_async_wait<0>();
+  bool bad = false;
+  for (int q = tid; q < nq; q += Traits::kThreads) {
+    bad |= has_nonfinite16<T>(*reinterpret_cast<const uint4*>(xs + 8 * q));
+  }
+  if (__syncthreads_or(bad)) {
+    // Exact windows, tap by tap (only tiles holding an infinity or a NaN).
+    for (int o = tid; o < tile_len; o += Traits::kThreads) {
+      const int64_t l = l0 + o;
+      if (l < 0 || l >= p.L_out) continue;
+      float acc = bias;
+      for (int64_t k = 0; k < p.K; ++k) {
+        acc = fmaf(to_float(wrow[k * p.w_sk]), to_float(xs[o + off + k]), acc);
       }
+      yrow[l * p.y_sl] = from_float<T>(acc);
     }
-    bad = __syncthreads_or(bad);
-    {
-      const uint32_t ahead = item + (kStages - 1) * gridDim.x;
-      const int abuf = buf == 0 ? kStages - 1 : buf - 1;  // the previous item's buffer
-      if (ahead < total) {
-        const Conv1dMmaItem<T> at = mma_item<T>(p, ahead, tiles, tile_len);
-        if (at.live) mma_stage<T, kThreads>(p, at, smem + abuf * buf_elems, nq);
-      }
-      cp_async_commit();
-    }
-    buf = buf == kStages - 1 ? 0 : buf + 1;
-    const uint32_t next = item + gridDim.x;
-    const Conv1dMmaItem<T> nit = mma_item<T>(p, next < total ? next : item, tiles, tile_len);
-    fetch(nit, 0, nxt);
-    const float bias = to_float(cur.bias);
+    return;
+  }
 
-    if (it.live && bad) {
-      // Exact windows, tap by tap (only tiles holding an infinity or a NaN).
-      for (int o = tid; o < tile_len; o += kThreads) {
-        const int64_t l = it.l0 + o;
-        if (l < 0 || l >= p.L_out) continue;
-        float acc = bias;
-        for (int64_t k = 0; k < p.K; ++k) {
-          acc = fmaf(to_float(it.wrow[k * p.w_sk]), to_float(xs[o + it.off + k]), acc);
-        }
-        it.yrow[l * p.y_sl] = from_float<T>(acc);
-      }
-    } else if (it.live) {
-      unsigned b[kKS][2];
-      pack(cur, b);
-      float d[kMaxObPerWarp][4];
+  float d[kMaxObPerWarp][4];
 #pragma unroll
-      for (int i = 0; i < kMaxObPerWarp; ++i) {
+  for (int i = 0; i < kMaxObPerWarp; ++i) {
 #pragma unroll
-        for (int e = 0; e < 4; ++e) d[i][e] = bias;
-      }
-      for (int pass = 0;;) {
-        const T* const xa = xs + pass * Traits::kPassStride + arow;
+    for (int e = 0; e < 4; ++e) d[i][e] = bias;
+  }
+  // ldmatrix rows of lane l: A row (l % 8) + 8 ((l / 8) % 2), k half l / 16.
+  const int arow = 8 * ((lane & 7) + 8 * ((lane >> 3) & 1)) + 8 * (lane >> 4);
+  for (int pass = 0;;) {
+    const T* const xa = xs + pass * Traits::kPassStride + arow;
 #pragma unroll
-        for (int i = 0; i < kMaxObPerWarp; ++i) {
-          const int ob = warp + Traits::kWarps * i;
-          if (ob < nob) {  // warp-uniform
+    for (int i = 0; i < kMaxObPerWarp; ++i) {
+      const int ob = warp + Traits::kWarps * i;
+      if (ob < nob) {  // warp-uniform
 #pragma unroll
-            for (int s = 0; s < kKS; ++s) {
-              unsigned a[4];
-              ldmatrix_x4(a, xa + kBlock * ob + 16 * s);
-              mma_16816<T>(d[i], a[0], a[1], a[2], a[3], b[s][0], b[s][1]);
-            }
-          }
-        }
-        if (++pass == npass) break;
-        Taps tp;  // later passes (filters past kPassTaps): loaded when used
-        fetch(it, pass, tp);
-        pack(tp, b);
-      }
-#pragma unroll
-      for (int i = 0; i < kMaxObPerWarp; ++i) {
-        const int ob = warp + Traits::kWarps * i;
-        if (ob < nob) {
-          const int64_t lb = it.l0 + kBlock * ob;
-          const int64_t l = lb + 8 * bg + 2 * bt;  // d0, d1; d2, d3 64 outputs later
-          if (p.y_sl == 1 && lb >= 0 && lb + kBlock <= p.L_out) {  // 4-byte aligned: l0 is 16
-            *reinterpret_cast<unsigned*>(it.yrow + l) = reg_pack2<T>(d[i][0], d[i][1]);
-            *reinterpret_cast<unsigned*>(it.yrow + l + 64) = reg_pack2<T>(d[i][2], d[i][3]);
-          } else {
-#pragma unroll
-            for (int e = 0; e < 4; ++e) {
-              const int64_t le = l + (e & 1) + 64 * (e >> 1);
-              if (le >= 0 && le < p.L_out) it.yrow[le * p.y_sl] = from_float<T>(d[i][e]);
-            }
-          }
+        for (int s = 0; s < kKS; ++s) {
+          unsigned a[4];
+          ldmatrix_x4(a, xa + kBlock * ob + 16 * s);
+          mma_16816<T>(d[i], a[0], a[1], a[2], a[3], b[s][0], b[s][1]);
         }
       }
     }
-    item = next;
-    it = nit;
-    return item < total;
-  };
+    if (++pass == npass) break;
+    load_b(pass);
+  }
 
-  if (item < total) {
-    Taps ta, tb;
-    fetch(it, 0, ta);
-    while (step(ta, tb) && step(tb, ta)) {
+#pragma unroll
+  for (int i = 0; i < kMaxObPerWarp; ++i) {
+    const int ob = warp + Traits::kWarps * i;
+    if (ob < nob) {
+      const int64_t lb = l0 + kBlock * ob;
+      const int64_t l = lb + 8 * bg + 2 * bt;  // d0, d1; d2, d3 64 outputs later
+      if (p.y_sl == 1 && lb >= 0 && lb + kBlock <= p.L_out) {  // 4-byte aligned: l0 is 16
+        *reinterpret_cast<unsigned*>(yrow + l) = reg_pack2<T>(d[i][0], d[i][1]);
+        *reinterpret_cast<unsigned*>(yrow + l + 64) = reg_pack2<T>(d[i][2], d[i][3]);
+      } else {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int64_t le = l + (e & 1) + 64 * (e >> 1);
+          if (le >= 0 && le < p.L_out) yrow[le * p.y_sl] = from_float<T>(d[i][e]);
+        }
+      }
     }
   }
-  cp_async_wait<0>();  // no copy may still target shared memory when the block exits
 }
 
 }  // namespace gpukern
