@@ -6,6 +6,8 @@ CUDA kernel paths (see choose_conv1d_algo in csrc/conv1d/conv1d_cuda.cu):
   rowwise_short   the same with K < 28 otherwise (streaming; forceable up to K = 32)
   rowwise8        forced only (the same shapes; any K)
   rowwise16       the same with K >= 28 (persistent streaming kernel; taps in steps of 1024)
+  rowwise_mma     fp16/bf16, the same rows with K >= 9 below the FFT thresholds (tensor cores:
+                  banded filter matrix; tiles holding a non-finite input tap by tap)
   rowwise8dil     the same with 1 < dilation <= 128
   general OT4     everything else with >= 4 output channels per group
   general OT1     everything else with < 4 output channels per group

@@ -96,6 +96,13 @@ constexpr int64_t kFftMinMacs = int64_t{1} << 30;
 //      dilation 1, K >= kStreamMinK: rowwise16, the persistent streaming kernel with 16 outputs per
 //        thread (FMA-bound: 16x16 FMAs per 8 float4 shared loads; next tile's loads in
 //        flight during the current one's FMAs, one barrier per tile, 16-byte stores);
+//      fp16/bf16, dilation 1, K >= kMmaMinK = 9 (up to kMmaMaxK): rowwise_mma, the tensor-core
+//        kernel (the filter as a banded matrix, mma.m16n8k16 over the staged input). Measured on
+//        an H200, bf16, forced (us): depthwise B16 C768 L2048 K31 51.2 vs rowwise16 60.2;
+//        B8 C4096 L4096 K9 217.5 vs rowwise_short 245.9; 1 x 64M K16 102.8 vs 127.6; B16 C768
+//        L2048 K16 79.1 vs 78.0 (level); B64 L1M K64 198.5 vs rowwise16 213.3; 1 x 64M K127 334.7
+//        vs 365.0. Below K = 9 rowwise_reg wins (K4 165 vs 290, K8 185 vs 291); from the FFT
+//        thresholds the FFT path does (1 x 16M K1024: 254.7 vs 372.6).
 //      dilation > 1: 8 outputs per thread on one dilation phase, scalar shared reads.
 //  - General kernel otherwise (strides > 1, grouped and dense channels, depthwise multipliers,
 //    huge dilations, short rows): 4 output channels per block when a group has at least 4 (the

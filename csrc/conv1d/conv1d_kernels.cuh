@@ -18,8 +18,12 @@
 //  conv1d_rowwise_reg_kernel the same rows at dilation 1 with K <= 8 (rowwise_reg): no shared
 //                         memory; each lane holds 32 bytes of consecutive inputs and outputs in
 //                         registers and takes the taps' halo from the next lanes by shuffles.
+//  conv1d_rowwise_mma_kernel the same rows at dilation 1 in fp16/bf16 (rowwise_mma): tensor
+//                         cores, the filter as a banded B matrix and the staged input read in
+//                         place as A (ldmatrix), float accumulators.
 //
-// All accumulate in float32 (and those that stage data stage it as float), whatever scalar_t is.
+// All accumulate in float32 (and those that stage data stage it as float, rowwise_mma excepted:
+// it stages the 16-bit inputs as they are), whatever scalar_t is.
 #include <cstdint>
 #include <type_traits>
 
