@@ -437,6 +437,24 @@ def test_cuda_views_and_alignment(device):
         check(big[:, :, ::2], w, None, 1, 7, 1, 3)
 
 
+def _row_case(case, dtype, device, seed):
+    """Inputs of a row-wise kernel case (N, C, L_out, K, padding, bias, x view: "plain" |
+    "offset1" | "strided"): depthwise rows of the length that gives L_out, as a contiguous
+    tensor, a view at storage offset 1 or a stride-2 view. Returns x, w, b, the call's (stride,
+    padding, dilation, groups), K and L_out."""
+    N, C, L_out, K, padding, bias, view = case
+    pad_total = K - 1 if padding == "same" else 2 * padding
+    L = L_out - pad_total + K - 1
+    x, w, b = make(N, C, C, 2 * L + 1, K, C, bias, dtype, device, seed=seed + K + L)
+    if view == "plain":
+        x = x[..., :L].contiguous()
+    elif view == "offset1":
+        x = x[..., 1:L + 1]
+    else:
+        x = x[..., ::2][..., :L]
+    return x, w, b, (1, padding, 1, C), K, L_out
+
+
 # rowwise_short: tiles of 1024 (fp32) / 2048 (fp16, bf16) outputs, 32 bytes per thread each way;
 # a row's last tile also takes up to a quarter tile (one warp's units, SHORT_EXTRA) past its end.
 SHORT_TILE = {torch.float32: 1024, torch.float16: 2048, torch.bfloat16: 2048}
@@ -474,17 +492,7 @@ def _short_cases(dtype):
 @pytest.mark.parametrize("idx", range(14))
 @pytest.mark.parametrize("device", [pytest.param("cuda", marks=cuda_only)])
 def test_cuda_rowwise_short_forced(device, dtype, idx):
-    N, C, L_out, K, padding, bias, view = _short_cases(dtype)[idx]
-    pad_total = K - 1 if padding == "same" else 2 * padding
-    L = L_out - pad_total + K - 1
-    x, w, b = make(N, C, C, 2 * L + 1, K, C, bias, dtype, device, seed=1000 + idx + K + L)
-    if view == "plain":
-        x = x[..., :L].contiguous()
-    elif view == "offset1":
-        x = x[..., 1:L + 1]
-    else:
-        x = x[..., ::2][..., :L]
-    args = (1, padding, 1, C)
+    x, w, b, args, K, L_out = _row_case(_short_cases(dtype)[idx], dtype, device, seed=1000 + idx)
     if L_out >= 64:  # shorter rows go to the general kernel unless forced
         auto = "rowwise16" if K >= STREAM_MIN_K else "rowwise_short"
         if dtype != torch.float32 and K >= MMA_MIN_K:
@@ -628,17 +636,7 @@ def _stream_cases():
 @pytest.mark.parametrize("idx", range(12))
 @pytest.mark.parametrize("device", [pytest.param("cuda", marks=cuda_only)])
 def test_cuda_rowwise16_forced(device, dtype, idx):
-    N, C, L_out, K, padding, bias, view = _stream_cases()[idx]
-    pad_total = K - 1 if padding == "same" else 2 * padding
-    L = L_out - pad_total + K - 1
-    x, w, b = make(N, C, C, 2 * L + 1, K, C, bias, dtype, device, seed=2000 + idx + K + L)
-    if view == "plain":
-        x = x[..., :L].contiguous()
-    elif view == "offset1":
-        x = x[..., 1:L + 1]
-    else:
-        x = x[..., ::2][..., :L]
-    args = (1, padding, 1, C)
+    x, w, b, args, K, L_out = _row_case(_stream_cases()[idx], dtype, device, seed=2000 + idx)
     with torch_ops.force_algorithm("conv1d", "rowwise16"):
         assert torch_ops.algorithm("conv1d", x, w, b, *args) == "rowwise16"
         out = check(x, w, b, *args)
@@ -705,17 +703,7 @@ def _mma_cases():
 @pytest.mark.parametrize("idx", range(15))
 @pytest.mark.parametrize("device", [pytest.param("cuda", marks=cuda_only)])
 def test_cuda_rowwise_mma_forced(device, dtype, idx):
-    N, C, L_out, K, padding, bias, view = _mma_cases()[idx]
-    pad_total = K - 1 if padding == "same" else 2 * padding
-    L = L_out - pad_total + K - 1
-    x, w, b = make(N, C, C, 2 * L + 1, K, C, bias, dtype, device, seed=3000 + idx + K + L)
-    if view == "plain":
-        x = x[..., :L].contiguous()
-    elif view == "offset1":
-        x = x[..., 1:L + 1]
-    else:
-        x = x[..., ::2][..., :L]
-    args = (1, padding, 1, C)
+    x, w, b, args, K, L_out = _row_case(_mma_cases()[idx], dtype, device, seed=3000 + idx)
     with torch_ops.force_algorithm("conv1d", "rowwise_mma"):
         assert torch_ops.algorithm("conv1d", x, w, b, *args) == "rowwise_mma"
         out = check(x, w, b, *args)
