@@ -1443,6 +1443,8 @@ template <typename T, int kKS_>
 struct Conv1dMmaTraits {
   static_assert(sizeof(T) == 2, "16-bit types only");
   static constexpr int kThreads = 128;
+  static constexpr int kV = kVec16<T>;        // elements of a staged 16-byte vector (= 8, the
+                                              // 16-byte rows of an ldmatrix 8x8 matrix)
   static constexpr int kWarps = kThreads / 32;
   static constexpr int kKS = kKS_;            // 16-input k steps of one pass
   static constexpr int kBlock = 128;          // outputs of one mma tile
@@ -1484,6 +1486,7 @@ __global__ void __launch_bounds__(Traits::kThreads)
                               const uint32_t tiles) {
   constexpr int kKS = Traits::kKS;
   constexpr int kBlock = Traits::kBlock;
+  constexpr int kV = Traits::kV;
   constexpr int kMaxObPerWarp = Traits::kMaxObPerWarp;
   extern __shared__ uint4 conv1d_mma_smem[];
   T* const xs = reinterpret_cast<T*>(conv1d_mma_smem);
@@ -1502,26 +1505,27 @@ __global__ void __launch_bounds__(Traits::kThreads)
   const T* const wrow = static_cast<const T*>(p.w) + static_cast<int64_t>(c) * p.w_so;
   const int tile_len = nob * kBlock;
   const int my =
-      p.y_sl == 1 ? static_cast<int>((reinterpret_cast<uintptr_t>(yrow) / sizeof(T)) % 8) : 0;
+      p.y_sl == 1 ? static_cast<int>((reinterpret_cast<uintptr_t>(yrow) / sizeof(T)) % kV) : 0;
   const int64_t l0 = static_cast<int64_t>(tile) * tile_len - my;
   if (l0 >= p.L_out) return;  // rows of other alignments: one more tile than this row needs
   int off = 0;
   if (p.x_sl == 1) {
-    const int mx = static_cast<int>((reinterpret_cast<uintptr_t>(xrow) / sizeof(T)) % 8);
-    off = (mx + static_cast<int>(l0 & 7) - static_cast<int>(p.pad_lo & 7)) & 7;  // mod 8
+    const int mx = static_cast<int>((reinterpret_cast<uintptr_t>(xrow) / sizeof(T)) % kV);
+    off = (mx + static_cast<int>(l0 & (kV - 1)) - static_cast<int>(p.pad_lo & (kV - 1))) &
+          (kV - 1);  // mod kV
   }
   const int64_t a0 = l0 - p.pad_lo - off;  // x + a0 is 16-byte aligned when x_sl == 1
   const int t0_last = (npass - 1) * Traits::kPassStride;
-  const int nq = Traits::staged(nob, t0_last) / 8;  // staged 16-byte vectors
+  const int nq = Traits::staged(nob, t0_last) / kV;  // staged 16-byte vectors
 
   for (int q = tid; q < nq; q += Traits::kThreads) {
-    const int64_t g = a0 + 8 * static_cast<int64_t>(q);
-    T* const dst = xs + 8 * q;
-    if (p.x_sl == 1 && g >= 0 && g + 8 <= p.L) {
+    const int64_t g = a0 + kV * static_cast<int64_t>(q);
+    T* const dst = xs + kV * q;
+    if (p.x_sl == 1 && g >= 0 && g + kV <= p.L) {
       cp_async_zfill<16>(dst, xrow + g, true);
     } else {
 #pragma unroll
-      for (int e = 0; e < 8; ++e) {
+      for (int e = 0; e < kV; ++e) {
         dst[e] = (g + e >= 0 && g + e < p.L) ? xrow[(g + e) * p.x_sl] : from_float<T>(0.f);
       }
     }
@@ -1559,7 +1563,7 @@ __global__ void __launch_bounds__(Traits::kThreads)
   cp_async_wait<0>();
   bool bad = false;
   for (int q = tid; q < nq; q += Traits::kThreads) {
-    bad |= has_nonfinite16<T>(*reinterpret_cast<const uint4*>(xs + 8 * q));
+    bad |= has_nonfinite16<T>(*reinterpret_cast<const uint4*>(xs + kV * q));
   }
   if (__syncthreads_or(bad)) {
     // Exact windows, tap by tap (only tiles holding an infinity or a NaN).
