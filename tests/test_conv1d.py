@@ -1,12 +1,13 @@
 """gpukern::conv1d / conv1d.padding against torch.nn.functional.conv1d (float64 references).
 
 CUDA kernel paths (see choose_conv1d_algo in csrc/conv1d/conv1d_cuda.cu):
-  rowwise_reg     stride 1, C == O == groups, dilation 1, K <= 8, N*C >= 256 rows, L_out >= 256
+  rowwise_reg     stride 1, C == O == groups, dilation 1, K <= 8 (fp16/bf16: K < 8), N*C >= 256
+                  rows, L_out >= 256
                   (register windows, halo by warp shuffles; forceable on fewer rows)
   rowwise_short   the same with K < 28 otherwise (streaming; forceable up to K = 32)
   rowwise8        forced only (the same shapes; any K)
   rowwise16       the same with K >= 28 (persistent streaming kernel; taps in steps of 1024)
-  rowwise_mma     fp16/bf16, the same rows with K >= 9 below the FFT thresholds (tensor cores:
+  rowwise_mma     fp16/bf16, the same rows with K >= 8 below the FFT thresholds (tensor cores:
                   banded filter matrix; tiles holding a non-finite input tap by tap)
   rowwise8dil     the same with 1 < dilation <= 128
   general OT4     everything else with >= 4 output channels per group
@@ -670,12 +671,13 @@ def test_cuda_rowwise16_many_rows(device, dtype):
         check(x, w, b, 1, 20, 1, 22000)
 
 
-# rowwise_mma (the tensor-core kernel, fp16/bf16 only): 128-output mma tiles, up to 16 a block
-# (a row's tiles evened out), k steps of 16 inputs: 2 (K <= 18), 3 (K <= 34), 4 (K <= 50), else 8
-# (K <= 114 in one pass, longer filters in passes of 112 taps); a tile holding a non-finite input
-# is computed tap by tap.
+# rowwise_mma (the tensor-core kernel, fp16/bf16 only): one warp per tile of 128-output mma
+# tiles, up to 16 a tile (a row's tiles evened out; down to 4 when rows are few), up to 4 warps a
+# block (fewer where a staged tile passes 12 KB); k steps of 16 inputs: 2 (K <= 18), 3 (K <= 34),
+# 4 (K <= 50), else 8 (K <= 114 in one pass, longer filters in passes of 112 taps); a tile holding
+# a non-finite input is computed tap by tap.
 MMA_DTYPES = [torch.float16, torch.bfloat16]
-MMA_MIN_K = 9  # kMmaMinK: rowwise_mma's automatic choice for 16-bit rows from this K
+MMA_MIN_K = 8  # kMmaMinK: rowwise_mma's automatic choice for 16-bit rows from this K
 
 
 def _mma_cases():
@@ -696,11 +698,13 @@ def _mma_cases():
         (1, 1, 2000, 1, 0, True, "offset1"),             # K = 1
         (1, 1, 4 * 2048 + 3, 64, 0, True, "strided"),    # several tiles, 'valid'
         (1, 1, 2000, 1500, 1499, True, "plain"),         # K > L
+        (1, 3, 2500, 6000, 3000, True, "offset1"),       # 54 passes; 3 warps a block (14.7 KB)
+        (2, 1, 1000, 16000, 8000, False, "plain"),       # one warp a block (34 KB staged)
     ]
 
 
 @pytest.mark.parametrize("dtype", MMA_DTYPES, ids=str)
-@pytest.mark.parametrize("idx", range(15))
+@pytest.mark.parametrize("idx", range(len(_mma_cases())))
 @pytest.mark.parametrize("device", [pytest.param("cuda", marks=cuda_only)])
 def test_cuda_rowwise_mma_forced(device, dtype, idx):
     x, w, b, args, K, L_out = _row_case(_mma_cases()[idx], dtype, device, seed=3000 + idx)
@@ -760,7 +764,7 @@ def test_cuda_rowwise_mma_nonfinite_reach_only_their_window(device, dtype, K):
 @pytest.mark.parametrize("dtype", MMA_DTYPES, ids=str)
 @pytest.mark.parametrize("device", [pytest.param("cuda", marks=cuda_only)])
 def test_cuda_rowwise_mma_many_rows(device, dtype):
-    """N*C > 65535 rows (one block per tile, 1-D grid) with an odd L_out, automatic choice."""
+    """N*C > 65535 rows (one warp per tile, 1-D grid) with an odd L_out, automatic choice."""
     x, w, b = make(3, 22000, 22000, 300, 31, 22000, True, dtype, device, seed=65538)
     assert torch_ops.algorithm("conv1d", x, w, b, 1, 15, 1, 22000) == "rowwise_mma"
     check(x, w, b, 1, 15, 1, 22000)
@@ -774,6 +778,8 @@ def test_cuda_rowwise_mma_many_rows(device, dtype):
     (torch.bfloat16, 1, 1, 2**20, MMA_MIN_K, 4, "rowwise_mma"),
     (torch.bfloat16, 1, 1, 2**20, MMA_MIN_K - 1, 4, "rowwise_short"),
     (torch.bfloat16, 8, 4096, 4096, 4, 3, "rowwise_reg"),     # dw1_k4_bf16
+    (torch.float16, 8, 4096, 4096, MMA_MIN_K - 1, 3, "rowwise_reg"),
+    (torch.float16, 8, 4096, 4096, MMA_MIN_K, 3, "rowwise_mma"),  # before rowwise_reg's K <= 8
     (torch.bfloat16, 1, 1, 2**20, 511, 510, "rowwise_mma"),
     (torch.bfloat16, 16, 1, 2**20, 1024, 1023, "fft"),       # long filters, long signals: FFT
 ])

@@ -67,7 +67,7 @@ static_assert(kStreamMinK <= kShortMaxK, "rowwise_short covers every K below the
 // 48 KB of shared memory).
 constexpr int64_t kMmaMaxK = 16384;
 // rowwise_mma for 16-bit rows from this many taps (below: rowwise_reg / rowwise_short).
-constexpr int64_t kMmaMinK = 9;
+constexpr int64_t kMmaMinK = 8;
 
 // FFT path thresholds (see the algorithm choice below and conv1d_fft_cuda.cu).
 constexpr int64_t kFftMinTaps = 512;
@@ -88,21 +88,25 @@ constexpr int64_t kFftMinMacs = int64_t{1} << 30;
 //        depthwise K = 31. The crossover sits below the short kernel's limit (32: its taps are
 //        fully unrolled): from ~28 taps the multiply-adds dominate, where rowwise16's 16x16
 //        register blocks issue fewer shared loads per multiply-add.
-//      dilation 1, K <= kRegMaxK = 8 and at least kRegMinRows = 256 rows: rowwise_reg, the
-//        register-window kernel (no shared memory: a warp's lanes load 32 bytes each and take
-//        the taps' halo from the next lanes by shuffles; rowwise_short stages every element as a
-//        float, so 16-bit types cost it as much as fp32: 46% of the bandwidth for depthwise K4
-//        bf16, 79% here).
+//      dilation 1, K <= kRegMaxK = 8 (16-bit: K < kMmaMinK) and at least kRegMinRows = 256
+//        rows: rowwise_reg, the register-window kernel (no shared memory: a warp's lanes load
+//        32 bytes each and take the taps' halo from the next lanes by shuffles; rowwise_short
+//        stages every element as a float, so 16-bit types cost it as much as fp32: 46% of the
+//        bandwidth for depthwise K4 bf16, 79% here).
 //      dilation 1, K >= kStreamMinK: rowwise16, the persistent streaming kernel with 16 outputs per
 //        thread (FMA-bound: 16x16 FMAs per 8 float4 shared loads; next tile's loads in
 //        flight during the current one's FMAs, one barrier per tile, 16-byte stores);
-//      fp16/bf16, dilation 1, K >= kMmaMinK = 9 (up to kMmaMaxK): rowwise_mma, the tensor-core
-//        kernel (the filter as a banded matrix, mma.m16n8k16 over the staged input). Measured on
-//        an H200, bf16, forced (us): depthwise B16 C768 L2048 K31 51.2 vs rowwise16 60.2;
-//        B8 C4096 L4096 K9 217.5 vs rowwise_short 245.9; 1 x 64M K16 102.8 vs 127.6; B16 C768
-//        L2048 K16 79.1 vs 78.0 (level); B64 L1M K64 198.5 vs rowwise16 213.3; 1 x 64M K127 334.7
-//        vs 365.0. Below K = 9 rowwise_reg wins (K4 165 vs 290, K8 185 vs 291); from the FFT
-//        thresholds the FFT path does (1 x 16M K1024: 254.7 vs 372.6).
+//      fp16/bf16, dilation 1, K >= kMmaMinK = 8 (up to kMmaMaxK; checked before rowwise_reg):
+//        rowwise_mma, the tensor-core kernel (the filter as a banded matrix, mma.m16n8k16 over
+//        the staged input, one warp per tile). Measured on an H200, bf16, forced (us):
+//        depthwise B16 C768 L2048 K31 37.0 vs rowwise16 63.8; B8 C4096 L4096 K9 163.0 vs
+//        rowwise_short 250.0; B16 C768 L2048 K16 47.6 vs rowwise16 102.8; 1 x 64M K16 76.3 vs
+//        rowwise16 105.6; B64 L1M K64 116.9 vs 215.1; 1 x 64M K127 316.8 vs 364.7; 1 x 1M K511
+//        19.3 (rowwise16 26.8). Against rowwise_reg on B8 C4096 L4096 (bf16 / fp16): K4 174.9 vs
+//        162.2 / 174.4 vs 161.2, K5 173.7 vs 158.5 / 174.0 vs 158.9, K6 173.9 vs 173.1 / 174.0
+//        vs 167.1, K7 173.4 vs 176.1 / 173.8 vs 168.9, K8 173.7 vs 183.0 / 173.7 vs 173.8: the
+//        crossover lies at K = 7 (bf16) and 8 (fp16). From the FFT thresholds the FFT path wins
+//        (1 x 16M K1024: 254.7 vs 372.6 in round 13's version of this kernel).
 //      dilation > 1: 8 outputs per thread on one dilation phase, scalar shared reads.
 //  - General kernel otherwise (strides > 1, grouped and dense channels, depthwise multipliers,
 //    huge dilations, short rows): 4 output channels per block when a group has at least 4 (the
@@ -164,8 +168,8 @@ Conv1dAlgo choose_conv1d_algo_auto(const Conv1dParams& p) {
   if (one_row(p) && p.stride == 1 && p.dilation <= Rowwise8Dilated::kMaxDilation &&
       p.L_out * 4 >= Rowwise8::kMaxTile) {
     if (p.dilation > 1) return Conv1dAlgo::kRowwise8Dilated;
-    if (p.K <= kRegMaxK && p.N * p.C >= kRegMinRows) return Conv1dAlgo::kRowwiseReg;
     if (p.elem_size == 2 && p.K >= kMmaMinK && p.K <= kMmaMaxK) return Conv1dAlgo::kRowwiseMma;
+    if (p.K <= kRegMaxK && p.N * p.C >= kRegMinRows) return Conv1dAlgo::kRowwiseReg;
     return p.K >= kStreamMinK ? Conv1dAlgo::kRowwise16 : Conv1dAlgo::kRowwiseShort;
   }
   return p.o_per_group() >= 4 ? Conv1dAlgo::kGeneralOT4 : Conv1dAlgo::kGeneralOT1;
@@ -329,26 +333,40 @@ void launch_rowwise_stream(const Conv1dParams& p, cudaStream_t stream) {
   GK_CHECK_LAUNCH();
 }
 
-// The rowwise_mma algorithm: one block per tile of up to 2048 outputs (the tiles of a row evened
-// out to whole 128-output mma tiles), k steps by K.
+// The rowwise_mma algorithm: one warp per tile of up to 2048 outputs (the tiles of a row evened
+// out to whole 128-output mma tiles), as many warps a block as their staged tiles fit in 48 KB
+// (up to 4), k steps by K.
 template <typename T, int kKS>
 void launch_rowwise_mma_ks(const Conv1dParams& p, cudaStream_t stream) {
   using Traits = Conv1dMmaTraits<T, kKS>;
   TORCH_INTERNAL_ASSERT(one_row(p) && p.stride == 1 && p.dilation == 1 && p.K <= kMmaMaxK);
   const int64_t span = p.L_out + rows_start_early<T>(p);
-  const int64_t tiles = ceil_div(span, Traits::kMaxOb * Traits::kBlock);
+  const int64_t rows = p.N * p.C;
+  int64_t tiles = ceil_div(span, Traits::kMaxOb * Traits::kBlock);
+  // Fewer tiles than one wave of warps (a single row of 1M samples is 512 tiles of 2048): tiles
+  // down to kMinOb mma tiles, so that every SM gets its warps.
+  const int64_t wave = static_cast<int64_t>(device_props().multiProcessorCount) *
+                       Traits::kMinBlocks * Traits::kMaxWarps;
+  if (rows * tiles < wave) {
+    tiles = std::max(tiles, std::min(ceil_div(span, Traits::kMinOb * Traits::kBlock),
+                                     ceil_div(wave, rows)));
+  }
   const int64_t nob = ceil_div(ceil_div(span, tiles), Traits::kBlock);
   const int64_t npass = p.K <= Traits::kPassTaps ? 1 : ceil_div(p.K, Traits::kPassStride);
-  const int64_t total = p.N * p.C * tiles;
+  const int64_t total = rows * tiles;
   GK_CHECK(total <= INT_MAX, kOp, "too many rows for the rowwise_mma kernel (", p.N * p.C,
            " rows of ", tiles, " tiles)");
-  const int64_t smem =
-      Traits::staged(static_cast<int>(nob), static_cast<int>((npass - 1) * Traits::kPassStride)) *
-      static_cast<int64_t>(sizeof(T));
-  TORCH_INTERNAL_ASSERT(nob <= Traits::kMaxOb && smem <= 48 * 1024);
+  const int64_t stage =
+      Traits::staged(static_cast<int>(nob), static_cast<int>((npass - 1) * Traits::kPassStride));
+  const int64_t stage_bytes = stage * static_cast<int64_t>(sizeof(T));
+  TORCH_INTERNAL_ASSERT(nob <= Traits::kMaxOb && stage_bytes <= 48 * 1024);
+  const int64_t warps = std::max<int64_t>(
+      1, std::min<int64_t>({Traits::kMaxWarps, (48 * 1024) / stage_bytes, total}));
   conv1d_rowwise_mma_kernel<T, Traits>
-      <<<static_cast<int>(total), Traits::kThreads, static_cast<size_t>(smem), stream>>>(
-          p, static_cast<int>(nob), static_cast<int>(npass), static_cast<uint32_t>(tiles));
+      <<<static_cast<int>(ceil_div(total, warps)), static_cast<int>(32 * warps),
+         static_cast<size_t>(warps * stage_bytes), stream>>>(
+          p, static_cast<int>(nob), static_cast<int>(npass), static_cast<uint32_t>(tiles),
+          static_cast<uint32_t>(total), static_cast<int>(stage));
   GK_CHECK_LAUNCH();
 }
 

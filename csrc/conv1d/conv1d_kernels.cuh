@@ -1285,12 +1285,12 @@ __device__ __forceinline__ unsigned reg_pack2(float a, float b) {
   }
 }
 
-// acc[i] = sum_{k < K} w[k] * loaded position kOff + i + k of this lane's window: its own inputs
-// (`own`), then the next lanes' (warp shuffles; every lane takes part, the halo lanes' sums are
-// unused). One compiled variant per window offset: the window is a register renaming.
+// acc[i] = bias + sum_{k < K} w[k] * loaded position kOff + i + k of this lane's window: its own
+// inputs (`own`), then the next lanes' (warp shuffles; every lane takes part, the halo lanes'
+// sums are unused). One compiled variant per window offset: the window is a register renaming.
 template <int kOff, typename Traits>
-__device__ __forceinline__ void reg_fma(const float (&own)[Traits::kE], float tap, int lane,
-                                        float (&acc)[Traits::kE]) {
+__device__ __forceinline__ void reg_fma(const float (&own)[Traits::kE], float tap, float bias,
+                                        int lane, float (&acc)[Traits::kE]) {
   constexpr int kE = Traits::kE;
   constexpr int K = Traits::kK;
   float win[Traits::kWin];
@@ -1301,7 +1301,7 @@ __device__ __forceinline__ void reg_fma(const float (&own)[Traits::kE], float ta
     win[j] = s < kE ? v : __shfl_sync(0xffffffffu, v, lane + s / kE);
   }
 #pragma unroll
-  for (int i = 0; i < kE; ++i) acc[i] = 0.f;
+  for (int i = 0; i < kE; ++i) acc[i] = bias;  // the bias starts the sums
 #pragma unroll
   for (int k = 0; k < K; ++k) {
     const float w = __shfl_sync(0xffffffffu, tap, k);
@@ -1369,17 +1369,17 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocks)
     if (it.l0 < p.L_out) {  // warp-uniform: a segment's first chunk may start past a short row
       float acc[kE];
       switch (it.off) {  // warp-uniform
-        case 0: reg_fma<0, Traits>(own, tap, lane, acc); break;
-        case 1: reg_fma<1, Traits>(own, tap, lane, acc); break;
-        case 2: reg_fma<2, Traits>(own, tap, lane, acc); break;
-        case 3: reg_fma<3, Traits>(own, tap, lane, acc); break;
+        case 0: reg_fma<0, Traits>(own, tap, bias, lane, acc); break;
+        case 1: reg_fma<1, Traits>(own, tap, bias, lane, acc); break;
+        case 2: reg_fma<2, Traits>(own, tap, bias, lane, acc); break;
+        case 3: reg_fma<3, Traits>(own, tap, bias, lane, acc); break;
         default:
           if constexpr (kV == 8) {
             switch (it.off) {
-              case 4: reg_fma<4, Traits>(own, tap, lane, acc); break;
-              case 5: reg_fma<5, Traits>(own, tap, lane, acc); break;
-              case 6: reg_fma<6, Traits>(own, tap, lane, acc); break;
-              default: reg_fma<7, Traits>(own, tap, lane, acc); break;
+              case 4: reg_fma<4, Traits>(own, tap, bias, lane, acc); break;
+              case 5: reg_fma<5, Traits>(own, tap, bias, lane, acc); break;
+              case 6: reg_fma<6, Traits>(own, tap, bias, lane, acc); break;
+              default: reg_fma<7, Traits>(own, tap, bias, lane, acc); break;
             }
           }
           break;
@@ -1394,9 +1394,9 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocks)
 #pragma unroll
             for (int k = 0; k < 4; ++k) {
               if constexpr (std::is_same<T, float>::value) {
-                ow[k] = __float_as_uint(acc[m * kV + k] + bias);
+                ow[k] = __float_as_uint(acc[m * kV + k]);
               } else {
-                ow[k] = reg_pack2<T>(acc[m * kV + 2 * k] + bias, acc[m * kV + 2 * k + 1] + bias);
+                ow[k] = reg_pack2<T>(acc[m * kV + 2 * k], acc[m * kV + 2 * k + 1]);
               }
             }
             *reinterpret_cast<uint4*>(it.yrow + l + m * kV) = o;
@@ -1404,7 +1404,7 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocks)
         } else {
 #pragma unroll
           for (int i = 0; i < kE; ++i) {
-            if (l + i >= 0 && l + i < p.L_out) it.yrow[(l + i) * p.y_sl] = from_float<T>(acc[i] + bias);
+            if (l + i >= 0 && l + i < p.L_out) it.yrow[(l + i) * p.y_sl] = from_float<T>(acc[i]);
           }
         }
       }
@@ -1433,28 +1433,38 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocks)
 // kernel is left with its loads and stores.
 // A pass covers kPassTaps = 16 kKS - 14 taps (j = off + n + k with off, n <= 7); longer filters
 // take passes kPassStride taps apart (a multiple of 8, so a pass shifts A by whole rows).
-// One block per tile: persistent blocks streaming tiles through 3-4 cp.async stages (the next
-// tiles' copies and taps in flight during a tile's work) measured slower on an H200 (dw1_k31
-// bf16 74-82 us against 51; the one-shot blocks keep 10 blocks an SM at 48 registers, the
-// pipelined ones 5-7 at 72-96, and their per-tile bookkeeping was not found to be the cause).
+// One warp per tile, up to four tiles a block: each warp stages, checks and computes its own tile
+// with no block barrier, and a tile of 2048 outputs keeps 4 KB of copies in flight per warp. On
+// an H200 this ran dw1_k31 bf16 in 37 us (83% of the roofline); the first version (one block of
+// 4 warps per tile, 512 outputs a warp, a barrier between staging and the mma: 1 KB in flight
+// per warp) took 51 us, and persistent blocks streaming tiles through 3-4 cp.async stages 74-82
+// us (5-7 blocks an SM). The same banded scheme for fp32 (3xTF32, m16n8k8: the input and taps
+// split into two TF32 parts, three mma per k step) measured slower than the fp32 multiply-add
+// kernels (dw1_k31 92 us against 71, B64 L1M K64 324 against 236), so fp32 stays off the
+// tensor cores.
 // A staged non-finite input would also reach the outputs whose window misses it (through a zero
 // of B: 0 * inf is NaN), so a tile holding one is computed tap by tap instead (exact windows).
 template <typename T, int kKS_>
 struct Conv1dMmaTraits {
   static_assert(sizeof(T) == 2, "16-bit types only");
-  static constexpr int kThreads = 128;
+  static constexpr int kMaxWarps = 4;         // tiles (one a warp) per block
+  static constexpr int kMaxThreads = 32 * kMaxWarps;
+  // Blocks an SM: 10 (40 warps, at most 48 registers) up to 3 k steps, else 8 (64 registers; 4
+  // and 8 k steps spill at 48). Unbounded, ptxas took 78 for 3 k steps and 164 for 8, hoisting
+  // a batch's ldmatrix loads.
+  static constexpr int kMinBlocks = kKS_ <= 3 ? 10 : 8;
+  static constexpr int kMinOb = 4;            // mma tiles of a tile when rows are few (launcher)
   static constexpr int kV = kVec16<T>;        // elements of a staged 16-byte vector (= 8, the
                                               // 16-byte rows of an ldmatrix 8x8 matrix)
-  static constexpr int kWarps = kThreads / 32;
   static constexpr int kKS = kKS_;            // 16-input k steps of one pass
   static constexpr int kBlock = 128;          // outputs of one mma tile
-  static constexpr int kMaxObPerWarp = 4;     // mma tiles per warp and tile: 16 accumulators
-  static constexpr int kMaxOb = kWarps * kMaxObPerWarp;  // a tile: up to 2048 outputs
+  static constexpr int kBatch = 4;            // mma tiles accumulated at once: 16 accumulators
+  static constexpr int kMaxOb = 16;           // mma tiles of a tile: up to 2048 outputs
   static constexpr int kPassTaps = 16 * kKS - 14;
   static constexpr int kPassStride = kPassTaps / 8 * 8;
   // Staged elements of a tile of nob mma tiles whose last pass starts t0_last taps in: every
   // ldmatrix row (up to 128 nob - 8 + 16 kKS - 1 + t0_last) and every window of the exact path
-  // (up to 7 + 128 nob - 1 + K - 1) lies inside.
+  // (up to 7 + 128 nob - 1 + K - 1) lies inside. A multiple of kV (16-byte slots per warp).
   static constexpr int staged(int nob, int t0_last) { return kBlock * nob + 16 * kKS + t0_last; }
   static_assert(kKS >= 2 && kPassStride >= 8, "passes shift by whole rows of 8");
 };
@@ -1470,32 +1480,35 @@ __device__ __forceinline__ bool has_nonfinite16(const uint4& v) {
   return (r & 0x80008000u) != 0;
 }
 
-// Grid: 1-D, one block per item = row * tiles + tile (tile fastest), rows * tiles <= INT_MAX.
-// Block: 4 warps; the tile's nob mma tiles (outputs l0 + 128 ob + 8m + n, l0 = tile * 128 nob -
-// my, my = the row's output misalignment) go to warps round-robin, ob = warp + 4 i.
-// Shared memory: the tile's staged input xs[i] = x[a0 + i] (zeros outside [0, L)), 16-byte
-// cp.async copies inside the row, element by element at its ends (or for strided rows).
-// Per block: stage; the B fragments of the first pass (global loads of the taps) while the
-// copies fly; wait; each thread checks its own staged vectors for non-finite values; a barrier
-// (__syncthreads_or: any). Then per pass: B fragments, per mma tile kKS ldmatrix + mma; after the
-// last pass each lane stores its two pairs of outputs (32-bit stores: a warp store instruction
-// covers 128 contiguous bytes).
+// Grid: 1-D; warp w of block i takes item i * warps + w (warps = blockDim.x / 32), item = row *
+// tiles + tile (tile fastest), rows * tiles <= INT_MAX; warps past the last item exit at once.
+// A tile's nob mma tiles cover outputs l0 + 128 ob + 8m + n, l0 = tile * 128 nob - my (my = the
+// row's output misalignment); the warp takes them kBatch at a time.
+// Shared memory: per warp, its tile's staged input xs[i] = x[a0 + i] (zeros outside [0, L)),
+// `stage` elements: 16-byte cp.async copies inside the row, element by element at its ends (or
+// for strided rows).
+// Per warp: stage; the B fragments of the first pass (global loads of the taps) while the copies
+// fly; wait; each lane checks its own staged vectors for non-finite values; __syncwarp (the
+// staged tile visible to the warp's lanes) and a vote. Then per batch and pass: B fragments (one
+// pass: loaded once), per mma tile kKS ldmatrix + mma; after the last pass each lane stores its
+// two pairs of outputs (32-bit stores: a warp store instruction covers 128 contiguous bytes).
 template <typename T, typename Traits>
-__global__ void __launch_bounds__(Traits::kThreads)
+__global__ void __launch_bounds__(Traits::kMaxThreads, Traits::kMinBlocks)
     conv1d_rowwise_mma_kernel(const Conv1dParams p, const int nob, const int npass,
-                              const uint32_t tiles) {
+                              const uint32_t tiles, const uint32_t total, const int stage) {
   constexpr int kKS = Traits::kKS;
   constexpr int kBlock = Traits::kBlock;
   constexpr int kV = Traits::kV;
-  constexpr int kMaxObPerWarp = Traits::kMaxObPerWarp;
+  constexpr int kBatch = Traits::kBatch;
   extern __shared__ uint4 conv1d_mma_smem[];
-  T* const xs = reinterpret_cast<T*>(conv1d_mma_smem);
-  const int tid = threadIdx.x;
-  const int lane = tid & 31;
-  const int warp = tid >> 5;
+  const int lane = threadIdx.x & 31;
+  const int warp = threadIdx.x >> 5;
+  const uint32_t item = blockIdx.x * (blockDim.x >> 5) + warp;
+  if (item >= total) return;
+  T* const xs = reinterpret_cast<T*>(conv1d_mma_smem) + warp * stage;
 
-  const uint32_t row = blockIdx.x / tiles;
-  const uint32_t tile = blockIdx.x - row * tiles;
+  const uint32_t row = item / tiles;
+  const uint32_t tile = item - row * tiles;
   uint32_t n, c;
   split_row(p, row, n, c);
   const T* const xrow = static_cast<const T*>(p.x) + static_cast<int64_t>(n) * p.x_sn +
@@ -1515,10 +1528,9 @@ __global__ void __launch_bounds__(Traits::kThreads)
           (kV - 1);  // mod kV
   }
   const int64_t a0 = l0 - p.pad_lo - off;  // x + a0 is 16-byte aligned when x_sl == 1
-  const int t0_last = (npass - 1) * Traits::kPassStride;
-  const int nq = Traits::staged(nob, t0_last) / kV;  // staged 16-byte vectors
+  const int nq = stage / kV;               // staged 16-byte vectors
 
-  for (int q = tid; q < nq; q += Traits::kThreads) {
+  for (int q = lane; q < nq; q += 32) {
     const int64_t g = a0 + kV * static_cast<int64_t>(q);
     T* const dst = xs + kV * q;
     if (p.x_sl == 1 && g >= 0 && g + kV <= p.L) {
@@ -1556,18 +1568,19 @@ __global__ void __launch_bounds__(Traits::kThreads)
       }
     }
   };
-  load_b(0);
+  if (npass == 1) load_b(0);  // while the copies fly (passes: loaded per batch and pass)
   const T* const bp = static_cast<const T*>(p.b);
   const float bias = bp != nullptr ? to_float(bp[static_cast<int64_t>(c) * p.b_s]) : 0.f;
 
   cp_async_wait<0>();
   bool bad = false;
-  for (int q = tid; q < nq; q += Traits::kThreads) {
+  for (int q = lane; q < nq; q += 32) {
     bad |= has_nonfinite16<T>(*reinterpret_cast<const uint4*>(xs + kV * q));
   }
-  if (__syncthreads_or(bad)) {
+  __syncwarp();  // every lane's copies and stores visible to the warp
+  if (__any_sync(0xffffffffu, bad)) {
     // Exact windows, tap by tap (only tiles holding an infinity or a NaN).
-    for (int o = tid; o < tile_len; o += Traits::kThreads) {
+    for (int o = lane; o < tile_len; o += 32) {
       const int64_t l = l0 + o;
       if (l < 0 || l >= p.L_out) continue;
       float acc = bias;
@@ -1579,46 +1592,46 @@ __global__ void __launch_bounds__(Traits::kThreads)
     return;
   }
 
-  float d[kMaxObPerWarp][4];
-#pragma unroll
-  for (int i = 0; i < kMaxObPerWarp; ++i) {
-#pragma unroll
-    for (int e = 0; e < 4; ++e) d[i][e] = bias;
-  }
   // ldmatrix rows of lane l: A row (l % 8) + 8 ((l / 8) % 2), k half l / 16.
   const int arow = 8 * ((lane & 7) + 8 * ((lane >> 3) & 1)) + 8 * (lane >> 4);
-  for (int pass = 0;;) {
-    const T* const xa = xs + pass * Traits::kPassStride + arow;
+  for (int ob0 = 0; ob0 < nob; ob0 += kBatch) {
+    float d[kBatch][4];
 #pragma unroll
-    for (int i = 0; i < kMaxObPerWarp; ++i) {
-      const int ob = warp + Traits::kWarps * i;
-      if (ob < nob) {  // warp-uniform
+    for (int i = 0; i < kBatch; ++i) {
 #pragma unroll
-        for (int s = 0; s < kKS; ++s) {
-          unsigned a[4];
-          ldmatrix_x4(a, xa + kBlock * ob + 16 * s);
-          mma_16816<T>(d[i], a[0], a[1], a[2], a[3], b[s][0], b[s][1]);
+      for (int e = 0; e < 4; ++e) d[i][e] = bias;
+    }
+    for (int pass = 0; pass < npass; ++pass) {
+      if (npass > 1) load_b(pass);
+      const T* const xa = xs + pass * Traits::kPassStride + arow + kBlock * ob0;
+#pragma unroll
+      for (int i = 0; i < kBatch; ++i) {
+        if (ob0 + i < nob) {  // warp-uniform
+#pragma unroll
+          for (int s = 0; s < kKS; ++s) {
+            unsigned a[4];
+            ldmatrix_x4(a, xa + kBlock * i + 16 * s);
+            mma_16816<T>(d[i], a[0], a[1], a[2], a[3], b[s][0], b[s][1]);
+          }
         }
       }
     }
-    if (++pass == npass) break;
-    load_b(pass);
-  }
 
 #pragma unroll
-  for (int i = 0; i < kMaxObPerWarp; ++i) {
-    const int ob = warp + Traits::kWarps * i;
-    if (ob < nob) {
-      const int64_t lb = l0 + kBlock * ob;
-      const int64_t l = lb + 8 * bg + 2 * bt;  // d0, d1; d2, d3 64 outputs later
-      if (p.y_sl == 1 && lb >= 0 && lb + kBlock <= p.L_out) {  // 4-byte aligned: l0 is 16
-        *reinterpret_cast<unsigned*>(yrow + l) = reg_pack2<T>(d[i][0], d[i][1]);
-        *reinterpret_cast<unsigned*>(yrow + l + 64) = reg_pack2<T>(d[i][2], d[i][3]);
-      } else {
+    for (int i = 0; i < kBatch; ++i) {
+      const int ob = ob0 + i;
+      if (ob < nob) {
+        const int64_t lb = l0 + kBlock * ob;
+        const int64_t l = lb + 8 * bg + 2 * bt;  // d0, d1; d2, d3 64 outputs later
+        if (p.y_sl == 1 && lb >= 0 && lb + kBlock <= p.L_out) {  // 4-byte aligned: l0 is 16
+          *reinterpret_cast<unsigned*>(yrow + l) = reg_pack2<T>(d[i][0], d[i][1]);
+          *reinterpret_cast<unsigned*>(yrow + l + 64) = reg_pack2<T>(d[i][2], d[i][3]);
+        } else {
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int64_t le = l + (e & 1) + 64 * (e >> 1);
-          if (le >= 0 && le < p.L_out) yrow[le * p.y_sl] = from_float<T>(d[i][e]);
+          for (int e = 0; e < 4; ++e) {
+            const int64_t le = l + (e & 1) + 64 * (e >> 1);
+            if (le >= 0 && le < p.L_out) yrow[le * p.y_sl] = from_float<T>(d[i][e]);
+          }
         }
       }
     }
