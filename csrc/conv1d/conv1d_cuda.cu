@@ -98,7 +98,8 @@ constexpr int64_t kFftMinMacs = int64_t{1} << 30;
 //        flight during the current one's FMAs, one barrier per tile, 16-byte stores);
 //      fp16/bf16, dilation 1, K >= kMmaMinK = 8 (up to kMmaMaxK; checked before rowwise_reg):
 //        rowwise_mma, the tensor-core kernel (the filter as a banded matrix, mma.m16n8k16 over
-//        the staged input, one warp per tile). Measured on an H200, bf16, forced (us):
+//        the staged input, one warp per tile). Measured on an H200, bf16, forced (us; a build
+//        bounded at 8 blocks an SM throughout, the kept one ran dw1_k31 in 37.2 us):
 //        depthwise B16 C768 L2048 K31 37.0 vs rowwise16 63.8; B8 C4096 L4096 K9 163.0 vs
 //        rowwise_short 250.0; B16 C768 L2048 K16 47.6 vs rowwise16 102.8; 1 x 64M K16 76.3 vs
 //        rowwise16 105.6; B64 L1M K64 116.9 vs 215.1; 1 x 64M K127 316.8 vs 364.7; 1 x 1M K511
