@@ -360,9 +360,9 @@ void launch_rowwise_mma_ks(const Conv1dParams& p, cudaStream_t stream) {
   const int64_t stage =
       Traits::staged(static_cast<int>(nob), static_cast<int>((npass - 1) * Traits::kPassStride));
   const int64_t stage_bytes = stage * static_cast<int64_t>(sizeof(T));
-  TORCH_INTERNAL_ASSERT(nob <= Traits::kMaxOb && stage_bytes <= 48 * 1024);
+  TORCH_INTERNAL_ASSERT(nob <= Traits::kMaxOb && stage_bytes <= Traits::kSmemBudget);
   const int64_t warps = std::max<int64_t>(
-      1, std::min<int64_t>({Traits::kMaxWarps, (48 * 1024) / stage_bytes, total}));
+      1, std::min<int64_t>({Traits::kMaxWarps, Traits::kSmemBudget / stage_bytes, total}));
   conv1d_rowwise_mma_kernel<T, Traits>
       <<<static_cast<int>(ceil_div(total, warps)), static_cast<int>(32 * warps),
          static_cast<size_t>(warps * stage_bytes), stream>>>(

@@ -1460,6 +1460,7 @@ struct Conv1dMmaTraits {
   static constexpr int kBlock = 128;          // outputs of one mma tile
   static constexpr int kBatch = 4;            // mma tiles accumulated at once: 16 accumulators
   static constexpr int kMaxOb = 16;           // mma tiles of a tile: up to 2048 outputs
+  static constexpr int kSmemBudget = 48 * 1024;  // a block's staged tiles (default limit)
   static constexpr int kPassTaps = 16 * kKS - 14;
   static constexpr int kPassStride = kPassTaps / 8 * 8;
   // Staged elements of a tile of nob mma tiles whose last pass starts t0_last taps in: every
