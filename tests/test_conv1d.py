@@ -671,6 +671,35 @@ def test_cuda_rowwise16_many_rows(device, dtype):
         check(x, w, b, 1, 20, 1, 22000)
 
 
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=str)
+@pytest.mark.parametrize("K", [5, 31, 33])
+@pytest.mark.parametrize("algo", ["rowwise16", "rowwise_short", "rowwise8", "rowwise8_dilated",
+                                  "general_ot1"])
+@pytest.mark.parametrize("device", [pytest.param("cuda", marks=cuda_only)])
+def test_cuda_direct_nonfinite_reach_only_their_window(device, algo, K, dtype):
+    """A NaN or an infinity makes exactly the outputs whose window holds it non-finite, on every
+    direct fp32-accumulating kernel: a kernel that rounds K up to whole tap blocks must skip the
+    taps past K, not multiply a neighbouring input by a zero tap (0 * inf is NaN)."""
+    if algo == "rowwise_short" and K > 32:
+        pytest.skip("rowwise_short runs K <= 32")
+    g = torch.Generator().manual_seed(9300 + K)
+    x = rand(2, 3, 5000, dtype=dtype, device=device, generator=g)
+    for pos in [0, 1, 7, 8, 15, 16, 17, 511, 512, 2047, 2048, 2049, 4999]:
+        x[1, 2, pos] = float("nan")
+    x[0, 0, 3000] = float("inf")
+    x[0, 1, 1234] = float("-inf")
+    w = rand(3, 1, K, dtype=dtype, device=device, generator=g)
+    b = rand(3, dtype=dtype, device=device, generator=g)
+    with torch_ops.force_algorithm("conv1d", algo):
+        for pad in sorted({0, K // 2, K - 1}):
+            out = call(x, w, b, 1, pad, 1, 3)
+            ref = reference(x, w, b, 1, pad, 1, 3)
+            assert torch.equal(torch.isnan(out.cpu()), torch.isnan(ref)), f"NaN pattern, pad {pad}"
+            assert torch.equal(torch.isinf(out.cpu()), torch.isinf(ref)), f"inf pattern, pad {pad}"
+            finite = torch.isfinite(ref)
+            assert_close_ref(out.cpu()[finite], ref[finite])
+
+
 # rowwise_mma (the tensor-core kernel, fp16/bf16 only): one warp per tile of 128-output mma
 # tiles, up to 16 a tile (a row's tiles evened out; down to 4 when rows are few), up to 4 warps a
 # block (fewer where a staged tile passes 12 KB); k steps of 16 inputs: 2 (K <= 18), 3 (K <= 34),

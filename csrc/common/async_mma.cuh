@@ -26,6 +26,11 @@ __device__ __forceinline__ void cp_async_zfill(void* smem, const void* gmem, boo
                  : "memory");
   }
 }
+// An unconditional 4-byte copy to the shared address dst (as __cvta_generic_to_shared gives it):
+// loops over consecutive copies step one 32-bit shared address and one global pointer.
+__device__ __forceinline__ void cp_async4(unsigned dst, const void* gmem) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(dst), "l"(gmem) : "memory");
+}
 __device__ __forceinline__ void cp_async_commit() {
   asm volatile("cp.async.commit_group;\n" ::: "memory");
 }

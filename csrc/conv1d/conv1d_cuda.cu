@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstdlib>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -39,6 +40,7 @@ enum class Conv1dAlgo {
   kRowwiseShort,
   kRowwiseReg,
   kRowwiseMma,
+  kRowwise16Old,
 };
 
 // Longest filter of the short-filter streaming kernel (the same for every dtype).
@@ -132,7 +134,7 @@ const std::vector<std::string>& conv1d_algo_names() {
   static const std::vector<std::string> names = {"rowwise8",    "rowwise16",   "rowwise8_dilated",
                                                  "general_ot1", "general_ot4", "fft",
                                                  "rowwise_short", "rowwise_reg",
-                                                 "rowwise_mma"};
+                                                 "rowwise_mma", "rowwise16_old"};
   return names;
 }
 
@@ -144,6 +146,7 @@ bool conv1d_algo_applies(Conv1dAlgo a, const Conv1dParams& p) {
     case Conv1dAlgo::kFft:
     case Conv1dAlgo::kRowwise8:
     case Conv1dAlgo::kRowwise16:
+    case Conv1dAlgo::kRowwise16Old:
       return one_row(p) && p.stride == 1 && p.dilation == 1;
     case Conv1dAlgo::kRowwise8Dilated:
       return one_row(p) && p.stride == 1 && p.dilation <= Rowwise8Dilated::kMaxDilation;
@@ -334,6 +337,38 @@ void launch_rowwise_stream(const Conv1dParams& p, cudaStream_t stream) {
   GK_CHECK_LAUNCH();
 }
 
+// The rowwise16 algorithm: one warp per tile of up to kMaxSegs 512-output segments (fewer when
+// the staged tile would pass a warp's 12 KB, or when rows are too few to give every SM its warps),
+// 4 warps a block; taps in chunks of up to kMaxChunk (then one segment a tile).
+template <typename T>
+void launch_rowwise_warp(const Conv1dParams& p, cudaStream_t stream) {
+  using Traits = Conv1dWarpTraits<T>;
+  TORCH_INTERNAL_ASSERT(one_row(p) && p.stride == 1 && p.dilation == 1);
+  const int64_t kr = ceil_div(p.K, Traits::kR) * Traits::kR;
+  const int chunk = static_cast<int>(std::min<int64_t>(kr, Traits::kMaxChunk));
+  int max_segs = Traits::kMaxSegs;
+  if (const char* e = std::getenv("GPUKERN_EXP_SEGS")) max_segs = std::max(1, std::min(max_segs, std::atoi(e)));
+  int segs = 1;
+  if (kr <= Traits::kMaxChunk) {
+    while (segs < max_segs && Traits::warp_floats(segs + 1, chunk) <= Traits::kWarpFloats) ++segs;
+  }
+  const int64_t span = p.L_out + rows_start_early<T>(p);
+  const int64_t rows = p.N * p.C;
+  // Fewer tiles than one wave of warps: shorter tiles, down to one segment.
+  const int64_t wave = static_cast<int64_t>(device_props().multiProcessorCount) *
+                       Traits::kMinBlocks * Traits::kWarps;
+  while (segs > 1 && rows * ceil_div(span, int64_t{segs} * Traits::kSeg) < wave) --segs;
+  const int64_t tiles = ceil_div(span, int64_t{segs} * Traits::kSeg);
+  const int64_t total = rows * tiles;
+  GK_CHECK(total <= INT_MAX, kOp, "too many rows for the rowwise16 kernel (", rows, " rows of ",
+           tiles, " tiles)");
+  const int smem = Traits::kWarps * Traits::warp_floats(segs, chunk) * static_cast<int>(sizeof(float));
+  conv1d_rowwise_warp_kernel<T, Traits>
+      <<<static_cast<int>(ceil_div(total, Traits::kWarps)), Traits::kThreads, smem, stream>>>(
+          p, segs, chunk, static_cast<uint32_t>(tiles), static_cast<uint32_t>(total));
+  GK_CHECK_LAUNCH();
+}
+
 // The rowwise_mma algorithm: one warp per tile of up to 2048 outputs (the tiles of a row evened
 // out to whole 128-output mma tiles), as many warps a block as their staged tiles fit in 48 KB
 // (up to 4), k steps by K.
@@ -429,6 +464,8 @@ void launch_conv1d(const Conv1dParams& p, const at::Tensor& x3, cudaStream_t str
     case Conv1dAlgo::kRowwise8:
       return launch_rowwise<T, Rowwise8>(p, stream);
     case Conv1dAlgo::kRowwise16:
+      return launch_rowwise_warp<T>(p, stream);
+    case Conv1dAlgo::kRowwise16Old:
       return launch_rowwise_stream<T>(p, stream);
     case Conv1dAlgo::kRowwise8Dilated:
       return launch_rowwise<T, Rowwise8Dilated>(p, stream);
