@@ -1412,7 +1412,30 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocks)
 #pragma unroll
       for (int i = 0; i < kR; ++i) acc[i] = bias;  // the bias starts the sums
       warp_segment_taps(acc, xp, sw, K);
-      warp_store16<T>(acc, yp, p.y_sl, kSeg * s + lane * kR, rel_min, rel_end);
+      if (p.y_sl == 1 && kSeg * s >= rel_min && kSeg * (s + 1) <= rel_end) {
+        // A whole segment: through shared memory (its staged inputs are read by no later
+        // segment), so that each store instruction writes 128 consecutive outputs.
+        float* const so = const_cast<float*>(xp);
+        __syncwarp();  // every lane's reads of the segment's inputs done
+#pragma unroll
+        for (int q = 0; q < kR; q += 4) {
+          *reinterpret_cast<float4*>(so + q) = make_float4(acc[q], acc[q + 1], acc[q + 2], acc[q + 3]);
+        }
+        __syncwarp();
+        const float* const sseg = xlane - (kR + kR / 4) * lane + (kSeg + kSeg / 4) * s;
+        T* const yseg = ylane - lane * kR + kSeg * s;
+#pragma unroll
+        for (int m = 0; m < kSeg / 128; ++m) {
+          const int o = 128 * m + 4 * lane;  // logical output of the segment
+          const float4 v = *reinterpret_cast<const float4*>(sseg + stream_pad(o));
+          Vec<T, 4> w4;
+          w4.v[0] = from_float<T>(v.x), w4.v[1] = from_float<T>(v.y);
+          w4.v[2] = from_float<T>(v.z), w4.v[3] = from_float<T>(v.w);
+          store_vec<T, 4>(yseg + o, w4);
+        }
+      } else {
+        warp_store16<T>(acc, yp, p.y_sl, kSeg * s + lane * kR, rel_min, rel_end);
+      }
     }
     return;
   }
