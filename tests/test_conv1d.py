@@ -1,14 +1,14 @@
 """gpukern::conv1d / conv1d.padding against torch.nn.functional.conv1d (float64 references).
 
 CUDA kernel paths (see choose_conv1d_algo in csrc/conv1d/conv1d_cuda.cu):
-  rowwise_reg     stride 1, C == O == groups, dilation 1, K <= 8 (fp16/bf16: K < 8), N*C >= 256
-                  rows, L_out >= 256
-                  (register windows, halo by warp shuffles; forceable on fewer rows)
-  rowwise_short   the same with K < 28 otherwise (streaming; forceable up to K = 32)
-  rowwise8        forced only (the same shapes; any K)
-  rowwise16       the same with K >= 28 (persistent streaming kernel; taps in steps of 1024)
+  rowwise16       stride 1, C == O == groups, dilation 1, L_out >= 256, fp32, any K below the FFT
+                  thresholds (one warp per tile of up to 2048 outputs; taps in steps of 1024;
+                  forceable for fp16/bf16)
   rowwise_mma     fp16/bf16, the same rows with K >= 8 below the FFT thresholds (tensor cores:
                   banded filter matrix; tiles holding a non-finite input tap by tap)
+  rowwise_reg     fp16/bf16, the same rows with K < 8 (register windows, halo by warp shuffles;
+                  forceable for fp32 and K <= 8)
+  rowwise8        forced only (the same shapes; any K)
   rowwise8dil     the same with 1 < dilation <= 128
   general OT4     everything else with >= 4 output channels per group
   general OT1     everything else with < 4 output channels per group
@@ -408,9 +408,8 @@ def test_cuda_fft_forced_errors(device):
     (16 * 2**20, 1024, 1023, "fft"),      # c1_k1024_16M
     (2**20, 8191, 8190, "fft"),           # c1_k8191_1M
     (64 * 2**20, 127, 126, "rowwise16"),  # c1_k127_64M: FMA-light, direct
-    (1_024_000, 16, 15, "rowwise_short"),  # c1_k16_seed
-    (1_024_000, 27, 13, "rowwise_short"),  # below kStreamMinK
-    (1_024_000, 28, 13, "rowwise16"),      # from kStreamMinK (still a short-kernel K)
+    (1_024_000, 16, 15, "rowwise16"),     # c1_k16_seed
+    (1_024_000, 3, 1, "rowwise16"),       # fp32 short filters too
     (2**20, 511, 510, "rowwise16"),       # below kFftMinTaps
     (500_000, 1024, 1023, "rowwise16"),   # below kFftMinMacs (fixed costs not amortised)
 ])
@@ -456,59 +455,54 @@ def _row_case(case, dtype, device, seed):
     return x, w, b, (1, padding, 1, C), K, L_out
 
 
-# rowwise_short: tiles of 1024 (fp32) / 2048 (fp16, bf16) outputs, 32 bytes per thread each way;
-# a row's last tile also takes up to a quarter tile (one warp's units, SHORT_EXTRA) past its end.
-SHORT_TILE = {torch.float32: 1024, torch.float16: 2048, torch.bfloat16: 2048}
+# Short filters on rowwise16 (fp32's kernel at every K; forced for fp16/bf16, whose automatic
+# choice is rowwise_reg / rowwise_mma): rows around one and two 512-output segments and whole
+# 2048-output tiles, K = 1 to 32, every view.
 SHORT_MAX_K = 32
-STREAM_MIN_K = 28  # kStreamMinK: the automatic choice's rowwise_short / rowwise16 crossover
-SHORT_EXTRA = {dt: t // 4 for dt, t in SHORT_TILE.items()}
 
 
-def _short_cases(dtype):
-    t = SHORT_TILE[dtype]
-    e = SHORT_EXTRA[dtype]
+def _short_cases():
+    t = STREAM_TILE
+    s = 512
     # (N, C, L_out, K, padding, bias, x view: "plain" | "offset1" | "strided")
     return [
         (1, 1, t - 1, 16, 15, True, "plain"),
         (1, 1, t, 16, 15, False, "offset1"),
         (2, 1, t + 1, 16, 15, True, "plain"),
-        (3, 5, t + 1, 1, 0, True, "offset1"),            # K = 1
-        (2, 3, 2 * t + 7, SHORT_MAX_K, 31, True, "plain"),  # K at the limit, full
+        (3, 5, s + 1, 1, 0, True, "offset1"),            # K = 1
+        (2, 3, 2 * t + 7, SHORT_MAX_K, 31, True, "plain"),
         (2, 3, 3 * t - 5, SHORT_MAX_K, "same", False, "offset1"),
-        (2, 4, t + 3, 31, 15, True, "strided"),
-        (4, 6, 4099, 4, 3, True, "offset1"),             # depthwise K4, odd L_out (row alignments vary)
-        (1, 2, 37, 5, 2, True, "plain"),                 # row shorter than a warp's outputs
+        (2, 4, s + 3, 31, 15, True, "strided"),
+        (4, 6, 4099, 4, 3, True, "offset1"),             # depthwise K4, odd L_out
+        (1, 2, 37, 5, 2, True, "plain"),                 # row shorter than a lane's segment
         (1, 1, 5000, 7, 0, True, "strided"),             # 'valid' padding
-        # The last tile's extra outputs (warp 0's second pass): one tile plus nearly all of the
-        # extra, rows of varying alignments; just past the extra (a second tile); two tiles plus
-        # exactly the extra at aligned rows; the extra with the longest halo.
-        (3, 5, t + e - 7, 4, 3, True, "offset1"),
-        (2, 3, t + e + 1, 3, 1, False, "plain"),
-        (2, 4, 2 * t + e, 5, 2, True, "plain"),
-        (2, 3, t + e - 9, SHORT_MAX_K, 31, True, "strided"),
+        (3, 5, s - 7, 4, 3, True, "offset1"),
+        (2, 3, 2 * s + 1, 3, 1, False, "plain"),
+        (2, 4, 3 * s, 5, 2, True, "plain"),
+        (2, 3, t + 9, 17, 16, True, "strided"),          # one full tap block and one tap
     ]
 
 
 @pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=str)
 @pytest.mark.parametrize("idx", range(14))
 @pytest.mark.parametrize("device", [pytest.param("cuda", marks=cuda_only)])
-def test_cuda_rowwise_short_forced(device, dtype, idx):
-    x, w, b, args, K, L_out = _row_case(_short_cases(dtype)[idx], dtype, device, seed=1000 + idx)
-    if L_out >= 64:  # shorter rows go to the general kernel unless forced
-        auto = "rowwise16" if K >= STREAM_MIN_K else "rowwise_short"
-        if dtype != torch.float32 and K >= MMA_MIN_K:
-            auto = "rowwise_mma"
+def test_cuda_rowwise16_short_filters(device, dtype, idx):
+    x, w, b, args, K, L_out = _row_case(_short_cases()[idx], dtype, device, seed=1000 + idx)
+    if L_out >= 256:  # shorter rows go to the general kernel unless forced
+        auto = "rowwise16"
+        if dtype != torch.float32:
+            auto = "rowwise_mma" if K >= MMA_MIN_K else "rowwise_reg"
         assert torch_ops.algorithm("conv1d", x, w, b, *args) == auto
-    with torch_ops.force_algorithm("conv1d", "rowwise_short"):
+    with torch_ops.force_algorithm("conv1d", "rowwise16"):
         out = check(x, w, b, *args)
     assert out.shape[-1] == L_out
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
-@pytest.mark.parametrize("algo", ["rowwise_short", "rowwise_reg"])
+@pytest.mark.parametrize("algo", ["rowwise16", "rowwise_reg"])
 @pytest.mark.parametrize("device", [pytest.param("cuda", marks=cuda_only)])
 def test_cuda_short_filter_many_rows(device, algo, dtype):
-    """N*C > 65535 rows (1-D grids of tiles or warp segments, 32-bit item arithmetic) with an odd
+    """N*C > 65535 rows (1-D grids of warp tiles or segments, 32-bit item arithmetic) with an odd
     L_out, on both short-filter kernels."""
     x, w, b = make(3, 22000, 22000, 45, 3, 22000, True, dtype, device, seed=65536)
     with torch_ops.force_algorithm("conv1d", algo):
@@ -518,15 +512,14 @@ def test_cuda_short_filter_many_rows(device, algo, dtype):
 @pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=str)
 @pytest.mark.parametrize("K", [4, 29, SHORT_MAX_K])
 @pytest.mark.parametrize("device", [pytest.param("cuda", marks=cuda_only)])
-def test_cuda_rowwise_short_alignments(device, dtype, K):
-    """Every input misalignment (storage offsets 0..7) and several paddings: the window shift
-    (multiple of 4) plus the residual shift (< 4, one compiled multiply-add variant each) take
-    all their values, up to the largest halo (K = 32 with a shift of 4 + 3 for 16-bit types)."""
+def test_cuda_rowwise16_short_alignments(device, dtype, K):
+    """Every input misalignment (storage offsets 0..7) and several paddings with short filters:
+    the staged groups at the rows' ends (zero-filled copies) take every offset."""
     g = torch.Generator().manual_seed(4242 + K)
     big = rand(2, 3, 760, dtype=dtype, device=device, generator=g)
     w = rand(3, 1, K, dtype=dtype, device=device, generator=g)
     b = rand(3, dtype=dtype, device=device, generator=g)
-    with torch_ops.force_algorithm("conv1d", "rowwise_short"):
+    with torch_ops.force_algorithm("conv1d", "rowwise16"):
         for s0 in range(8):
             x = big[..., s0:s0 + 701]
             for pad in sorted({0, 1, 2, 3, 5, K - 1}):
@@ -548,17 +541,17 @@ def _reg_item(dtype, K):
 
 
 @pytest.mark.skipif(not torch_ops.has_cuda_kernels(), reason="needs the CUDA build of gpukern")
-@pytest.mark.parametrize("N, C, L, K, padding, expected", [
-    (8, 4096, 4096, 4, 3, "rowwise_reg"),        # dw1_k4
-    (1, 256, 4096, REG_MAX_K, 0, "rowwise_reg"),  # the fewest rows, the longest filter
-    (1, 255, 4096, 4, 3, "rowwise_short"),       # one row too few
-    (8, 4096, 4096, REG_MAX_K + 1, 4, "rowwise_short"),
-    (1, 1, 64 * 2**20, 4, 3, "rowwise_short"),   # one long row
-    (16, 768, 2048, 31, 15, "rowwise16"),        # dw1_k31
+@pytest.mark.parametrize("dtype, N, C, L, K, padding, expected", [
+    (torch.bfloat16, 8, 4096, 4096, 4, 3, "rowwise_reg"),     # dw1_k4_bf16
+    (torch.float32, 8, 4096, 4096, 4, 3, "rowwise16"),        # dw1_k4_f32
+    (torch.float16, 1, 255, 4096, 1, 0, "rowwise_reg"),       # few rows, K = 1
+    (torch.bfloat16, 1, 1, 64 * 2**20, 4, 3, "rowwise_reg"),  # one long row
+    (torch.float32, 1, 1, 64 * 2**20, 4, 3, "rowwise16"),
+    (torch.float32, 16, 768, 2048, 31, 15, "rowwise16"),      # dw1_k31
 ])
-def test_rowwise_reg_choice(N, C, L, K, padding, expected):
-    x = torch.empty(N, C, L, device="meta")
-    w = torch.empty(C, 1, K, device="meta")
+def test_rowwise_reg_choice(dtype, N, C, L, K, padding, expected):
+    x = torch.empty(N, C, L, device="meta", dtype=dtype)
+    w = torch.empty(C, 1, K, device="meta", dtype=dtype)
     assert torch_ops.algorithm("conv1d", x, w, None, 1, padding, 1, C) == expected
 
 
@@ -608,9 +601,10 @@ def test_cuda_rowwise_reg_nan_reaches_only_its_window(device, dtype, K):
             check(x[..., 3:], w, None, 1, pad, 1, 3)
 
 
-# rowwise16 (the persistent streaming kernel): tiles of 2048 outputs, starting up to 3 (fp32) or
-# 7 (fp16, bf16) outputs early at the row's 16-byte aligned position; taps in steps of up to 1024
-# (inputs past 17 * 128 staged positions and taps past 128 staged directly, not in registers).
+# rowwise16 (one warp per tile): tiles of up to four 512-output segments (2048 outputs; fewer
+# when the staged tile would pass 12 KB or rows are few), starting up to 3 (fp32) or 7 (fp16,
+# bf16) outputs early at the row's 16-byte aligned position; taps in chunks of up to 1024 (one
+# segment a tile then); whole segments stored through shared memory, partial ones lane by lane.
 STREAM_TILE = 2048
 
 
@@ -673,15 +667,13 @@ def test_cuda_rowwise16_many_rows(device, dtype):
 
 @pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=str)
 @pytest.mark.parametrize("K", [5, 31, 33])
-@pytest.mark.parametrize("algo", ["rowwise16", "rowwise_short", "rowwise8", "rowwise8_dilated",
+@pytest.mark.parametrize("algo", ["rowwise16", "rowwise8", "rowwise8_dilated",
                                   "general_ot1"])
 @pytest.mark.parametrize("device", [pytest.param("cuda", marks=cuda_only)])
 def test_cuda_direct_nonfinite_reach_only_their_window(device, algo, K, dtype):
     """A NaN or an infinity makes exactly the outputs whose window holds it non-finite, on every
     direct fp32-accumulating kernel: a kernel that rounds K up to whole tap blocks must skip the
     taps past K, not multiply a neighbouring input by a zero tap (0 * inf is NaN)."""
-    if algo == "rowwise_short" and K > 32:
-        pytest.skip("rowwise_short runs K <= 32")
     g = torch.Generator().manual_seed(9300 + K)
     x = rand(2, 3, 5000, dtype=dtype, device=device, generator=g)
     for pos in [0, 1, 7, 8, 15, 16, 17, 511, 512, 2047, 2048, 2049, 4999]:
@@ -805,7 +797,7 @@ def test_cuda_rowwise_mma_many_rows(device, dtype):
     (torch.float16, 16, 768, 2048, 31, 15, "rowwise_mma"),
     (torch.float32, 16, 768, 2048, 31, 15, "rowwise16"),      # dw1_k31_f32: no fp32 tensor path
     (torch.bfloat16, 1, 1, 2**20, MMA_MIN_K, 4, "rowwise_mma"),
-    (torch.bfloat16, 1, 1, 2**20, MMA_MIN_K - 1, 4, "rowwise_short"),
+    (torch.bfloat16, 1, 1, 2**20, MMA_MIN_K - 1, 4, "rowwise_reg"),
     (torch.bfloat16, 8, 4096, 4096, 4, 3, "rowwise_reg"),     # dw1_k4_bf16
     (torch.float16, 8, 4096, 4096, MMA_MIN_K - 1, 3, "rowwise_reg"),
     (torch.float16, 8, 4096, 4096, MMA_MIN_K, 3, "rowwise_mma"),  # before rowwise_reg's K <= 8
@@ -820,7 +812,6 @@ def test_rowwise_mma_choice(dtype, N, C, L, K, padding, expected):
 
 # Every direct path forced on a shape it can run: (name, N, C, O, L, K, stride, pad, dil, groups)
 FORCED = [
-    ("rowwise_short", 2, 3, 3, 3001, 9, 1, 4, 1, 3),
     ("rowwise_reg", 2, 3, 3, 3001, 7, 1, 4, 1, 3),
     ("rowwise8", 2, 3, 3, 3001, 9, 1, 4, 1, 3),
     ("rowwise16", 1, 2, 2, 5003, 40, 1, 39, 1, 2),
@@ -851,21 +842,18 @@ def test_cuda_forced_paths(device, dtype, case):
 def test_cuda_forced_errors(device):
     g = torch.Generator().manual_seed(5)
     x = rand(1, 2, 500, device=device, generator=g)
-    w33 = rand(2, 1, SHORT_MAX_K + 1, device=device, generator=g)
+    w9 = rand(2, 1, REG_MAX_K + 1, device=device, generator=g)
     w3 = rand(2, 1, 3, device=device, generator=g)
     with torch_ops.force_algorithm("conv1d", "rowwise_reg"):
         with pytest.raises(RuntimeError, match="cannot run this shape"):
-            call(x, rand(2, 1, REG_MAX_K + 1, device=device, generator=g), None, 1, 0, 1, 2)
-    with torch_ops.force_algorithm("conv1d", "rowwise_short"):
-        with pytest.raises(RuntimeError, match="cannot run this shape"):
-            call(x, w33, None, 1, 0, 1, 2)                 # K past the limit
+            call(x, w9, None, 1, 0, 1, 2)                  # K past the limit
         with pytest.raises(RuntimeError, match="cannot run this shape"):
             call(x, w3, None, 1, 0, 2, 2)                  # dilation
         with pytest.raises(RuntimeError, match="cannot run this shape"):
             call(x, w3, None, 2, 0, 1, 2)                  # stride
         with pytest.raises(RuntimeError, match="cannot run this shape"):
             call(x, rand(4, 1, 3, device=device, generator=g), None, 1, 0, 1, 2)  # multiplier
-    with pytest.raises(RuntimeError, match="rowwise_short"):
+    with pytest.raises(RuntimeError, match="rowwise_reg"):
         with torch_ops.force_algorithm("conv1d", "no_such_algorithm"):
             call(x, w3, None, 1, 0, 1, 2)
 

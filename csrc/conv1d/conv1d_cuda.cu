@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <climits>
-#include <cstdlib>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -37,39 +36,19 @@ enum class Conv1dAlgo {
   kGeneralOT1,
   kGeneralOT4,
   kFft,
-  kRowwiseShort,
   kRowwiseReg,
   kRowwiseMma,
-  kRowwise16Old,
 };
-
-// Longest filter of the short-filter streaming kernel (the same for every dtype).
-constexpr int64_t kShortMaxK = Conv1dShortTraits<float>::kMaxK;
-static_assert(Conv1dShortTraits<__half>::kMaxK == kShortMaxK &&
-                  Conv1dShortTraits<__nv_bfloat16>::kMaxK == kShortMaxK,
-              "one limit for every dtype");
 
 // The register-window kernel's filters: one compiled kernel per K (its taps are unrolled).
 constexpr int64_t kRegMaxK = 8;
-// rowwise_reg from this many rows (N * C). Measured on an H200 (scratch comparison, forced):
-// depthwise B8 C4096 L4096 K4: bf16 280.5 -> 165.4 us, fp32 299.6 -> 293.8 (short -> reg);
-// K3 bf16 229.9 -> 151.7, K8 bf16 310.3 -> 187.8, K8 fp32 323.8 -> 295.6; B16 C768 L2048 K5
-// fp16 45.9 -> 41.7. One 64M-sample fp32 row went the other way (K4 139.0 -> 144.6 us, K8
-// 141.6 -> 143.7): rowwise_short keeps single long rows.
-constexpr int64_t kRegMinRows = 256;
-
-// rowwise16 from this many taps at dilation 1 (rowwise_short runs up to kShortMaxK). Measured
-// on an H200, depthwise B16 C768 L2048 K31: rowwise16 76.4 us fp32 / 70.3 bf16, rowwise_short
-// 81.7 / 69.4. From 28 taps rowwise16's padding of K to whole 16-tap blocks wastes <= 1/8 of
-// its multiply-adds.
-constexpr int64_t kStreamMinK = 28;
-static_assert(kStreamMinK <= kShortMaxK, "rowwise_short covers every K below the crossover");
 
 // The tensor-core kernel (fp16/bf16 only): its longest filter (the staged tile stays within
 // 48 KB of shared memory).
 constexpr int64_t kMmaMaxK = 16384;
-// rowwise_mma for 16-bit rows from this many taps (below: rowwise_reg / rowwise_short).
+// rowwise_mma for 16-bit rows from this many taps (below: rowwise_reg).
 constexpr int64_t kMmaMinK = 8;
+static_assert(kMmaMinK - 1 <= kRegMaxK, "rowwise_reg covers the 16-bit filters below rowwise_mma");
 
 // FFT path thresholds (see the algorithm choice below and conv1d_fft_cuda.cu).
 constexpr int64_t kFftMinTaps = 512;
@@ -81,35 +60,31 @@ constexpr int64_t kFftMinMacs = int64_t{1} << 30;
 //    stride 1, with dilation <= 128 (a tile holds at least one thread per dilation phase) and an
 //    output row of at least a quarter of its 1024-output tile (shorter rows would mostly compute
 //    padding; the general kernel sizes its tile to the row instead). Within it:
-//      dilation 1, K < kStreamMinK = 28: rowwise_short, the streaming kernel (bandwidth-bound
-//        taps; forceable up to K = 32). It
-//        replaced rowwise8 there (still forceable): rowwise8 stages 4-byte (bf16: 2-byte) loads
-//        through shared memory with two barriers per 1024-output block, so it kept too few bytes
-//        in flight: on an H200 it ran at 61% of the copy bandwidth for 1 x 64M samples K = 16,
-//        55% (fp32) and 27% (bf16, the same time as fp32) for depthwise K = 4, ~50% for
-//        depthwise K = 31. The crossover sits below the short kernel's limit (32: its taps are
-//        fully unrolled): from ~28 taps the multiply-adds dominate, where rowwise16's 16x16
-//        register blocks issue fewer shared loads per multiply-add.
-//      dilation 1, K <= kRegMaxK = 8 (16-bit: K < kMmaMinK) and at least kRegMinRows = 256
-//        rows: rowwise_reg, the register-window kernel (no shared memory: a warp's lanes load
-//        32 bytes each and take the taps' halo from the next lanes by shuffles; rowwise_short
-//        stages every element as a float, so 16-bit types cost it as much as fp32: 46% of the
-//        bandwidth for depthwise K4 bf16, 79% here).
-//      dilation 1, K >= kStreamMinK: rowwise16, the persistent streaming kernel with 16 outputs per
-//        thread (FMA-bound: 16x16 FMAs per 8 float4 shared loads; next tile's loads in
-//        flight during the current one's FMAs, one barrier per tile, 16-byte stores);
-//      fp16/bf16, dilation 1, K >= kMmaMinK = 8 (up to kMmaMaxK; checked before rowwise_reg):
-//        rowwise_mma, the tensor-core kernel (the filter as a banded matrix, mma.m16n8k16 over
-//        the staged input, one warp per tile). Measured on an H200, bf16, forced (us; a build
-//        bounded at 8 blocks an SM throughout, the kept one ran dw1_k31 in 37.2 us):
-//        depthwise B16 C768 L2048 K31 37.0 vs rowwise16 63.8; B8 C4096 L4096 K9 163.0 vs
-//        rowwise_short 250.0; B16 C768 L2048 K16 47.6 vs rowwise16 102.8; 1 x 64M K16 76.3 vs
-//        rowwise16 105.6; B64 L1M K64 116.9 vs 215.1; 1 x 64M K127 316.8 vs 364.7; 1 x 1M K511
-//        19.3 (rowwise16 26.8). Against rowwise_reg on B8 C4096 L4096 (bf16 / fp16): K4 174.9 vs
-//        162.2 / 174.4 vs 161.2, K5 173.7 vs 158.5 / 174.0 vs 158.9, K6 173.9 vs 173.1 / 174.0
-//        vs 167.1, K7 173.4 vs 176.1 / 173.8 vs 168.9, K8 173.7 vs 183.0 / 173.7 vs 173.8: the
-//        crossover lies at K = 7 (bf16) and 8 (fp16). From the FFT thresholds the FFT path wins
-//        (1 x 16M K1024: 254.7 vs 372.6 in round 13's version of this kernel).
+//      fp32, dilation 1, any K: rowwise16, one warp per tile of up to 2048 outputs (16 per lane
+//        and segment in 16x16 register blocks, cp.async staging, whole segments stored through
+//        shared memory). Measured on an H200 against the streaming short-filter kernel
+//        (rowwise_short, removed) and rowwise_reg (us, forced): 1 x 64M K3 133.7 / 139.2 /
+//        143.6, K8 134.9 / 142.0 / 142.7, K16 141.3 / 153.4, K28 153.0 / 184.8; depthwise B8
+//        C4096 L4096 K4 283.6 / 314.6 / 292.8, K8 287.3 / 338.3 / 293.6, K16 300.8 / 404.3;
+//        B16 C768 L2048 K5 52.3 / 59.6 / 59.6, K16 64.1 / 80.7, K31 64.2 / 86.2; the seed's 1 x
+//        1,024,000 K16 7.1 / 8.0. Rows of many tiles and rows of one alike.
+//      fp16/bf16, dilation 1, K >= kMmaMinK = 8 (up to kMmaMaxK): rowwise_mma, the tensor-core
+//        kernel (the filter as a banded matrix, mma.m16n8k16 over the staged input, one warp
+//        per tile). Measured on an H200, bf16, forced (us; round 14, against that round's
+//        rowwise16 and rowwise_short): depthwise B16 C768 L2048 K31 37.0 vs rowwise16 63.8; B8
+//        C4096 L4096 K9 163.0 vs rowwise_short 250.0; B16 C768 L2048 K16 47.6 vs rowwise16
+//        102.8; 1 x 64M K16 76.3 vs rowwise16 105.6; B64 L1M K64 116.9 vs 215.1; 1 x 64M K127
+//        316.8 vs 364.7; 1 x 1M K511 19.3 (rowwise16 26.8). From the FFT thresholds the FFT
+//        path wins (1 x 16M K1024: 254.7 vs 372.6 in round 13's version of this kernel).
+//      fp16/bf16, dilation 1, K < kMmaMinK: rowwise_reg, the register-window kernel (no shared
+//        memory: a warp's lanes load 32 bytes each and take the taps' halo from the next lanes
+//        by shuffles). Against rowwise_mma on B8 C4096 L4096 (bf16 / fp16): K4 162.2 vs 174.9 /
+//        161.2 vs 174.4, K5 158.5 vs 173.7 / 158.9 vs 174.0, K6 173.1 vs 173.9 / 167.1 vs
+//        174.0, K7 176.1 vs 173.4 / 168.9 vs 173.8, K8 183.0 vs 173.7 / 173.8 vs 173.7: the
+//        crossover lies at K = 7 (bf16) and 8 (fp16). On one 64M-sample bf16 row: K3 72.3 us
+//        (rowwise_mma 80.2, rowwise_short 99.7), K5 74.9 (79.9, 99.6); 16-bit rowwise16 stages
+//        through registers, converting (168 us there). On B16 C768 L2048 K5 bf16 rowwise_mma
+//        measured faster (36.0 vs 42.8 us): the rule keeps the crossover of the longer rows.
 //      dilation > 1: 8 outputs per thread on one dilation phase, scalar shared reads.
 //  - General kernel otherwise (strides > 1, grouped and dense channels, depthwise multipliers,
 //    huge dilations, short rows): 4 output channels per block when a group has at least 4 (the
@@ -133,8 +108,7 @@ constexpr int64_t kFftMinMacs = int64_t{1} << 30;
 const std::vector<std::string>& conv1d_algo_names() {
   static const std::vector<std::string> names = {"rowwise8",    "rowwise16",   "rowwise8_dilated",
                                                  "general_ot1", "general_ot4", "fft",
-                                                 "rowwise_short", "rowwise_reg",
-                                                 "rowwise_mma", "rowwise16_old"};
+                                                 "rowwise_reg", "rowwise_mma"};
   return names;
 }
 
@@ -146,12 +120,9 @@ bool conv1d_algo_applies(Conv1dAlgo a, const Conv1dParams& p) {
     case Conv1dAlgo::kFft:
     case Conv1dAlgo::kRowwise8:
     case Conv1dAlgo::kRowwise16:
-    case Conv1dAlgo::kRowwise16Old:
       return one_row(p) && p.stride == 1 && p.dilation == 1;
     case Conv1dAlgo::kRowwise8Dilated:
       return one_row(p) && p.stride == 1 && p.dilation <= Rowwise8Dilated::kMaxDilation;
-    case Conv1dAlgo::kRowwiseShort:
-      return one_row(p) && p.stride == 1 && p.dilation == 1 && p.K <= kShortMaxK;
     case Conv1dAlgo::kRowwiseReg:
       return one_row(p) && p.stride == 1 && p.dilation == 1 && p.K <= kRegMaxK;
     case Conv1dAlgo::kRowwiseMma:
@@ -173,8 +144,8 @@ Conv1dAlgo choose_conv1d_algo_auto(const Conv1dParams& p) {
       p.L_out * 4 >= Rowwise8::kMaxTile) {
     if (p.dilation > 1) return Conv1dAlgo::kRowwise8Dilated;
     if (p.elem_size == 2 && p.K >= kMmaMinK && p.K <= kMmaMaxK) return Conv1dAlgo::kRowwiseMma;
-    if (p.K <= kRegMaxK && p.N * p.C >= kRegMinRows) return Conv1dAlgo::kRowwiseReg;
-    return p.K >= kStreamMinK ? Conv1dAlgo::kRowwise16 : Conv1dAlgo::kRowwiseShort;
+    if (p.elem_size == 2 && p.K < kMmaMinK) return Conv1dAlgo::kRowwiseReg;
+    return Conv1dAlgo::kRowwise16;
   }
   return p.o_per_group() >= 4 ? Conv1dAlgo::kGeneralOT4 : Conv1dAlgo::kGeneralOT1;
 }
@@ -234,33 +205,6 @@ int blocks_per_sm(Kernel kernel, int threads, int smem) {
   return std::max(n, 1);
 }
 
-// Persistent grid: as many blocks as fit at once (each streams its tiles with the next tile's
-// loads in flight), or fewer when there are fewer tiles.
-template <typename T>
-void launch_rowwise_short(const Conv1dParams& p, cudaStream_t stream) {
-  using Traits = Conv1dShortTraits<T>;
-  constexpr int kV = Traits::kV;
-  TORCH_INTERNAL_ASSERT(one_row(p) && p.stride == 1 && p.dilation == 1 && p.K <= Traits::kMaxK);
-  const int64_t early = rows_start_early<T>(p);
-  // The last tile of a row also computes up to kExtra outputs past its kTile (no nearly empty
-  // last tiles): tiles * kTile + kExtra >= L_out + early. The last tile is never empty:
-  // (tiles - 1) * kTile < L_out + early - kExtra < L_out - my for kExtra >= kV.
-  static_assert(Traits::kExtra >= kV, "a row's last tile is never empty");
-  const int64_t tiles =
-      std::max<int64_t>(1, ceil_div(p.L_out + early - Traits::kExtra, Traits::kTile));
-  const int64_t total = p.N * p.C * tiles;
-  GK_CHECK(total <= INT_MAX, kOp, "too many rows for the rowwise_short kernel (", p.N * p.C,
-           " rows of ", tiles, " tiles)");
-  static const int per_sm = blocks_per_sm(conv1d_rowwise_short_kernel<T, Traits>,
-                                           Traits::kThreads, Traits::smem_bytes());
-  const int64_t grid =
-      std::min<int64_t>(total, static_cast<int64_t>(device_props().multiProcessorCount) * per_sm);
-  conv1d_rowwise_short_kernel<T, Traits>
-      <<<static_cast<int>(grid), Traits::kThreads, Traits::smem_bytes(), stream>>>(
-          p, static_cast<uint32_t>(tiles), static_cast<uint32_t>(total));
-  GK_CHECK_LAUNCH();
-}
-
 // The rowwise_reg algorithm: warps walk segments of consecutive (32 - halo) * kE-output chunks
 // of a row; as many blocks as fit at once (or fewer when there are fewer segments).
 template <typename T, int kK>
@@ -308,35 +252,6 @@ void launch_rowwise_reg(const Conv1dParams& p, cudaStream_t stream) {
   }
 }
 
-// The rowwise16 algorithm: the persistent streaming kernel (as many blocks as fit at once, or
-// fewer when there are fewer items).
-template <typename T>
-void launch_rowwise_stream(const Conv1dParams& p, cudaStream_t stream) {
-  using Traits = Conv1dStreamTraits<T>;
-  TORCH_INTERNAL_ASSERT(one_row(p) && p.stride == 1 && p.dilation == 1);
-  const int chunk =
-      static_cast<int>(std::min<int64_t>(ceil_div(p.K, Traits::kR) * Traits::kR, Traits::kMaxChunk));
-  const int64_t early = rows_start_early<T>(p);
-  const int64_t tiles = ceil_div(p.L_out + early, Traits::kTile);
-  const int64_t total = p.N * p.C * tiles;
-  GK_CHECK(total <= INT_MAX, kOp, "too many rows for the rowwise16 kernel (", p.N * p.C,
-           " rows of ", tiles, " tiles)");
-  const int smem = Traits::smem_bytes(chunk);
-  // Resident blocks per SM for this chunk's shared memory (registers cap it at kMinBlocks);
-  // remembered for the last size asked.
-  thread_local int last_smem = -1, last_per_sm = 1;
-  if (smem != last_smem) {
-    last_per_sm = blocks_per_sm(conv1d_rowwise_stream_kernel<T, Traits>, Traits::kThreads, smem);
-    last_smem = smem;
-  }
-  const int64_t grid = std::min<int64_t>(
-      total, static_cast<int64_t>(device_props().multiProcessorCount) * last_per_sm);
-  conv1d_rowwise_stream_kernel<T, Traits><<<static_cast<int>(grid), Traits::kThreads, smem,
-                                            stream>>>(p, chunk, static_cast<uint32_t>(tiles),
-                                                      static_cast<uint32_t>(total));
-  GK_CHECK_LAUNCH();
-}
-
 // The rowwise16 algorithm: one warp per tile of up to kMaxSegs 512-output segments (fewer when
 // the staged tile would pass a warp's 12 KB, or when rows are too few to give every SM its warps),
 // 4 warps a block; taps in chunks of up to kMaxChunk (then one segment a tile).
@@ -346,11 +261,11 @@ void launch_rowwise_warp(const Conv1dParams& p, cudaStream_t stream) {
   TORCH_INTERNAL_ASSERT(one_row(p) && p.stride == 1 && p.dilation == 1);
   const int64_t kr = ceil_div(p.K, Traits::kR) * Traits::kR;
   const int chunk = static_cast<int>(std::min<int64_t>(kr, Traits::kMaxChunk));
-  int max_segs = Traits::kMaxSegs;
-  if (const char* e = std::getenv("GPUKERN_EXP_SEGS")) max_segs = std::max(1, std::min(max_segs, std::atoi(e)));
   int segs = 1;
   if (kr <= Traits::kMaxChunk) {
-    while (segs < max_segs && Traits::warp_floats(segs + 1, chunk) <= Traits::kWarpFloats) ++segs;
+    while (segs < Traits::kMaxSegs && Traits::warp_floats(segs + 1, chunk) <= Traits::kWarpFloats) {
+      ++segs;
+    }
   }
   const int64_t span = p.L_out + rows_start_early<T>(p);
   const int64_t rows = p.N * p.C;
@@ -362,7 +277,8 @@ void launch_rowwise_warp(const Conv1dParams& p, cudaStream_t stream) {
   const int64_t total = rows * tiles;
   GK_CHECK(total <= INT_MAX, kOp, "too many rows for the rowwise16 kernel (", rows, " rows of ",
            tiles, " tiles)");
-  const int smem = Traits::kWarps * Traits::warp_floats(segs, chunk) * static_cast<int>(sizeof(float));
+  const int smem =
+      Traits::kWarps * Traits::warp_floats(segs, chunk) * static_cast<int>(sizeof(float));
   conv1d_rowwise_warp_kernel<T, Traits>
       <<<static_cast<int>(ceil_div(total, Traits::kWarps)), Traits::kThreads, smem, stream>>>(
           p, segs, chunk, static_cast<uint32_t>(tiles), static_cast<uint32_t>(total));
@@ -455,8 +371,6 @@ void launch_conv1d(const Conv1dParams& p, const at::Tensor& x3, cudaStream_t str
   switch (choose_conv1d_algo(p)) {
     case Conv1dAlgo::kFft:
       return conv1d_fft_launch(p, x3, stream);
-    case Conv1dAlgo::kRowwiseShort:
-      return launch_rowwise_short<T>(p, stream);
     case Conv1dAlgo::kRowwiseReg:
       return launch_rowwise_reg<T>(p, stream);
     case Conv1dAlgo::kRowwiseMma:
@@ -465,8 +379,6 @@ void launch_conv1d(const Conv1dParams& p, const at::Tensor& x3, cudaStream_t str
       return launch_rowwise<T, Rowwise8>(p, stream);
     case Conv1dAlgo::kRowwise16:
       return launch_rowwise_warp<T>(p, stream);
-    case Conv1dAlgo::kRowwise16Old:
-      return launch_rowwise_stream<T>(p, stream);
     case Conv1dAlgo::kRowwise8Dilated:
       return launch_rowwise<T, Rowwise8Dilated>(p, stream);
     case Conv1dAlgo::kGeneralOT4:

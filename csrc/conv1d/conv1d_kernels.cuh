@@ -8,12 +8,10 @@
 //  conv1d_rowwise_kernel  stride 1 and one input row per output row (C == O == groups: single-
 //                         channel signals, depthwise). Sliding register windows over a shared-
 //                         memory tile, 16-byte loads, filter streamed in chunks of taps.
-//  conv1d_rowwise_short_kernel  the same rows at dilation 1 with K <= 32: a streaming kernel
-//                         (16-byte loads and stores, next tile's loads in flight during the
-//                         current tile's multiply-adds, one barrier per tile).
-//  conv1d_rowwise_stream_kernel the same rows at dilation 1, any K (rowwise16: FMA-bound filters):
-//                         conv1d_rowwise_kernel's 16x16 register blocks in a persistent, double-
-//                         buffered loop (one barrier per step, 16-byte stores from registers).
+//  conv1d_rowwise_warp_kernel the same rows at dilation 1, any K (rowwise16: FMA-bound filters):
+//                         conv1d_rowwise_kernel's 16x16 register blocks, one warp per tile of up
+//                         to 2048 outputs (cp.async staging, no block barrier, whole 512-output
+//                         segments stored through shared memory in 512-byte runs).
 //                         conv1d_rowwise_kernel itself now runs rowwise8 and rowwise8_dilated.
 //  conv1d_rowwise_reg_kernel the same rows at dilation 1 with K <= 8 (rowwise_reg): no shared
 //                         memory; each lane holds 32 bytes of consecutive inputs and outputs in
@@ -397,10 +395,22 @@ __global__ void __launch_bounds__(Traits::kThreads)
             const float4 v = *reinterpret_cast<const float4*>(sw + kb + q);  // broadcast
             wr[q] = v.x, wr[q + 1] = v.y, wr[q + 2] = v.z, wr[q + 3] = v.w;
           }
+          if (kb + kR <= kcur) {
 #pragma unroll
-          for (int k = 0; k < kR; ++k)
+            for (int k = 0; k < kR; ++k)
 #pragma unroll
-            for (int i = 0; i < kR; ++i) acc[i] = fmaf(wr[k], xw[i + k], acc[i]);
+              for (int i = 0; i < kR; ++i) acc[i] = fmaf(wr[k], xw[i + k], acc[i]);
+          } else {
+            // The chunk's last block: the taps past K are skipped, not multiplied by zero (a
+            // NaN or infinity would reach the outputs whose window misses it: 0 * inf is NaN).
+#pragma unroll
+            for (int k = 0; k < kR; ++k) {
+              if (kb + k < kcur) {
+#pragma unroll
+                for (int i = 0; i < kR; ++i) acc[i] = fmaf(wr[k], xw[i + k], acc[i]);
+              }
+            }
+          }
 #pragma unroll
           for (int i = 0; i < kR; ++i) xw[i] = xw[i + kR];
         }
@@ -433,429 +443,48 @@ __global__ void __launch_bounds__(Traits::kThreads)
 }
 
 // ------------------------------------------------------------------------------------------------
-// Short-filter row-wise kernel (stride 1, dilation 1, K <= kMaxK, one input row per output row)
+// Warp-tile row-wise kernel (the "rowwise16" algorithm: stride 1, dilation 1, any K)
 // ------------------------------------------------------------------------------------------------
 
-// Short filters are bandwidth-bound: the kernel must keep enough bytes in flight and spend few
-// instructions per element. Each thread owns kE consecutive outputs = 32 bytes of input and of
-// output (two 16-byte vectors each way: kE = 8 for fp32, 16 for fp16/bf16, so bf16 costs the
-// same instructions per byte as fp32); a block streams tiles of kTile outputs in a loop and
-// issues the next tile's 16-byte loads (into registers) before computing the current one.
+// One warp per tile of up to 2048 outputs of a row, up to four tiles a block, no block barrier.
+// A lane owns 16 consecutive outputs in each 512-output segment of the tile and accumulates them
+// in registers over 16x16 register blocks of multiply-adds per 16 taps (the seeds' register
+// blocking: 256 multiply-adds per 8 float4 shared loads). The warp stages its tile's input (and
+// the taps) in its own part of shared memory, fp32 rows with 4-byte cp.async copies (no
+// registers, no shared stores), waits, and computes every segment from it; other warps' copies
+// and multiply-adds cover the wait. A whole segment's sums go back through shared memory (its
+// staged inputs, which no later segment reads) so that each store instruction writes 128
+// consecutive outputs: stored straight from the registers, a lane's four 16-byte vectors 64
+// bytes apart made every store instruction write half of 32 sectors, and the kernel ran at 67%
+// of the copy bandwidth on depthwise K = 31 (70 us on an H200; through shared memory 64 us).
+// The persistent kernel it replaced (one block of 128 threads per 2048-output tile, the next
+// tile's inputs prefetched into registers, one block barrier per tile, stores from registers)
+// ran dw1_k31 fp32 in 72 us, B64 L1M K64 in 234 and 1 x 64M K127 in 376 (here 64, 215, 367),
+// depthwise K = 64 rows of 2048 in 193 (118) and K = 28 rows of 2049 in 142 (78-82).
+// Copy groups per segment (segment s computing while the later segments' inputs land) measured
+// slower (B64 L1M K64 230 us against 225 before the stores went through shared memory).
+// The taps past K in the last 16-tap block are skipped, not multiplied by zero: windows are exact
+// (a NaN or infinity reaches only the outputs whose window holds it).
 template <typename T>
-struct Conv1dShortTraits {
-  static constexpr int kThreads = 128;
-  static constexpr int kV = kVec16<T>;                   // elements of T per 16-byte vector
-  static constexpr int kE = 2 * kV;                      // outputs per thread
-  static constexpr int kMain = kE / kV;                  // tile vectors loaded per thread
-  static constexpr int kTile = kThreads * kE;            // outputs per tile
-  static constexpr int kMaxK = 32;                       // longest filter
-  // Resident blocks per SM asked of the register allocator: 16-bit types took 80 registers
-  // (6 blocks, 37.5% occupancy, 31% achieved with DRAM at 17%); 7 blocks caps them at 72 without
-  // spills (8 spilled), fp32 at 10 blocks takes 46 (was 55, 9 blocks).
-  static constexpr int kMinBlocks = kV == 4 ? 10 : 7;
-  // The residual window shift (< 4, see Conv1dShortItem) in registers, one compiled multiply-add
-  // variant each (fp32), or as leading zero taps (16-bit types: the variants needed 80 registers,
-  // at 72 they spilled the prefetched vectors, and 6 blocks would cut the bytes in flight).
-  static constexpr bool kShiftVariants = kV == 4;
-  // Staged floats a thread's window may read past its kE outputs (also the room for the staged
-  // taps): the window shift (a multiple of 4, < kV) plus either the taps in whole 4-tap blocks
-  // and 2 floats of the next float4 (variants), or the taps after up to 3 leading zeros.
-  static constexpr int kMaxTaps = (kMaxK + kV - 1 + 3) / 4 * 4;
-  // A row's last tile also takes up to kExtra outputs past kTile (warp 0 computes them in a
-  // second pass), so that rows a little longer than whole tiles (depthwise L_out = L + 3 = 4099)
-  // do not end in a nearly empty tile: that tile cost a whole iteration of the block's pipeline
-  // with almost no bytes in flight (1 iteration in 5 for fp32, 1 in 3 for 16-bit types).
-  static constexpr int kExtra = 32 * kE;
-  // Vectors past the tile (extra outputs plus the taps' halo), one a thread at most.
-  static constexpr int kMaxHalo = (kExtra + kMaxTaps + kV - 1) / kV;
-  static constexpr int kStaged = (kTile + kMaxHalo * kV + 31) / 32 * 32;  // whole swizzle rows
-  static constexpr int kBuf = kStaged + kMaxTaps;        // floats per buffer: input, then taps
-  static_assert(kE == 8 || kE == 16, "rowwise_swizzle is derived for 8 and 16 floats a thread");
-  static_assert(kMaxHalo <= kThreads && kMaxTaps <= kThreads, "one halo vector / tap a thread");
-  static_assert(kExtra % kE == 0 && kExtra / kE <= 32, "the extra outputs are one warp's units");
-  static_assert((kV - 1) / 4 * 4 + (kMaxK + 3) / 4 * 4 + 4 <= kMaxTaps &&
-                    (kV - 1) / 4 * 4 + (kMaxK + 3 + 3) / 4 * 4 <= kMaxTaps,
-                "the largest window shift plus the largest tap span fit the staged halo");
-  static_assert(kBuf % 4 == 0 && kStaged % 32 == 0, "float4-aligned buffers and taps");
-  static constexpr int smem_bytes() { return 2 * kBuf * static_cast<int>(sizeof(float)); }
-};
-
-// One tile of one row. Thread t's outputs are l0 + t*kE + i (i < kE); l0 = tile*kTile - my,
-// my = the row's output misalignment in elements, so every thread's outputs start 16-byte
-// aligned (vector stores). Staged float s holds x[a0 + s], a0 = l0 - pad_lo - (shift + off)
-// with shift + off in [0, kV) chosen so that x + a0 is 16-byte aligned (vector loads); shift is
-// its multiple-of-4 part, off < 4 the rest. Output s's window starts at staged s + shift + off;
-// the thread reads float4s from staged base + shift (float4-aligned). The residual shift off is
-// xoff + toff: fp32 (kShiftVariants) compiles the multiply-adds for each xoff = off
-// (short_fma<kOff>: tap k reads register xw[i + k + off]) with taps w[k], k < kp = K rounded up to
-// 4; 16-bit types shift the taps instead, toff = off leading zeros (tap k' = w[k' - off]),
-// kp = K + off rounded up. (Taps shifted by off made K = 4 take 8 taps 3 times in 4: 7 multiply-
-// adds an output on average instead of 4. Shifting by the whole misalignment, up to 7 for 16-bit
-// types, had made it 9.)
-template <typename T>
-struct Conv1dShortItem {
-  const T* xrow;
-  T* yrow;
-  int64_t l0;  // output of staged position 0; > -kV, and the tile is empty when >= L_out
-  int64_t a0;  // input position of staged position 0
-  int64_t c;   // channel: filter row and bias
-  int shift;   // staged offset of output 0's window: a multiple of 4, < kV
-  int off;     // residual window shift, < 4
-  int xoff;    // the part of off applied in registers (fp32: off, else 0)
-  int toff;    // the part of off applied as leading zero taps (off - xoff)
-  int kp;      // K + toff rounded up to whole 4-tap blocks
-  int ext;     // outputs past kTile (a row's last tile only), <= kExtra
-};
-
-// Vectors staged past the tile's kTile: the extra outputs' inputs and the taps' halo. Every
-// staged float that an output multiplies (by a zero tap too: the staged data must be finite) is
-// loaded: output s < kTile + ext reads staged s + shift + xoff + k, k < kp.
-template <typename T, typename Traits>
-__device__ __forceinline__ int short_halo(const Conv1dShortItem<T>& it) {
-  return (it.shift + it.xoff + it.kp + it.ext + Traits::kV - 1) / Traits::kV;
-}
-
-// Item = (n * C + c) * tiles + tile (tile fastest: neighbouring blocks share halos in L2),
-// decoded by the kernel's ShortCursor.
-template <typename T, typename Traits>
-__device__ __forceinline__ Conv1dShortItem<T> short_item(const Conv1dParams& p, uint32_t n,
-                                                         uint32_t c, uint32_t tile,
-                                                         uint32_t tiles) {
-  constexpr int kV = Traits::kV;
-  Conv1dShortItem<T> it;
-  it.c = c;
-  it.xrow = static_cast<const T*>(p.x) + static_cast<int64_t>(n) * p.x_sn + it.c * p.x_sc;
-  it.yrow = static_cast<T*>(p.y) + static_cast<int64_t>(n) * p.y_sn + it.c * p.y_so;
-  const int my =
-      p.y_sl == 1 ? static_cast<int>((reinterpret_cast<uintptr_t>(it.yrow) / sizeof(T)) % kV) : 0;
-  it.l0 = static_cast<int64_t>(tile) * Traits::kTile - my;
-  int off = 0;
-  if (p.x_sl == 1) {
-    const int mx = static_cast<int>((reinterpret_cast<uintptr_t>(it.xrow) / sizeof(T)) % kV);
-    const int64_t g = mx + it.l0 - p.pad_lo;
-    off = static_cast<int>(((g % kV) + kV) % kV);
-  }
-  it.a0 = it.l0 - p.pad_lo - off;
-  it.off = off & 3;
-  it.shift = off - it.off;
-  it.xoff = Traits::kShiftVariants ? it.off : 0;
-  it.toff = it.off - it.xoff;
-  it.kp = static_cast<int>((p.K + it.toff + 3) / 4 * 4);
-  // The launcher sizes `tiles` so that the last tile's outputs past kTile are at most kExtra;
-  // the clamp only keeps the shared reads in bounds.
-  const int64_t ext = tile + 1 == tiles ? p.L_out - it.l0 - Traits::kTile : 0;
-  it.ext = static_cast<int>(ext <= 0 ? 0 : (ext < Traits::kExtra ? ext : Traits::kExtra));
-  return it;
-}
-
-// x[gi, gi + kV) of a row: one 16-byte load inside the row (gi is aligned by construction when
-// the row is unit-stride), element by element with zeros (the padding) at the row's ends.
-template <typename T, int kV>
-__device__ __forceinline__ Vec<T, kV> short_load(const Conv1dParams& p, const T* xrow,
-                                                 int64_t gi) {
-  Vec<T, kV> v;
-  if (p.x_sl == 1 && gi >= 0 && gi + kV <= p.L) {
-    v = load_vec<T, kV>(xrow + gi);
-  } else if (gi >= p.L || gi + kV <= 0) {
-    // Wholly outside the row (the empty end of a row's last tile): zeros without the
-    // element-by-element checks.
-#pragma unroll
-    for (int e = 0; e < kV; ++e) v.v[e] = from_float<T>(0.f);
-  } else {
-#pragma unroll
-    for (int e = 0; e < kV; ++e) {
-      const int64_t g = gi + e;
-      v.v[e] = (g >= 0 && g < p.L) ? xrow[g * p.x_sl] : from_float<T>(0.f);
-    }
-  }
-  return v;
-}
-
-// A tile's data in flight: the raw input vectors, one shifted tap and the bias.
-template <typename T, typename Traits>
-struct Conv1dShortRegs {
-  Vec<T, Traits::kV> main[Traits::kMain];
-  Vec<T, Traits::kV> halo;
-  float tap;
-  float bias;
-};
-
-template <typename T, typename Traits>
-__device__ __forceinline__ void short_prefetch(const Conv1dParams& p, const Conv1dShortItem<T>& it,
-                                               Conv1dShortRegs<T, Traits>& r) {
-  constexpr int kV = Traits::kV;
-  const int tid = threadIdx.x;
-  const int nh = short_halo<T, Traits>(it);  // vectors past the tile
-  if (p.x_sl == 1 && it.a0 >= 0 && it.a0 + Traits::kTile + nh * kV <= p.L) {
-    // Interior tile (block-uniform): plain vector loads, no per-vector bounds checks.
-    const T* src = it.xrow + it.a0;
-#pragma unroll
-    for (int m = 0; m < Traits::kMain; ++m) {
-      r.main[m] = load_vec<T, kV>(src + (tid + m * Traits::kThreads) * kV);
-    }
-    if (tid < nh) r.halo = load_vec<T, kV>(src + Traits::kTile + tid * kV);
-  } else {
-#pragma unroll
-    for (int m = 0; m < Traits::kMain; ++m) {
-      const int j = tid + m * Traits::kThreads;  // consecutive threads, consecutive vectors
-      r.main[m] = short_load<T, kV>(p, it.xrow, it.a0 + static_cast<int64_t>(j) * kV);
-    }
-    if (tid < nh) {
-      r.halo =
-          short_load<T, kV>(p, it.xrow, it.a0 + static_cast<int64_t>(Traits::kTile + tid * kV));
-    }
-  }
-  const T* w = static_cast<const T*>(p.w);
-  const int k = tid - it.toff;
-  r.tap = (k >= 0 && k < p.K) ? to_float(w[it.c * p.w_so + k * p.w_sk]) : 0.f;
-  const T* b = static_cast<const T*>(p.b);
-  r.bias = b != nullptr ? to_float(b[it.c * p.b_s]) : 0.f;
-}
-
-template <typename T, typename Traits>
-__device__ __forceinline__ void short_stage_vec(float* sx, int j, const Vec<T, Traits::kV>& v) {
-#pragma unroll
-  for (int q = 0; q < Traits::kV; q += 4) {
-    *reinterpret_cast<float4*>(sx + rowwise_swizzle<Traits::kE>(j * Traits::kV + q)) =
-        make_float4(to_float(v.v[q]), to_float(v.v[q + 1]), to_float(v.v[q + 2]),
-                    to_float(v.v[q + 3]));
-  }
-}
-
-// Multiply-adds of one thread's kE outputs: acc[i] += sum_{k < kp} sw[k] * staged[wbase + kOff +
-// i + k], wbase float4-aligned, kp a multiple of 4 (<= kMaxTaps). Fully unrolled: the window shift
-// below is a register renaming. Shared reads: one float4 of input and one of taps (broadcast) per
-// 4 taps (and one scalar or float2 at kOff >= 2), from staged wbase up to wbase + kp + kE + 1.
-template <int kOff, typename Traits>
-__device__ __forceinline__ void short_fma(const float* sx, const float* sw, int wbase, int kp,
-                                          float (&acc)[Traits::kE]) {
-  constexpr int kE = Traits::kE;
-  // A 4-tap block reads staged wbase + kb + j, j = i + k + kOff <= kE + 2 + kOff: the window
-  // xw[j] (j < kE + 4, its last float4 reloaded per block) and, at kOff >= 2, the first kOff - 1
-  // floats of the next float4 in ex (a float4 more in the window took 4 more registers and made
-  // the compiler spill the prefetched vectors, each spill store waiting on its global load).
-  constexpr int kEx = kOff >= 2 ? kOff - 1 : 1;  // >= 1: no zero-length arrays
-  float xw[kE + 4];
-  float ex[kEx];
-#pragma unroll
-  for (int q = 0; q < kE; q += 4) {
-    const float4 v = *reinterpret_cast<const float4*>(sx + rowwise_swizzle<kE>(wbase + q));
-    xw[q] = v.x, xw[q + 1] = v.y, xw[q + 2] = v.z, xw[q + 3] = v.w;
-  }
-#pragma unroll
-  for (int kb = 0; kb < Traits::kMaxTaps; kb += 4) {
-    if (kb >= kp) break;
-    const float4 v =
-        *reinterpret_cast<const float4*>(sx + rowwise_swizzle<kE>(wbase + kb + kE));
-    xw[kE] = v.x, xw[kE + 1] = v.y, xw[kE + 2] = v.z, xw[kE + 3] = v.w;
-    if constexpr (kOff == 2) {
-      ex[0] = sx[rowwise_swizzle<kE>(wbase + kb + kE + 4)];
-    } else if constexpr (kOff == 3) {
-      // 8-byte aligned: the swizzle moves whole float4s.
-      const float2 e2 =
-          *reinterpret_cast<const float2*>(sx + rowwise_swizzle<kE>(wbase + kb + kE + 4));
-      ex[0] = e2.x, ex[1] = e2.y;
-    }
-    const float4 wv = *reinterpret_cast<const float4*>(sw + kb);  // broadcast
-    const float wr[4] = {wv.x, wv.y, wv.z, wv.w};
-#pragma unroll
-    for (int k = 0; k < 4; ++k)
-#pragma unroll
-      for (int i = 0; i < kE; ++i) {
-        const int j = i + k + kOff;
-        acc[i] = fmaf(wr[k], j < kE + 4 ? xw[j] : ex[j - (kE + 4)], acc[i]);
-      }
-#pragma unroll
-    for (int i = 0; i < kE; ++i) xw[i] = xw[i + 4];
-  }
-}
-
-// Grid: 1-D, at most as many blocks as fit on the device at once; block i runs the non-empty
-// items i, i + gridDim.x, ... (see Conv1dShortItem).
-// Block: kThreads threads, thread t owns the kE outputs at staged positions t*kE + i.
-// Shared memory: two buffers of [kStaged input floats (swizzled, rowwise_swizzle<kE>) | kMaxTaps
-// taps]. Per tile: the raw registers are converted into buffer `buf`; barrier (staged data
-// visible); the next tile's loads are issued into the registers; multiply-adds from shared
-// memory (one float4 of input and one of taps per 4 taps x kE outputs); 16-byte stores straight
-// from the registers. One barrier per tile suffices: a buffer is rewritten two tiles later,
-// after every thread has passed the barrier of the tile in between, hence finished reading it.
-// Warps whose outputs all lie past the row skip the multiply-adds (the short last tiles).
-template <typename T, typename Traits>
-__global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocks)
-    conv1d_rowwise_short_kernel(const Conv1dParams p, const uint32_t tiles,
-                                const uint32_t total) {
-  constexpr int kE = Traits::kE;
-  constexpr int kV = Traits::kV;
-  extern __shared__ float4 conv1d_short_smem[];
-  float* const smem = reinterpret_cast<float*>(conv1d_short_smem);
-  const int tid = threadIdx.x;
-
-  // The block's items are blockIdx.x + i * gridDim.x, decoded into (n, c, tile) once and then
-  // advanced without divisions (two 32-bit divisions an item took a third of the item's
-  // uniform-datapath instructions): gridDim.x = dq rows + dr tiles, dq rows = dqn * C + dqc.
-  // 32-bit: total + gridDim.x < 2^32 (the launcher keeps total <= INT_MAX) and C <= total.
-  const uint32_t C = static_cast<uint32_t>(p.C);
-  const uint32_t dq = gridDim.x / tiles;
-  const uint32_t dr = gridDim.x - dq * tiles;
-  const uint32_t dqn = dq / C;
-  const uint32_t dqc = dq - dqn * C;
-  uint32_t item = blockIdx.x;
-  uint32_t tile = item % tiles;
-  uint32_t n = item / tiles;  // the row, until divided
-  uint32_t c = n % C;
-  n /= C;
-  auto advance = [&]() {
-    item += gridDim.x;
-    tile += dr;
-    uint32_t carry = 0;
-    if (tile >= tiles) tile -= tiles, carry = 1;
-    c += dqc + carry;  // < 2C
-    n += dqn;
-    if (c >= C) c -= C, ++n;
-  };
-  Conv1dShortItem<T> it;
-  for (;; advance()) {
-    if (item >= total) return;
-    it = short_item<T, Traits>(p, n, c, tile, tiles);
-    if (it.l0 < p.L_out) break;
-  }
-  Conv1dShortRegs<T, Traits> r;
-  short_prefetch<T, Traits>(p, it, r);
-
-  for (int buf = 0;; buf ^= 1) {
-    float* const sx = smem + buf * Traits::kBuf;
-    float* const sw = sx + Traits::kStaged;
-#pragma unroll
-    for (int m = 0; m < Traits::kMain; ++m) {
-      short_stage_vec<T, Traits>(sx, tid + m * Traits::kThreads, r.main[m]);
-    }
-    const int nh = short_halo<T, Traits>(it);
-    if (tid < nh) short_stage_vec<T, Traits>(sx, Traits::kTile / kV + tid, r.halo);
-    if (tid < it.kp) sw[tid] = r.tap;
-    const float bias = r.bias;
-    __syncthreads();  // this tile's input and taps visible to every thread
-
-    Conv1dShortItem<T> nit;
-    bool more = false;
-    for (;;) {
-      advance();
-      if (item >= total) break;
-      nit = short_item<T, Traits>(p, n, c, tile, tiles);
-      if (nit.l0 < p.L_out) {
-        more = true;
-        break;
-      }
-    }
-    if (more) short_prefetch<T, Traits>(p, nit, r);
-
-    // The tile's outputs (every warp), then a row's last tile's outputs past kTile (warp 0,
-    // thread t at kTile + t*kE).
-    auto unit = [&](const int base) {
-      const int wbase = base + it.shift;  // the window of output base (float4-aligned)
-      if (it.l0 + (base - (tid & 31) * kE) < p.L_out) {  // warp-uniform
-        float acc[kE];
-#pragma unroll
-        for (int i = 0; i < kE; ++i) acc[i] = 0.f;
-        if constexpr (Traits::kShiftVariants) {
-          switch (it.xoff) {  // block-uniform
-            case 0: short_fma<0, Traits>(sx, sw, wbase, it.kp, acc); break;
-            case 1: short_fma<1, Traits>(sx, sw, wbase, it.kp, acc); break;
-            case 2: short_fma<2, Traits>(sx, sw, wbase, it.kp, acc); break;
-            default: short_fma<3, Traits>(sx, sw, wbase, it.kp, acc); break;
-          }
-        } else {
-          short_fma<0, Traits>(sx, sw, wbase, it.kp, acc);
-        }
-
-        const int64_t l = it.l0 + base;
-        if (p.y_sl == 1 && l >= 0 && l + kE <= p.L_out) {
-#pragma unroll
-          for (int m = 0; m < Traits::kMain; ++m) {
-            Vec<T, kV> o;
-#pragma unroll
-            for (int e = 0; e < kV; ++e) o.v[e] = from_float<T>(acc[m * kV + e] + bias);
-            store_vec<T, kV>(it.yrow + l + m * kV, o);
-          }
-        } else {
-#pragma unroll
-          for (int i = 0; i < kE; ++i) {
-            if (l + i >= 0 && l + i < p.L_out) {
-              it.yrow[(l + i) * p.y_sl] = from_float<T>(acc[i] + bias);
-            }
-          }
-        }
-      }
-    };
-    // Register allocation, measured with -Xptxas -v: the fp32 variants spilled the prefetched
-    // vectors (128 bytes) inside a loop over the two, the 16-bit kernel (16 bytes) with two calls.
-    if constexpr (Traits::kShiftVariants) {
-      unit(tid * kE);
-      if (it.ext > 0 && tid < 32) unit(Traits::kTile + tid * kE);  // warp-uniform
-    } else {
-      const int npass = it.ext > 0 && tid < 32 ? 2 : 1;  // warp-uniform
-#pragma unroll 1
-      for (int pass = 0; pass < npass; ++pass) unit(pass * Traits::kTile + tid * kE);
-    }
-    if (!more) return;
-    it = nit;
-  }
-}
-
-// ------------------------------------------------------------------------------------------------
-// Streaming row-wise kernel (the "rowwise16" algorithm: stride 1, dilation 1, any K)
-// ------------------------------------------------------------------------------------------------
-
-// FMA-bound filters (K > 32): 16 outputs per thread in registers, 16x16 register blocks of
-// multiply-adds per 16 taps, as conv1d_rowwise_kernel<16>. That kernel spent half of its issue
-// slots outside the multiply-adds at K = 64 (one tile per block: 64-bit item decoding,
-// bounds-checked staging, two barriers, outputs collected in shared memory) and could not overlap
-// a tile's loads with arithmetic. This one is persistent (a block streams its tiles), double-
-// buffers the staged input: the next step's loads are issued into registers before the current
-// step's multiply-adds and stored to the other buffer after them, one barrier per step. The
-// outputs go straight from the registers to global memory in 16-byte vectors: a row's tiles start
-// up to kV - 1 outputs early (at the row's 16-byte aligned position), as in rowwise_short.
-template <typename T>
-struct Conv1dStreamTraits {
-  static constexpr int kThreads = 128;
-  static constexpr int kR = 16;                    // outputs per thread, taps per register block
-  static constexpr int kTile = kThreads * kR;      // outputs per tile
-  static constexpr int kMaxChunk = 1024;           // taps staged per step (a multiple of kR)
-  static constexpr int kPre = kR + 1;              // input floats per thread held in registers
-  static constexpr int kPreSpan = kPre * kThreads; // staged positions prefetched in registers
+struct Conv1dWarpTraits {
+  static constexpr int kWarps = 4;              // tiles (one a warp) per block
+  static constexpr int kThreads = 32 * kWarps;
+  static constexpr int kR = 16;                 // outputs per lane and segment, taps per block
+  static constexpr int kSeg = 32 * kR;          // outputs of a segment
+  static constexpr int kMaxSegs = 4;            // segments of a tile: up to 2048 outputs
+  static constexpr int kMaxChunk = 1024;        // taps staged at once (a multiple of kR)
+  static constexpr int kWarpFloats = 3072;      // a warp's shared memory: 12 KB, 48 KB a block
+  static constexpr int kMinBlocks = 5;          // 20 warps an SM: at most 96 (80 spilled)
   static constexpr int kV = kVec16<T>;
-  // At least 6 blocks (24 warps) per SM: the register cap is 80, for the 16 accumulators, the
-  // 32-float window, the taps and the kPre prefetched inputs (ptxas takes 72 for fp32: 7 blocks).
-  // Capped at 64 (8 blocks) the H200 ran c1_b64_k64 in 248 us against 233, c1_k127_64M 400
-  // against 375, dw1_k31_f32 72.0 against 69.6 and dw1_k31_bf16 66.6 against 60.3 (one spill).
-  static constexpr int kMinBlocks = 6;
-  static_assert(kTile % kV == 0 && kR % kV == 0, "whole vectors per thread");
-  static_assert(kPreSpan >= kTile + kR, "the prefetch covers a tile and one tap block's halo");
-  static_assert(kMaxChunk % kR == 0 && kThreads % 16 == 0 && kPreSpan % 16 == 0, "padding rows");
-  // Padded shared layout: 4 floats of padding after every 16 (see stream_pad).
+  static_assert(kR % kV == 0, "whole vectors per lane");
+  // Padded shared layout, 4 floats after every 16 (stream_pad): lane l's window reads float4s
+  // at logical 16l + c, padded 20l + stream_pad(c), conflict-free.
   static constexpr int padded(int n) { return n + n / 16 * 4; }
-  // Floats of one buffer for a chunk: the staged input (tile + chunk, padded), then the taps.
-  static constexpr int buf_floats(int chunk) { return padded(kTile + chunk) + chunk; }
-  static constexpr int smem_bytes(int chunk) {
-    return 2 * buf_floats(chunk) * static_cast<int>(sizeof(float));
+  // Floats of a warp: the staged input (tile + chunk, padded), then the chunk's taps.
+  static constexpr int warp_floats(int segs, int chunk) {
+    return padded(kSeg * segs + chunk) + chunk;
   }
-  static_assert(smem_bytes(kMaxChunk) <= 48 * 1024, "within the default shared-memory limit");
-};
-
-// Padded shared index: 4 floats after every 16. Thread t's window reads float4s at logical
-// 16t + c (c a multiple of 4), i.e. at padded 20t + stream_pad(c): a quarter warp's 8 threads hit
-// float4 columns 5t mod 8, all distinct (conflict-free), and the offsets are compile-time
-// immediates from one per-thread base. Staging stores (32 consecutive floats a warp) conflict
-// 2-way on 4 banks only.
-__device__ __forceinline__ int stream_pad(int a) { return a + ((a >> 4) << 2); }
-
-// One work item (a tile of one row) and its first chunk.
-template <typename T>
-struct Conv1dStreamItem {
-  const T* xrow;
-  T* yrow;
-  const T* wrow;
-  int64_t c;   // channel: bias
-  int64_t l0;  // output of thread 0's first output; > -kV, the item is empty when >= L_out
+  static_assert(warp_floats(1, kMaxChunk) <= kWarpFloats, "the longest chunk fits one segment");
 };
 
 // Row `row` of the N x C rows as (n, c), in 32 bits (the launchers keep the row count below 2^32).
@@ -870,306 +499,12 @@ __device__ __forceinline__ void split_row(const Conv1dParams& p, uint32_t row, u
   }
 }
 
-template <typename T, typename Traits>
-__device__ __forceinline__ Conv1dStreamItem<T> stream_item(const Conv1dParams& p, uint32_t row,
-                                                           uint32_t tile) {
-  Conv1dStreamItem<T> it;
-  uint32_t n, c;
-  split_row(p, row, n, c);
-  it.c = c;
-  it.xrow = static_cast<const T*>(p.x) + static_cast<int64_t>(n) * p.x_sn + it.c * p.x_sc;
-  it.yrow = static_cast<T*>(p.y) + static_cast<int64_t>(n) * p.y_sn + it.c * p.y_so;
-  it.wrow = static_cast<const T*>(p.w) + it.c * p.w_so;
-  constexpr int kV = Traits::kV;
-  const int my =
-      p.y_sl == 1 ? static_cast<int>((reinterpret_cast<uintptr_t>(it.yrow) / sizeof(T)) % kV) : 0;
-  it.l0 = static_cast<int64_t>(tile) * Traits::kTile - my;
-  return it;
-}
-
-// Registers of one step in flight: the first kPreSpan staged inputs (raw), the first kThreads
-// taps (one a thread) and the item's bias.
-template <typename T, typename Traits>
-struct Conv1dStreamRegs {
-  T x[Traits::kPre];
-  T tap;
-  float bias;
-};
-
-// Issues the loads of step (it, k0) into registers, and stages what does not fit them (inputs
-// past kPreSpan, taps past kThreads: chunks longer than kThreads taps) straight into `sx`/`sw`,
-// the buffer the step will run from (free: see the kernel).
-template <typename T, typename Traits>
-__device__ __forceinline__ void stream_prefetch(const Conv1dParams& p, const Conv1dStreamItem<T>& it,
-                                                int64_t k0, int chunk, Conv1dStreamRegs<T, Traits>& r,
-                                                float* sx, float* sw) {
-  constexpr int kThreads = Traits::kThreads;
-  constexpr int kPre = Traits::kPre;
-  const int tid = threadIdx.x;
-  const int kcur = static_cast<int>(p.K - k0 < chunk ? p.K - k0 : chunk);
-  const int kcur_r = (kcur + Traits::kR - 1) / Traits::kR * Traits::kR;
-  const int n_cur = Traits::kTile + kcur_r;  // staged inputs of the step
-  const int n_pre = n_cur < Traits::kPreSpan ? n_cur : Traits::kPreSpan;
-  const int64_t g0 = it.l0 - p.pad_lo + k0;  // input position of staged position 0
-  if (p.x_sl == 1 && g0 >= 0 && g0 + n_pre <= p.L) {
-    // Interior (block-uniform): unchecked loads at immediate offsets from one pointer.
-    const T* src = it.xrow + g0 + tid;
-#pragma unroll
-    for (int bi = 0; bi < kPre - 1; ++bi) r.x[bi] = src[bi * kThreads];
-    r.x[kPre - 1] = (kPre - 1) * kThreads + tid < n_pre ? src[(kPre - 1) * kThreads]
-                                                        : from_float<T>(0.f);
-  } else {
-    // [lo, hi): the prefetched positions inside the row.
-    const int64_t lo64 = g0 < 0 ? -g0 : 0;
-    const int64_t hi64 = p.L - g0;
-    const int lo = static_cast<int>(lo64 < n_pre ? lo64 : n_pre);
-    const int hi = static_cast<int>(hi64 < lo ? lo : (hi64 < n_pre ? hi64 : n_pre));
-    if (p.x_sl == 1) {
-      // Unit stride (every item of a row that is one or two tiles long, e.g. depthwise 'same'
-      // rows of 2048): the interior's pointer and immediate offsets, each load predicated on
-      // its position; a 64-bit index product per element made these items ~100 instructions a
-      // thread longer.
-      const T* src = it.xrow + (g0 + tid);
-      const unsigned span = static_cast<unsigned>(hi - lo);
-#pragma unroll
-      for (int bi = 0; bi < kPre; ++bi) {
-        const unsigned j = static_cast<unsigned>(tid + bi * kThreads - lo);
-        r.x[bi] = j < span ? src[bi * kThreads] : from_float<T>(0.f);
-      }
-    } else {
-#pragma unroll
-      for (int bi = 0; bi < kPre; ++bi) {
-        const int j = tid + bi * kThreads;
-        r.x[bi] = (j >= lo && j < hi) ? it.xrow[(g0 + j) * p.x_sl] : from_float<T>(0.f);
-      }
-    }
-  }
-  r.tap = tid < kcur ? it.wrow[(k0 + tid) * p.w_sk] : from_float<T>(0.f);
-  const T* b = static_cast<const T*>(p.b);
-  r.bias = b != nullptr ? to_float(b[it.c * p.b_s]) : 0.f;
-
-  // Long chunks only (kcur_r > kThreads taps): the rest, loaded and stored directly.
-  if (n_cur > Traits::kPreSpan) {
-    const int64_t lo64 = g0 < 0 ? -g0 : 0;
-    const int64_t hi64 = p.L - g0;
-    const int lo = static_cast<int>(lo64 < n_cur ? lo64 : n_cur);
-    const int hi = static_cast<int>(hi64 < lo ? lo : (hi64 < n_cur ? hi64 : n_cur));
-    constexpr int kBatch = 8;
-    for (int j0 = Traits::kPreSpan + tid; j0 < n_cur; j0 += kBatch * kThreads) {
-      float v[kBatch];
-#pragma unroll
-      for (int q = 0; q < kBatch; ++q) {
-        const int j = j0 + q * kThreads;
-        v[q] = (j >= lo && j < hi) ? to_float(it.xrow[(g0 + j) * p.x_sl]) : 0.f;
-      }
-#pragma unroll
-      for (int q = 0; q < kBatch; ++q) {
-        const int j = j0 + q * kThreads;
-        if (j < n_cur) sx[stream_pad(j)] = v[q];
-      }
-    }
-  }
-  for (int k = kThreads + tid; k < kcur_r; k += kThreads) {
-    sw[k] = k < kcur ? to_float(it.wrow[(k0 + k) * p.w_sk]) : 0.f;
-  }
-}
-
-// Grid: 1-D, at most as many blocks as fit on the device at once (or fewer when there are fewer
-// items). Items are (row, tile), item = row * tiles + tile (tile fastest: neighbouring blocks
-// share halos in L2); block i runs items i, i + gridDim.x, ... (empty ones skipped), each in
-// steps of `chunk` taps (one step when K <= chunk). The launcher keeps total <= INT_MAX.
-// Block: kThreads threads; thread t owns outputs l0 + 16t + i (i < 16) of its item, accumulated
-// in registers over the item's steps.
-// Shared memory: two buffers of [tile + chunk staged inputs (padded, stream_pad) | chunk taps].
-// Per step: the prefetched registers are stored into buffer `buf`; barrier (visible); the next
-// step's loads are issued (its overflow, long chunks only, staged straight into buffer buf ^ 1);
-// multiply-adds from buffer buf; after the item's last step, 16-byte stores from the registers.
-// One barrier per step suffices: buffer buf ^ 1 was last read during the previous step, which
-// every thread finished before this step's barrier; buffer buf is next written after the next
-// step's barrier, by which every thread has finished this step.
-template <typename T, typename Traits>
-__global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocks)
-    conv1d_rowwise_stream_kernel(const Conv1dParams p, const int chunk, const uint32_t tiles,
-                                 const uint32_t total) {
-  constexpr int kThreads = Traits::kThreads;
-  constexpr int kR = Traits::kR;
-  constexpr int kV = Traits::kV;
-  constexpr int kPre = Traits::kPre;
-  extern __shared__ float4 conv1d_stream_smem[];
-  float* const smem = reinterpret_cast<float*>(conv1d_stream_smem);
-  const int buf_floats = Traits::padded(Traits::kTile + chunk) + chunk;
-  const int sw_off = Traits::padded(Traits::kTile + chunk);  // a multiple of 4: chunk % 16 == 0
-  const int tid = threadIdx.x;
-
-  // Items advance by gridDim.x = dq rows + dr tiles (no division per item).
-  const uint32_t dq = gridDim.x / tiles;
-  const uint32_t dr = gridDim.x - dq * tiles;
-  uint32_t item = blockIdx.x;
-  uint32_t row = item / tiles;
-  uint32_t tile = item - row * tiles;
-  auto advance = [&]() {
-    item += gridDim.x;  // total + gridDim.x < 2^32
-    row += dq;
-    tile += dr;
-    if (tile >= tiles) tile -= tiles, ++row;
-  };
-
-  Conv1dStreamItem<T> it;
-  for (;; advance()) {
-    if (item >= total) return;
-    it = stream_item<T, Traits>(p, row, tile);
-    if (it.l0 < p.L_out) break;
-  }
-  int64_t k0 = 0;
-  Conv1dStreamRegs<T, Traits> r;
-  stream_prefetch<T, Traits>(p, it, k0, chunk, r, smem, smem + sw_off);
-
-  float acc[kR];
-  // Thread t's window: logical 16t + c is padded 20t + stream_pad(c).
-  const int xoff = tid * (kR + kR / 4);
-  for (int buf = 0;; buf ^= 1) {
-    float* const sx = smem + buf * buf_floats;
-    float* const sw = sx + sw_off;
-    const int kcur = static_cast<int>(p.K - k0 < chunk ? p.K - k0 : chunk);
-    const int kcur_r = (kcur + kR - 1) / kR * kR;
-    {
-      const int n_pre = Traits::kTile + kcur_r < Traits::kPreSpan ? Traits::kTile + kcur_r
-                                                                  : Traits::kPreSpan;
-      // stream_pad(tid + 128 bi) = stream_pad(tid) + 160 bi.
-      float* const dst = sx + stream_pad(tid);
-#pragma unroll
-      for (int bi = 0; bi < kPre - 1; ++bi) {
-        dst[bi * (kThreads + kThreads / 4)] = to_float(r.x[bi]);
-      }
-      if ((kPre - 1) * kThreads + tid < n_pre) {
-        dst[(kPre - 1) * (kThreads + kThreads / 4)] = to_float(r.x[kPre - 1]);
-      }
-    }
-    if (tid < kcur_r) sw[tid] = to_float(r.tap);  // taps past kThreads: staged directly
-    if (k0 == 0) {
-#pragma unroll
-      for (int i = 0; i < kR; ++i) acc[i] = r.bias;  // the bias starts the sums
-    }
-    const bool last = k0 + kcur >= p.K;
-    __syncthreads();  // this step's input and taps visible to every thread
-
-    // The next step: the item's next chunk, or the next non-empty item's first.
-    Conv1dStreamItem<T> nit = it;
-    int64_t nk0 = k0 + chunk;
-    bool more = true;
-    if (last) {
-      nk0 = 0;
-      for (;;) {
-        advance();
-        if (item >= total) {
-          more = false;
-          break;
-        }
-        nit = stream_item<T, Traits>(p, row, tile);
-        if (nit.l0 < p.L_out) break;
-      }
-    }
-    if (more) {
-      float* const nsx = smem + (buf ^ 1) * buf_floats;
-      stream_prefetch<T, Traits>(p, nit, nk0, chunk, r, nsx, nsx + sw_off);
-    }
-
-    const bool active = it.l0 + static_cast<int64_t>(tid & ~31) * kR < p.L_out;  // warp-uniform
-    if (active) {
-      const float* xp = sx + xoff;
-      float xw[2 * kR];
-#pragma unroll
-      for (int q = 0; q < kR; q += 4) {
-        const float4 v = *reinterpret_cast<const float4*>(xp + q);
-        xw[q] = v.x, xw[q + 1] = v.y, xw[q + 2] = v.z, xw[q + 3] = v.w;
-      }
-      // Unrolled twice: the window's half-shift becomes a register renaming.
-#pragma unroll 2
-      for (int kb = 0; kb < kcur_r; kb += kR) {
-        xp += kR + kR / 4;  // the next 16 logical floats
-#pragma unroll
-        for (int q = 0; q < kR; q += 4) {
-          const float4 v = *reinterpret_cast<const float4*>(xp + q);
-          xw[kR + q] = v.x, xw[kR + q + 1] = v.y, xw[kR + q + 2] = v.z, xw[kR + q + 3] = v.w;
-        }
-        float wr[kR];
-#pragma unroll
-        for (int q = 0; q < kR; q += 4) {
-          const float4 v = *reinterpret_cast<const float4*>(sw + kb + q);  // broadcast
-          wr[q] = v.x, wr[q + 1] = v.y, wr[q + 2] = v.z, wr[q + 3] = v.w;
-        }
-#pragma unroll
-        for (int k = 0; k < kR; ++k)
-#pragma unroll
-          for (int i = 0; i < kR; ++i) acc[i] = fmaf(wr[k], xw[i + k], acc[i]);
-#pragma unroll
-        for (int i = 0; i < kR; ++i) xw[i] = xw[i + kR];
-      }
-
-      if (last) {
-        const int64_t l = it.l0 + tid * kR;
-        if (p.y_sl == 1 && l >= 0 && l + kR <= p.L_out) {
-          // 16-byte aligned: the item's l0 is at the row's aligned position.
-#pragma unroll
-          for (int m = 0; m < kR / kV; ++m) {
-            Vec<T, kV> o;
-#pragma unroll
-            for (int e = 0; e < kV; ++e) o.v[e] = from_float<T>(acc[m * kV + e]);
-            store_vec<T, kV>(it.yrow + l + m * kV, o);
-          }
-        } else {
-#pragma unroll
-          for (int i = 0; i < kR; ++i) {
-            if (l + i >= 0 && l + i < p.L_out) it.yrow[(l + i) * p.y_sl] = from_float<T>(acc[i]);
-          }
-        }
-      }
-    }
-    if (!more) return;
-    it = nit;
-    k0 = nk0;
-  }
-}
-
-// ------------------------------------------------------------------------------------------------
-// Warp-tile row-wise kernel (the "rowwise16" algorithm: stride 1, dilation 1, any K)
-// ------------------------------------------------------------------------------------------------
-
-// One warp per tile of up to 2048 outputs of a row, up to four tiles a block, no block barrier.
-// A lane owns 16 consecutive outputs in each 512-output segment of the tile and accumulates them
-// in registers over 16x16 register blocks of multiply-adds per 16 taps (the seeds' register
-// blocking: 256 multiply-adds per 8 float4 shared loads). The warp stages its tile's input (and
-// the taps) in its own part of shared memory, fp32 rows with 4-byte cp.async copies (no
-// registers, no shared stores), waits, and computes every segment from it; other warps' copies
-// and multiply-adds cover the wait.
-// The persistent kernel it replaced (one block of 128 threads per 2048-output tile, the next
-// tile's inputs prefetched into registers, one block barrier per tile) spent 45% of its issue
-// slots outside the multiply-adds on depthwise K = 31 rows: item decoding, staging through
-// registers, the bias and taps, the barrier, all paid per 16 outputs of a thread. Here they are
-// paid per 64 outputs of a lane (a whole tile), and the staging costs one instruction a float.
-// The taps past K in the last 16-tap block are skipped, not multiplied by zero: windows are exact
-// (a NaN or infinity reaches only the outputs whose window holds it).
-template <typename T>
-struct Conv1dWarpTraits {
-  static constexpr int kWarps = 4;              // tiles (one a warp) per block
-  static constexpr int kThreads = 32 * kWarps;
-  static constexpr int kR = 16;                 // outputs per lane and segment, taps per block
-  static constexpr int kSeg = 32 * kR;          // outputs of a segment
-  static constexpr int kMaxSegs = 4;            // segments of a tile: up to 2048 outputs
-  static constexpr int kMaxChunk = 1024;        // taps staged at once (a multiple of kR)
-  static constexpr int kWarpFloats = 3072;      // a warp's shared memory: 12 KB, 48 KB a block
-  static constexpr int kMinBlocks = 5;          // 20 warps an SM: at most 96 registers
-  static constexpr int kV = kVec16<T>;
-  static_assert(kR % kV == 0, "whole vectors per lane");
-  // Padded shared layout, 4 floats after every 16 (stream_pad): lane l's window reads float4s
-  // at logical 16l + c, padded 20l + stream_pad(c), conflict-free.
-  static constexpr int padded(int n) { return n + n / 16 * 4; }
-  // Floats of a warp: the staged input (tile + chunk, padded), then the chunk's taps.
-  static constexpr int warp_floats(int segs, int chunk) {
-    return padded(kSeg * segs + chunk) + chunk;
-  }
-  static_assert(warp_floats(1, kMaxChunk) <= kWarpFloats, "the longest chunk fits one segment");
-};
+// Padded shared index: 4 floats after every 16. Thread t's window reads float4s at logical
+// 16t + c (c a multiple of 4), i.e. at padded 20t + stream_pad(c): a quarter warp's 8 threads hit
+// float4 columns 5t mod 8, all distinct (conflict-free), and the offsets are compile-time
+// immediates from one per-thread base. Staging stores (32 consecutive floats a warp) conflict
+// 2-way on 4 banks only.
+__device__ __forceinline__ int stream_pad(int a) { return a + ((a >> 4) << 2); }
 
 // Stages groups [ma, mb) of the warp's inputs sx[padded(j)] = x[g0 + j] (zero outside [lo, hi),
 // the padding), j < n: group m is j = 32m + t, lane t's element (padded: padded(t) + 40m). fp32
@@ -1396,9 +731,7 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocks)
 
   float acc[kR];
   if (p.K <= chunk) {
-    // One chunk (every tile whose filter fits): stage once, then segment by segment. (Copy groups
-    // per segment, each segment computing while the later ones' inputs land, measured slower on
-    // an H200: c1_b64_k64 230 us against 225, 1 x 64M K127 386 against 370.)
+    // One chunk (every tile whose filter fits): stage once, then segment by segment.
     const int K = static_cast<int>(p.K);
     span(0, K);
     warp_stage_row<T>(p, xrow, g0, nst, lo, hi, 0, (nst + 31) / 32, sx, lane);
@@ -1460,9 +793,11 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocks)
 // Register-window row-wise kernel (the "rowwise_reg" algorithm: stride 1, dilation 1, short K)
 // ------------------------------------------------------------------------------------------------
 
-// Short filters on 16-bit data: rowwise_short stages every input as a float in shared memory and
-// reads it back per 4 taps, so a bf16 element costs the instructions of an fp32 one (on an H200,
-// depthwise B8 C4096 L4096 K4 ran 278 us in bf16 against 298 in fp32: 46% of the copy bandwidth).
+// Short filters on 16-bit data: a kernel that stages every input as a float in shared memory
+// (rowwise_short, since removed: rowwise16 and this kernel measured faster at every K it ran)
+// and reads it back per 4 taps spends on a bf16 element the instructions of an fp32 one (on an
+// H200, depthwise B8 C4096 L4096 K4 ran 278 us in bf16 against 298 in fp32: 46% of the copy
+// bandwidth).
 // Here a warp owns 32 lanes x kE consecutive outputs, each lane loads the kE inputs at its own
 // (aligned) position with 16-byte loads, and the taps' halo comes from the next lanes by warp
 // shuffles: no shared memory, no barriers. The last `halo` lanes of a warp only load (their
