@@ -80,8 +80,10 @@ constexpr int64_t kFftMinMacs = int64_t{1} << 30;
 //        memory: a warp's lanes load 32 bytes each and take the taps' halo from the next lanes
 //        by shuffles). Against rowwise_mma on B8 C4096 L4096 (bf16 / fp16): K4 162.2 vs 174.9 /
 //        161.2 vs 174.4, K5 158.5 vs 173.7 / 158.9 vs 174.0, K6 173.1 vs 173.9 / 167.1 vs
-//        174.0, K7 176.1 vs 173.4 / 168.9 vs 173.8, K8 183.0 vs 173.7 / 173.8 vs 173.7: the
-//        crossover lies at K = 7 (bf16) and 8 (fp16). On one 64M-sample bf16 row: K3 72.3 us
+//        174.0, K7 176.1 vs 173.4 / 168.9 vs 173.8, K8 183.0 vs 173.7 / 173.8 vs 173.7 (round
+//        14; since then rowwise_reg loads the vectors past a row's end as plain zeros: K4 bf16
+//        151.2, fp16 152.2): the crossover lies at K = 7 (bf16) and 8 (fp16), or above. On one
+//        64M-sample bf16 row: K3 72.3 us
 //        (rowwise_mma 80.2, rowwise_short 99.7), K5 74.9 (79.9, 99.6); 16-bit rowwise16 stages
 //        through registers, converting (168 us there). On B16 C768 L2048 K5 bf16 rowwise_mma
 //        measured faster (36.0 vs 42.8 us): the rule keeps the crossover of the longer rows.
