@@ -499,6 +499,38 @@ __device__ __forceinline__ void split_row(const Conv1dParams& p, uint32_t row, u
   }
 }
 
+// A warp tile of the row-wise warp kernels (rowwise16, rowwise_mma): item = row * tiles + tile
+// (tile fastest), its row's input, output and filter rows and channel, and its first output l0 =
+// tile * tile_len - my (my = the row's output misalignment in elements: 16-byte aligned stores).
+template <typename T>
+struct Conv1dWarpTile {
+  const T* xrow;
+  T* yrow;
+  const T* wrow;
+  uint32_t c;
+  int64_t l0;
+};
+
+template <typename T>
+__device__ __forceinline__ Conv1dWarpTile<T> warp_tile(const Conv1dParams& p, uint32_t item,
+                                                       uint32_t tiles, int tile_len) {
+  constexpr int kV = kVec16<T>;
+  const uint32_t row = item / tiles;
+  const uint32_t tile = item - row * tiles;
+  uint32_t n, c;
+  split_row(p, row, n, c);
+  Conv1dWarpTile<T> t;
+  t.c = c;
+  t.xrow = static_cast<const T*>(p.x) + static_cast<int64_t>(n) * p.x_sn +
+           static_cast<int64_t>(c) * p.x_sc;
+  t.yrow = static_cast<T*>(p.y) + static_cast<int64_t>(n) * p.y_sn + static_cast<int64_t>(c) * p.y_so;
+  t.wrow = static_cast<const T*>(p.w) + static_cast<int64_t>(c) * p.w_so;
+  const int my =
+      p.y_sl == 1 ? static_cast<int>((reinterpret_cast<uintptr_t>(t.yrow) / sizeof(T)) % kV) : 0;
+  t.l0 = static_cast<int64_t>(tile) * tile_len - my;
+  return t;
+}
+
 // Padded shared index: 4 floats after every 16. Thread t's window reads float4s at logical
 // 16t + c (c a multiple of 4), i.e. at padded 20t + stream_pad(c): a quarter warp's 8 threads hit
 // float4 columns 5t mod 8, all distinct (conflict-free), and the offsets are compile-time
@@ -668,16 +700,17 @@ __device__ __forceinline__ void warp_store16(const float (&acc)[16], T* yp, int6
 // (my = the row's output misalignment: 16-byte stores).
 // Shared memory: per warp, the staged input of a chunk of taps (512 segs + chunk floats, padded)
 // and the chunk's taps. Taps in chunks of `chunk` (a multiple of 16; segs == 1 when K > chunk).
-// Per chunk: __syncwarp (the previous chunk's reads done), stage, wait, __syncwarp (visible);
-// per segment: the bias (first chunk), full tap blocks two at a time (the window's half shift a
-// register renaming), the last partial block tap by tap; after the last chunk, 16-byte stores.
+// One chunk (K <= kMaxChunk): stage, wait, __syncwarp (visible); per segment: the bias, full tap
+// blocks two at a time (the window's half shift a register renaming), the last partial block by
+// one jump into its taps, then the stores (a whole segment through shared memory in 512-byte
+// runs, a partial one lane by lane). Longer filters (segs == 1), per chunk: __syncwarp (the
+// previous chunk's reads done), stage, wait, __syncwarp, the chunk's taps; stores after the last.
 template <typename T, typename Traits>
 __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocks)
     conv1d_rowwise_warp_kernel(const Conv1dParams p, const int segs, const int chunk,
                                const uint32_t tiles, const uint32_t total) {
   constexpr int kR = Traits::kR;
   constexpr int kSeg = Traits::kSeg;
-  constexpr int kV = Traits::kV;
   extern __shared__ float4 conv1d_warp_smem[];
   const int lane = threadIdx.x & 31;
   const int warp = threadIdx.x >> 5;
@@ -687,20 +720,14 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocks)
                     warp * Traits::warp_floats(segs, chunk);
   float* const sw = sx + Traits::padded(kSeg * segs + chunk);
 
-  const uint32_t row = item / tiles;
-  const uint32_t tile = item - row * tiles;
-  uint32_t n, c;
-  split_row(p, row, n, c);
-  const T* const xrow = static_cast<const T*>(p.x) + static_cast<int64_t>(n) * p.x_sn +
-                        static_cast<int64_t>(c) * p.x_sc;
-  T* const yrow = static_cast<T*>(p.y) + static_cast<int64_t>(n) * p.y_sn +
-                  static_cast<int64_t>(c) * p.y_so;
-  const T* const wrow = static_cast<const T*>(p.w) + static_cast<int64_t>(c) * p.w_so;
   const int tile_len = segs * kSeg;
-  const int my =
-      p.y_sl == 1 ? static_cast<int>((reinterpret_cast<uintptr_t>(yrow) / sizeof(T)) % kV) : 0;
-  const int64_t l0 = static_cast<int64_t>(tile) * tile_len - my;
-  if (l0 >= p.L_out) return;  // rows of other alignments: one more tile than this row needs
+  const Conv1dWarpTile<T> wt = warp_tile<T>(p, item, tiles, tile_len);
+  if (wt.l0 >= p.L_out) return;  // rows of other alignments: one more tile than this row needs
+  const T* const xrow = wt.xrow;
+  T* const yrow = wt.yrow;
+  const T* const wrow = wt.wrow;
+  const uint32_t c = wt.c;
+  const int64_t l0 = wt.l0;
   const T* const bp = static_cast<const T*>(p.b);
   const float bias = bp != nullptr ? to_float(bp[static_cast<int64_t>(c) * p.b_s]) : 0.f;
 
@@ -1172,38 +1199,27 @@ __global__ void __launch_bounds__(Traits::kMaxThreads, Traits::kMinBlocks)
   if (item >= total) return;
   T* const xs = reinterpret_cast<T*>(conv1d_mma_smem) + warp * stage;
 
-  const uint32_t row = item / tiles;
-  const uint32_t tile = item - row * tiles;
-  uint32_t n, c;
-  split_row(p, row, n, c);
-  const T* const xrow = static_cast<const T*>(p.x) + static_cast<int64_t>(n) * p.x_sn +
-                        static_cast<int64_t>(c) * p.x_sc;
-  T* const yrow = static_cast<T*>(p.y) + static_cast<int64_t>(n) * p.y_sn +
-                  static_cast<int64_t>(c) * p.y_so;
-  const T* const wrow = static_cast<const T*>(p.w) + static_cast<int64_t>(c) * p.w_so;
   const int tile_len = nob * kBlock;
-  const int my =
-      p.y_sl == 1 ? static_cast<int>((reinterpret_cast<uintptr_t>(yrow) / sizeof(T)) % kV) : 0;
-  const int64_t l0 = static_cast<int64_t>(tile) * tile_len - my;
-  if (l0 >= p.L_out) return;  // rows of other alignments: one more tile than this row needs
+  const Conv1dWarpTile<T> t = warp_tile<T>(p, item, tiles, tile_len);
+  if (t.l0 >= p.L_out) return;  // rows of other alignments: one more tile than this row needs
   int off = 0;
   if (p.x_sl == 1) {
-    const int mx = static_cast<int>((reinterpret_cast<uintptr_t>(xrow) / sizeof(T)) % kV);
-    off = (mx + static_cast<int>(l0 & (kV - 1)) - static_cast<int>(p.pad_lo & (kV - 1))) &
+    const int mx = static_cast<int>((reinterpret_cast<uintptr_t>(t.xrow) / sizeof(T)) % kV);
+    off = (mx + static_cast<int>(t.l0 & (kV - 1)) - static_cast<int>(p.pad_lo & (kV - 1))) &
           (kV - 1);  // mod kV
   }
-  const int64_t a0 = l0 - p.pad_lo - off;  // x + a0 is 16-byte aligned when x_sl == 1
+  const int64_t a0 = t.l0 - p.pad_lo - off;  // x + a0 is 16-byte aligned when x_sl == 1
   const int nq = stage / kV;               // staged 16-byte vectors
 
   for (int q = lane; q < nq; q += 32) {
     const int64_t g = a0 + kV * static_cast<int64_t>(q);
     T* const dst = xs + kV * q;
     if (p.x_sl == 1 && g >= 0 && g + kV <= p.L) {
-      cp_async_zfill<16>(dst, xrow + g, true);
+      cp_async_zfill<16>(dst, t.xrow + g, true);
     } else {
 #pragma unroll
       for (int e = 0; e < kV; ++e) {
-        dst[e] = (g + e >= 0 && g + e < p.L) ? xrow[(g + e) * p.x_sl] : from_float<T>(0.f);
+        dst[e] = (g + e >= 0 && g + e < p.L) ? t.xrow[(g + e) * p.x_sl] : from_float<T>(0.f);
       }
     }
   }
@@ -1225,7 +1241,7 @@ __global__ void __launch_bounds__(Traits::kMaxThreads, Traits::kMinBlocks)
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
           const int k = t0 + 16 * s + 2 * bt + 8 * h + e - bg - off;
-          const T tap = (k >= t0 && k < t_end) ? wrow[static_cast<int64_t>(k) * p.w_sk]
+          const T tap = (k >= t0 && k < t_end) ? t.wrow[static_cast<int64_t>(k) * p.w_sk]
                                                : from_float<T>(0.f);
           v |= static_cast<unsigned>(*reinterpret_cast<const uint16_t*>(&tap)) << (16 * e);
         }
@@ -1235,7 +1251,7 @@ __global__ void __launch_bounds__(Traits::kMaxThreads, Traits::kMinBlocks)
   };
   if (npass == 1) load_b(0);  // while the copies fly (passes: loaded per batch and pass)
   const T* const bp = static_cast<const T*>(p.b);
-  const float bias = bp != nullptr ? to_float(bp[static_cast<int64_t>(c) * p.b_s]) : 0.f;
+  const float bias = bp != nullptr ? to_float(bp[static_cast<int64_t>(t.c) * p.b_s]) : 0.f;
 
   cp_async_wait<0>();
   bool bad = false;
@@ -1246,13 +1262,13 @@ __global__ void __launch_bounds__(Traits::kMaxThreads, Traits::kMinBlocks)
   if (__any_sync(0xffffffffu, bad)) {
     // Exact windows, tap by tap (only tiles holding an infinity or a NaN).
     for (int o = lane; o < tile_len; o += 32) {
-      const int64_t l = l0 + o;
+      const int64_t l = t.l0 + o;
       if (l < 0 || l >= p.L_out) continue;
       float acc = bias;
       for (int64_t k = 0; k < p.K; ++k) {
-        acc = fmaf(to_float(wrow[k * p.w_sk]), to_float(xs[o + off + k]), acc);
+        acc = fmaf(to_float(t.wrow[k * p.w_sk]), to_float(xs[o + off + k]), acc);
       }
-      yrow[l * p.y_sl] = from_float<T>(acc);
+      t.yrow[l * p.y_sl] = from_float<T>(acc);
     }
     return;
   }
@@ -1286,16 +1302,16 @@ __global__ void __launch_bounds__(Traits::kMaxThreads, Traits::kMinBlocks)
     for (int i = 0; i < kBatch; ++i) {
       const int ob = ob0 + i;
       if (ob < nob) {
-        const int64_t lb = l0 + kBlock * ob;
+        const int64_t lb = t.l0 + kBlock * ob;
         const int64_t l = lb + 8 * bg + 2 * bt;  // d0, d1; d2, d3 64 outputs later
-        if (p.y_sl == 1 && lb >= 0 && lb + kBlock <= p.L_out) {  // 4-byte aligned: l0 is 16
-          *reinterpret_cast<unsigned*>(yrow + l) = reg_pack2<T>(d[i][0], d[i][1]);
-          *reinterpret_cast<unsigned*>(yrow + l + 64) = reg_pack2<T>(d[i][2], d[i][3]);
+        if (p.y_sl == 1 && lb >= 0 && lb + kBlock <= p.L_out) {  // 4-byte aligned: t.l0 is 16
+          *reinterpret_cast<unsigned*>(t.yrow + l) = reg_pack2<T>(d[i][0], d[i][1]);
+          *reinterpret_cast<unsigned*>(t.yrow + l + 64) = reg_pack2<T>(d[i][2], d[i][3]);
         } else {
 #pragma unroll
           for (int e = 0; e < 4; ++e) {
             const int64_t le = l + (e & 1) + 64 * (e >> 1);
-            if (le >= 0 && le < p.L_out) yrow[le * p.y_sl] = from_float<T>(d[i][e]);
+            if (le >= 0 && le < p.L_out) t.yrow[le * p.y_sl] = from_float<T>(d[i][e]);
           }
         }
       }
