@@ -455,6 +455,31 @@ def _row_case(case, dtype, device, seed):
     return x, w, b, (1, padding, 1, C), K, L_out
 
 
+def _check_forced_row(algo, case, dtype, device, seed):
+    """Runs a row-wise case (_row_case) forced on algo, checked against float64; returns the
+    inputs and the call's arguments."""
+    x, w, b, args, K, L_out = _row_case(case, dtype, device, seed=seed)
+    with torch_ops.force_algorithm("conv1d", algo):
+        assert torch_ops.algorithm("conv1d", x, w, b, *args) == algo
+        out = check(x, w, b, *args)
+    assert out.shape[-1] == L_out
+    return x, w, b, args, K, L_out
+
+
+def _check_offsets(algo, K, dtype, device, seed, big_len, length, pads):
+    """Depthwise 2 x 3 rows of `length` at every storage offset 0..7 of a longer tensor, forced on
+    algo, with each padding in pads (bias on the odd ones), checked against float64."""
+    g = torch.Generator().manual_seed(seed)
+    big = rand(2, 3, big_len, dtype=dtype, device=device, generator=g)
+    w = rand(3, 1, K, dtype=dtype, device=device, generator=g)
+    b = rand(3, dtype=dtype, device=device, generator=g)
+    with torch_ops.force_algorithm("conv1d", algo):
+        for s0 in range(8):
+            x = big[..., s0:s0 + length]
+            for pad in sorted(pads):
+                check(x, w, b if pad % 2 else None, 1, pad, 1, 3)
+
+
 # Short filters on rowwise16 (fp32's kernel at every K; forced for fp16/bf16, whose automatic
 # choice is rowwise_reg / rowwise_mma): rows around one and two 512-output segments and whole
 # 2048-output tiles, K = 1 to 32, every view.
@@ -487,15 +512,13 @@ def _short_cases():
 @pytest.mark.parametrize("idx", range(14))
 @pytest.mark.parametrize("device", [pytest.param("cuda", marks=cuda_only)])
 def test_cuda_rowwise16_short_filters(device, dtype, idx):
-    x, w, b, args, K, L_out = _row_case(_short_cases()[idx], dtype, device, seed=1000 + idx)
+    x, w, b, args, K, L_out = _check_forced_row("rowwise16", _short_cases()[idx], dtype, device,
+                                                1000 + idx)
     if L_out >= 256:  # shorter rows go to the general kernel unless forced
         auto = "rowwise16"
         if dtype != torch.float32:
             auto = "rowwise_mma" if K >= MMA_MIN_K else "rowwise_reg"
         assert torch_ops.algorithm("conv1d", x, w, b, *args) == auto
-    with torch_ops.force_algorithm("conv1d", "rowwise16"):
-        out = check(x, w, b, *args)
-    assert out.shape[-1] == L_out
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
@@ -515,15 +538,7 @@ def test_cuda_short_filter_many_rows(device, algo, dtype):
 def test_cuda_rowwise16_short_alignments(device, dtype, K):
     """Every input misalignment (storage offsets 0..7) and several paddings with short filters:
     the staged groups at the rows' ends (zero-filled copies) take every offset."""
-    g = torch.Generator().manual_seed(4242 + K)
-    big = rand(2, 3, 760, dtype=dtype, device=device, generator=g)
-    w = rand(3, 1, K, dtype=dtype, device=device, generator=g)
-    b = rand(3, dtype=dtype, device=device, generator=g)
-    with torch_ops.force_algorithm("conv1d", "rowwise16"):
-        for s0 in range(8):
-            x = big[..., s0:s0 + 701]
-            for pad in sorted({0, 1, 2, 3, 5, K - 1}):
-                check(x, w, b if pad % 2 else None, 1, pad, 1, 3)
+    _check_offsets("rowwise16", K, dtype, device, 4242 + K, 760, 701, {0, 1, 2, 3, 5, K - 1})
 
 
 # rowwise_reg (the register-window kernel): K <= 8, one compiled kernel per K. A warp's item is
@@ -631,11 +646,7 @@ def _stream_cases():
 @pytest.mark.parametrize("idx", range(12))
 @pytest.mark.parametrize("device", [pytest.param("cuda", marks=cuda_only)])
 def test_cuda_rowwise16_forced(device, dtype, idx):
-    x, w, b, args, K, L_out = _row_case(_stream_cases()[idx], dtype, device, seed=2000 + idx)
-    with torch_ops.force_algorithm("conv1d", "rowwise16"):
-        assert torch_ops.algorithm("conv1d", x, w, b, *args) == "rowwise16"
-        out = check(x, w, b, *args)
-    assert out.shape[-1] == L_out
+    _check_forced_row("rowwise16", _stream_cases()[idx], dtype, device, 2000 + idx)
 
 
 @pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=str)
@@ -728,11 +739,7 @@ def _mma_cases():
 @pytest.mark.parametrize("idx", range(len(_mma_cases())))
 @pytest.mark.parametrize("device", [pytest.param("cuda", marks=cuda_only)])
 def test_cuda_rowwise_mma_forced(device, dtype, idx):
-    x, w, b, args, K, L_out = _row_case(_mma_cases()[idx], dtype, device, seed=3000 + idx)
-    with torch_ops.force_algorithm("conv1d", "rowwise_mma"):
-        assert torch_ops.algorithm("conv1d", x, w, b, *args) == "rowwise_mma"
-        out = check(x, w, b, *args)
-    assert out.shape[-1] == L_out
+    _check_forced_row("rowwise_mma", _mma_cases()[idx], dtype, device, 3000 + idx)
 
 
 @pytest.mark.parametrize("dtype", MMA_DTYPES, ids=str)
@@ -742,15 +749,7 @@ def test_cuda_rowwise_mma_alignments(device, dtype, K):
     """Every input misalignment (storage offsets 0..7: the 16-byte aligned staging start moves
     by off < 8 and the filter's band with it) and output rows of varying alignment (odd L_out
     in a batch), several paddings, on the tensor-core kernel."""
-    g = torch.Generator().manual_seed(5151 + K)
-    big = rand(2, 3, 2500, dtype=dtype, device=device, generator=g)
-    w = rand(3, 1, K, dtype=dtype, device=device, generator=g)
-    b = rand(3, dtype=dtype, device=device, generator=g)
-    with torch_ops.force_algorithm("conv1d", "rowwise_mma"):
-        for s0 in range(8):
-            x = big[..., s0:s0 + 2201]
-            for pad in sorted({0, 1, K // 2, K - 1}):
-                check(x, w, b if pad % 2 else None, 1, pad, 1, 3)
+    _check_offsets("rowwise_mma", K, dtype, device, 5151 + K, 2500, 2201, {0, 1, K // 2, K - 1})
 
 
 @pytest.mark.parametrize("dtype", MMA_DTYPES, ids=str)

@@ -538,16 +538,16 @@ __device__ __forceinline__ Conv1dWarpTile<T> warp_tile(const Conv1dParams& p, ui
 // 2-way on 4 banks only.
 __device__ __forceinline__ int stream_pad(int a) { return a + ((a >> 4) << 2); }
 
-// Stages groups [ma, mb) of the warp's inputs sx[padded(j)] = x[g0 + j] (zero outside [lo, hi),
-// the padding), j < n: group m is j = 32m + t, lane t's element (padded: padded(t) + 40m). fp32
+// Stages the warp's inputs sx[padded(j)] = x[g0 + j] (zero outside [lo, hi), the padding), j < n,
+// in groups of 32: group m is j = 32m + t, lane t's element (padded: padded(t) + 40m). fp32
 // unit-stride rows: cp.async 4-byte copies, unpredicated over the groups inside [lo, hi),
 // zero-filled copies around them; otherwise loads (converted to float) and shared stores, 8 in
 // flight a lane.
 template <typename T>
 __device__ __forceinline__ void warp_stage_row(const Conv1dParams& p, const T* xrow, int64_t g0,
-                                               int n, int lo, int hi, int ma, int mb, float* sx,
-                                               int lane) {
+                                               int n, int lo, int hi, float* sx, int lane) {
   float* const dst = sx + stream_pad(lane);
+  const int mb = (n + 31) / 32;  // groups
   if (std::is_same<T, float>::value && p.x_sl == 1) {
     const T* const src = xrow + g0 + lane;
     auto edge = [&](int m) {
@@ -560,9 +560,9 @@ __device__ __forceinline__ void warp_stage_row(const Conv1dParams& p, const T* x
     // Groups [i0, i1) lie wholly inside [lo, hi) (hi <= n).
     const int in0 = (lo + 31) / 32;
     const int in1 = hi / 32;
-    const int i0 = in0 < ma ? ma : (in0 < mb ? in0 : mb);
-    const int i1 = in1 < i0 ? i0 : (in1 < mb ? in1 : mb);
-    for (int m = ma; m < i0; ++m) edge(m);
+    const int i0 = in0 < mb ? in0 : mb;
+    const int i1 = in1 < i0 ? i0 : in1;
+    for (int m = 0; m < i0; ++m) edge(m);
     // One copy instruction a group (a pointer and a shared address stepped).
     const T* s = src + 32 * i0;
     unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst + 40 * i0));
@@ -576,7 +576,7 @@ __device__ __forceinline__ void warp_stage_row(const Conv1dParams& p, const T* x
     for (int m = i1; m < mb; ++m) edge(m);
   } else {
     constexpr int kBatch = 8;
-    for (int m0 = ma; m0 < mb; m0 += kBatch) {
+    for (int m0 = 0; m0 < mb; m0 += kBatch) {
       float v[kBatch];
 #pragma unroll
       for (int q = 0; q < kBatch; ++q) {
@@ -585,7 +585,7 @@ __device__ __forceinline__ void warp_stage_row(const Conv1dParams& p, const T* x
       }
 #pragma unroll
       for (int q = 0; q < kBatch; ++q) {
-        if (m0 + q < mb && lane + 32 * (m0 + q) < n) dst[40 * (m0 + q)] = v[q];
+        if (lane + 32 * (m0 + q) < n) dst[40 * (m0 + q)] = v[q];
       }
     }
   }
@@ -761,7 +761,7 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocks)
     // One chunk (every tile whose filter fits): stage once, then segment by segment.
     const int K = static_cast<int>(p.K);
     span(0, K);
-    warp_stage_row<T>(p, xrow, g0, nst, lo, hi, 0, (nst + 31) / 32, sx, lane);
+    warp_stage_row<T>(p, xrow, g0, nst, lo, hi, sx, lane);
     cp_async_commit();
     stage_taps(0, K);
     cp_async_wait<0>();
@@ -806,7 +806,7 @@ __global__ void __launch_bounds__(Traits::kThreads, Traits::kMinBlocks)
     const int kcur = static_cast<int>(p.K - k0 < chunk ? p.K - k0 : chunk);
     if (k0 > 0) __syncwarp();  // every lane's reads of the previous chunk done
     span(k0, kcur);
-    warp_stage_row<T>(p, xrow, g0, nst, lo, hi, 0, (nst + 31) / 32, sx, lane);
+    warp_stage_row<T>(p, xrow, g0, nst, lo, hi, sx, lane);
     cp_async_commit();
     stage_taps(k0, kcur);
     cp_async_wait<0>();
