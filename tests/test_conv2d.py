@@ -376,8 +376,8 @@ def test_opcheck(device):
 # Algorithm choice (choose_algo in conv2d_cuda.cu): the query op, forcing, and each path on its
 # own over edge shapes.
 # --------------------------------------------------------------------------------------------
-ALGOS = ["depthwise_nhwc", "depthwise_rows", "depthwise_tma", "depthwise_large", "depthwise_nchw",
-         "general_staged", "general_direct"]
+ALGOS = ["depthwise_nhwc", "depthwise_rows", "depthwise_tma", "depthwise_plane", "depthwise_large",
+         "depthwise_nchw", "general_staged", "general_direct"]
 
 
 def _meta(shape, k, groups, o=None, channels_last=False, dtype=torch.float32):
@@ -408,9 +408,21 @@ def test_algorithm_query_auto():
     # TMA kernel (sm_90+; the query without a GPU answers for sm_90)
     tma = "depthwise_tma" if _tma_device() else "depthwise_rows"
     assert q(*_meta((1, 1, 8192, 8192), (3, 3), 1), None, 1, "same") == tma
-    assert q(*_meta((32, 256, 56, 56), (3, 3), 256), None, 1, "same", 1, 256) == tma
+    # small planes whole in shared memory (W % 4 == 0, W <= 128, <= 16 KB, not a whole number of
+    # 64x64 tiles), 3x3 'same', sm_90+: the plane kernel; other padding, 5x5, bigger planes: TMA
+    plane = "depthwise_plane" if _tma_device() else "depthwise_rows"
+    assert q(*_meta((32, 256, 56, 56), (3, 3), 256), None, 1, "same", 1, 256) == plane
     assert q(*_meta((32, 256, 56, 56), (3, 3), 256, dtype=torch.bfloat16), None, 1, "same", 1,
-             256) == tma
+             256) == plane
+    assert q(*_meta((32, 256, 28, 28), (3, 3), 256), None, 1, "same", 1, 256) == plane
+    assert q(*_meta((32, 256, 56, 56), (3, 3), 256), None, 1, (1, 2), 1, 256) == tma
+    assert q(*_meta((32, 256, 56, 56), (5, 5), 256), None, 1, "same", 1, 256) == tma
+    assert q(*_meta((8, 32, 64, 72), (3, 3), 32), None, 1, "same", 1, 32) == tma  # 18 KB
+    # planes the TMA kernel's 64x64 tiles cover exactly stay on it (measured faster in 16-bit)
+    assert q(*_meta((8, 384, 64, 64), (3, 3), 384, dtype=torch.bfloat16), None, 1, "same", 1,
+             384) == tma
+    assert q(*_meta((8, 32, 64, 72), (3, 3), 32, dtype=torch.bfloat16), None, 1, "same", 1,
+             32) == plane
     assert q(*_meta((8, 384, 64, 64), (7, 7), 384), None, 1, "same", 1, 384) == (
         "depthwise_tma" if _tma_device() else "depthwise_nchw")
     assert q(*_meta((1, 1, 8192, 8192), (5, 5), 1), None, 1, (5, 0)) == tma  # any padding
@@ -541,6 +553,38 @@ def _pitched_view(x):
     return view
 
 
+# The plane kernel (3x3 'same', W a multiple of 4 up to 128, a plane of at most 16 KB): one band
+# of lanes (W = 128) and many (W = 4: 32 bands), bands past the image's last row (37, 9 and 7
+# rows), fp32 planes of exactly 16 KB, a last block short of warps; 5x5 is refused.
+PLANE_DW = [
+    ((2, 3, 37, 64), 3, "same"),
+    ((3, 5, 56, 56), 3, "same"),
+    ((2, 3, 28, 28), 3, "same"),
+    ((1, 3, 64, 64), 3, "same"),
+    ((2, 2, 9, 128), 3, "same"),
+    ((1, 2, 1, 4), 3, "same"),
+    ((5, 3, 7, 12), 3, "same"),
+    ((2, 2, 100, 20), 3, "same"),
+    ((1, 3, 28, 28), 5, "same"),
+]
+
+
+def _plane_ok(x, k, padding):
+    """Whether the plane kernel runs this input (sm_90+): see PLANE_DW."""
+    h, w_ = x.shape[-2:]
+    return (padding == "same" and k == 3 and w_ % 4 == 0 and w_ <= 128 and
+            h * w_ * x.element_size() <= 16384 and _tma_device())
+
+
+def _misaligned(x):
+    """x with contiguous rows and planes, every plane starting one element past a 16-byte
+    boundary (the plane kernel stages such planes element by element)."""
+    flat = torch.empty(x.numel() + 1, dtype=x.dtype, device=x.device)
+    view = flat[1:].view(x.shape)
+    view.copy_(x)
+    return view
+
+
 def _layouts(x):
     """The input as given, channels_last, and a strided view with a storage offset that breaks
     16-byte alignment (sliced from a bigger tensor)."""
@@ -557,13 +601,18 @@ def _layouts(x):
 @pytest.mark.parametrize("algo", ALGOS)
 def test_cuda_forced_paths(algo, dtype):
     """Each CUDA path on its own (forced), over edge shapes, layouts and strided views."""
-    for i, (shape, k, padding) in enumerate(FORCED_DW + (TMA_DW if algo == "depthwise_tma" else [])):
+    extra = {"depthwise_tma": TMA_DW, "depthwise_plane": PLANE_DW}.get(algo, [])
+    for i, (shape, k, padding) in enumerate(FORCED_DW + extra):
         n, c, h, w_ = shape
         x, w, b = make(n, c, h, w_, c, k, k, c, i % 2 == 0, dtype, "cuda", seed=100 + i)
-        for xx in _layouts(x) + ([_pitched_view(x)] if algo == "depthwise_tma" else []):
+        more = {"depthwise_tma": [_pitched_view(x)],
+                "depthwise_plane": [_pitched_view(x), _misaligned(x)]}.get(algo, [])
+        for xx in _layouts(x) + more:
             with torch_ops.force_algorithm("conv2d", algo):
-                if algo == "depthwise_tma" and not _tma_layout(xx):
-                    with pytest.raises(RuntimeError, match="forced algorithm 'depthwise_tma' "
+                runs = {"depthwise_tma": lambda: _tma_layout(xx),
+                        "depthwise_plane": lambda: _plane_ok(xx, k, padding)}.get(algo)
+                if runs is not None and not runs():
+                    with pytest.raises(RuntimeError, match=f"forced algorithm '{algo}' "
                                                            "cannot run this shape"):
                         torch_ops.conv2d(xx, w, b, 1, padding, 1, c)
                     continue
@@ -587,7 +636,7 @@ def test_cuda_tma_many_tiles(dtype):
         pytest.skip("the TMA kernel needs sm_90+")
     g = torch.Generator(device="cuda").manual_seed(22)
     for shape, k in [((64, 1, 1024, 1024), 3), ((16, 1, 1024, 1024), 5), ((8, 1, 1024, 1024), 7),
-                     ((32, 256, 56, 56), 3), ((8, 384, 64, 64), 7), ((16, 64, 40, 120), 5)]:
+                     ((8, 64, 136, 64), 3), ((8, 384, 64, 64), 7), ((16, 64, 40, 120), 5)]:
         x = torch.randn(shape, device="cuda", generator=g).to(dtype)
         w = torch.randn(shape[1], 1, k, k, device="cuda", generator=g).to(dtype)
         b = torch.randn(shape[1], device="cuda", generator=g).to(dtype)
@@ -595,6 +644,31 @@ def test_cuda_tma_many_tiles(dtype):
         out = torch_ops.conv2d(x, w, b, 1, "same", 1, shape[1])
         assert_close_ref(out, F.conv2d(x.double(), w.double(), b.double(), 1, "same", 1,
                                        shape[1]), dtype)
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA device and the CUDA build of gpukern")
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
+def test_cuda_plane_many_planes(dtype):
+    """The plane kernel's own choice on benchmark-like shapes: far more planes than resident
+    warps (several waves of blocks), and a channel stride that leaves every fourth fp32 plane
+    16-byte aligned (bulk copies and planes staged by hand mixed within a block)."""
+    if not _tma_device():
+        pytest.skip("the plane kernel needs sm_90+")
+    g = torch.Generator(device="cuda").manual_seed(23)
+    for shape, odd in [((32, 256, 56, 56), False), ((64, 128, 28, 28), False),
+                       ((16, 96, 32, 128), False), ((8, 200, 20, 24), True)]:
+        n, c, h, w_ = shape
+        x = torch.randn(shape, device="cuda", generator=g).to(dtype)
+        if odd:
+            big = torch.zeros(n, c, h * w_ + 1, device="cuda", dtype=dtype)
+            big[..., :h * w_] = x.reshape(n, c, h * w_)
+            x = big[..., :h * w_].unflatten(-1, (h, w_))
+        w = torch.randn(c, 1, 3, 3, device="cuda", generator=g).to(dtype)
+        b = torch.randn(c, device="cuda", generator=g).to(dtype)
+        assert torch_ops.algorithm("conv2d", x, w, b, 1, "same", 1, c) == "depthwise_plane"
+        out = torch_ops.conv2d(x, w, b, 1, "same", 1, c)
+        assert_close_ref(out, F.conv2d(x.double(), w.double(), b.double(), 1, "same", 1, c), dtype)
 
 
 @pytest.mark.cuda

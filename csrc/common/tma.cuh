@@ -1,9 +1,9 @@
 #pragma once
-// Tensor-memory-accelerator primitives (sm_90+), torch-free: shared-memory mbarriers and tiled
+// Tensor-memory-accelerator primitives (sm_90+), torch-free: shared-memory mbarriers, tiled
 // tensor loads (cp.async.bulk.tensor) described by a CUtensorMap the host encoded
-// (cuTensorMapEncodeTiled). Out-of-bounds box elements land as zeros, so a stencil's halo and
-// padding cost nothing. Every function compiles on older architectures to a trap (the host only
-// chooses TMA kernels on sm_90+).
+// (cuTensorMapEncodeTiled), and plain contiguous bulk copies (cp.async.bulk). Out-of-bounds box
+// elements land as zeros, so a stencil's halo and padding cost nothing. Every function compiles
+// on older architectures to a trap (the host only chooses TMA kernels on sm_90+).
 #include <cuda.h>
 
 #include <cstdint>
@@ -68,6 +68,16 @@ __device__ __forceinline__ void load_4d(uint32_t dst, const CUtensorMap* map, in
       "cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
       " [%0], [%1, {%2, %3, %4, %5}], [%6];\n" ::"r"(dst),
       "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(bar)
+      : "memory");
+}
+
+// `bytes` contiguous bytes (a multiple of 16; src and dst 16-byte aligned) from global memory
+// into shared memory at dst, completing that many bytes of transactions on bar.
+__device__ __forceinline__ void load_bulk(uint32_t dst, const void* src, uint32_t bytes,
+                                          uint32_t bar) {
+  GK_TMA_ASM(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n"
+      ::"r"(dst), "l"(reinterpret_cast<uint64_t>(src)), "r"(bytes), "r"(bar)
       : "memory");
 }
 

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <limits>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -31,6 +32,7 @@ enum class Algo {
   kDepthwiseNhwc,  // conv2d_depthwise_nhwc_roll_kernel<T, 3/5/7>, conv2d_depthwise_nhwc_kernel<T>
   kDepthwiseRows,  // conv2d_depthwise_rows_kernel<T, 3/5/7>
   kDepthwiseTma,   // conv2d_depthwise_tma_kernel<T, 3/5/7, 16/32, 128/256>
+  kDepthwisePlane,  // conv2d_depthwise_plane_kernel<T, 3>
   kDepthwiseLarge,  // conv2d_depthwise_large_kernel<T>
   kDepthwiseNchw,  // conv2d_depthwise_nchw_kernel
   kGeneralStaged,  // conv2d_general_kernel<T, true>
@@ -40,8 +42,8 @@ enum class Algo {
 // Names in Algo order: what _set_algorithm("conv2d", ...) accepts and _algorithm_conv2d returns.
 const std::vector<std::string>& conv2d_algo_names() {
   static const std::vector<std::string> names = {
-      "depthwise_nhwc", "depthwise_rows", "depthwise_tma",  "depthwise_large",
-      "depthwise_nchw", "general_staged", "general_direct"};
+      "depthwise_nhwc", "depthwise_rows",  "depthwise_tma",  "depthwise_plane",
+      "depthwise_large", "depthwise_nchw", "general_staged", "general_direct"};
   return names;
 }
 
@@ -59,6 +61,7 @@ struct Plan {
   conv2d::NhwcShape nhwc{};          // depthwise nhwc: work decomposition (static_k: 3/5/7 =
                                      // the roll kernel; 0 = runtime filter)
   conv2d::TmaShape tma{};            // depthwise tma: work decomposition (static_k: the filter)
+  conv2d::PlaneShape plane{};        // depthwise plane: work decomposition (static_k: the filter)
   bool tma_narrow = false;           // depthwise tma: the 64-column instance (OW <= 64)
   bool tma_same_o = false;           // depthwise tma: the instance skipping kSameO columns
   uint64_t tma_strides[3] = {};      // depthwise tma: the map's byte strides (tma_strides())
@@ -249,6 +252,36 @@ bool plan_tma(const Conv2dParams& p, int64_t elem_size, Plan& plan) {
   return true;
 }
 
+// Planes whole in shared memory, one warp each (the plane kernel): depthwise with multiplier
+// 1, stride 1, dilation 1, 3x3 'same' filter, W a multiple of 4 up to 128 and a plane of at most
+// kMaxPlaneBytes, on sm_90+ (bulk copies). Any strides: planes whose rows are not contiguous (or
+// not 16-byte aligned) are staged element by element.
+bool plan_plane(const Conv2dParams& p, int64_t elem_size, Plan& plan) {
+  using Tr = conv2d::PlaneTraits;
+  const int64_t plane_bytes = p.H * p.W * elem_size;
+  if (!depthwise1(p) || p.stride_h != 1 || p.stride_w != 1 || p.dil_h != 1 || p.dil_w != 1 ||
+      p.KH != 3 || p.KW != 3 || p.pad_h != 1 || p.pad_w != 1 || p.W % Tr::kCols != 0 ||
+      p.W > Tr::kMaxW || plane_bytes > Tr::kMaxPlaneBytes ||
+      p.N * p.C > std::numeric_limits<int>::max() - Tr::kWarps || !tma_device()) {
+    return false;
+  }
+  conv2d::PlaneShape& s = plan.plane;
+  s.planes = static_cast<int>(p.N * p.C);
+  s.channels = conv2d::FastDiv(static_cast<uint32_t>(p.C));
+  s.lanes_w = static_cast<int>(p.W / Tr::kCols);
+  s.bands = 32 / s.lanes_w;
+  s.band_rows = static_cast<int>(ceil_div(p.H, s.bands));
+  s.plane_bytes = static_cast<int>(plane_bytes);
+  s.slot_bytes = static_cast<int>(round_up(plane_bytes, Tr::kSlotAlign));
+  s.bulk = (p.x_sw == 1 || p.W == 1) && (p.x_sh == p.W || p.H == 1) && plane_bytes % 16 == 0;
+  s.y_vec = p.y_sw == 1 && p.y_sh % 4 == 0 && (p.N == 1 || p.y_sn % 4 == 0) &&
+            (p.O == 1 || p.y_so % 4 == 0) && is_aligned16(p.y);
+  plan.algo = Algo::kDepthwisePlane;
+  plan.static_k = 3;
+  plan.smem_bytes = Tr::kBarBytes + static_cast<size_t>(Tr::kWarps) * s.slot_bytes;
+  return true;
+}
+
 bool plan_depthwise_nchw(const Conv2dParams& p, int64_t elem_size, Plan& plan) {
   if (!depthwise1(p) || p.stride_h != 1 || p.stride_w != 1) return false;
   using Tr = conv2d::DepthwiseTraits;
@@ -323,6 +356,7 @@ bool plan_for(Algo a, const Conv2dParams& p, int64_t elem_size, Plan& plan) {
     case Algo::kDepthwiseNhwc: return plan_nhwc(p, elem_size, plan);  // any strides
     case Algo::kDepthwiseRows: return plan_rows(p, elem_size, plan);
     case Algo::kDepthwiseTma: return plan_tma(p, elem_size, plan);
+    case Algo::kDepthwisePlane: return plan_plane(p, elem_size, plan);
     case Algo::kDepthwiseLarge: return plan_large(p, elem_size, plan);
     case Algo::kDepthwiseNchw: return plan_depthwise_nchw(p, elem_size, plan);
     case Algo::kGeneralStaged: return plan_general_staged(p, plan);
@@ -342,7 +376,18 @@ bool plan_for(Algo a, const Conv2dParams& p, int64_t elem_size, Plan& plan) {
 //     on the roll kernel (4 channels x 4/2/1 columns per thread walking strips of rows, every
 //     input row loaded once per strip): measured on the H200 against the per-row kernel it
 //     replaces, 32x256x56x56 3x3 fp32 82.6 -> 60 us, bf16 103.8 -> 49 us (cuDNN 71 / 48).
-//  2. depthwise_tma (sm_90+): depthwise with multiplier 1 (C == 1: single-channel images), stride
+//  2. depthwise_plane (sm_90+): depthwise with multiplier 1, stride 1, dilation 1, 3x3 'same'
+//     filter, W a multiple of 4 up to 128, a plane of at most PlaneTraits::kMaxPlaneBytes (16 KB),
+//     and a plane that the TMA kernel's 64x64 tiles do not cover exactly (H or W not a multiple
+//     of 64): one warp per plane, the whole plane staged by one bulk copy. Measured on the H200
+//     (forced, same run) against depthwise_tma: 32x256x56x56 fp32 55.1 vs 62.0 us, bf16 38.4 vs
+//     41.3, fp16 37.3 vs 39.8; 64x256x32x32 fp32 35.4 vs 50.8, bf16 26.3 vs 48.6; 32x512x28x28
+//     fp32 29.6 vs 50.1 (16-bit: the TMA kernel cannot run 56-byte rows). On 8x384x64x64, where
+//     the 64x64 tiles fit, fp32 ties (30.2 vs 30.4) and 16-bit loses (bf16 21.9 vs 19.7), so
+//     those planes stay on the TMA kernel. 5x5 and 7x7 are not built: a first version measured
+//     slower than the TMA kernel there (8x384x64x64 7x7 fp32 53.8 vs 42.4 us, 32x256x56x56 5x5
+//     fp32 70.0 vs 65.2).
+//  3. depthwise_tma (sm_90+): depthwise with multiplier 1 (C == 1: single-channel images), stride
 //     1, dilation 1, square 3x3/5x5/7x7 filter, any padding, unit column stride and rows / planes
 //     / images a multiple of 16 bytes apart (W * element size % 16 == 0 for contiguous NCHW; the
 //     TMA's rule for its tensor map; x itself may be misaligned). Persistent blocks, the TMA
@@ -352,7 +397,7 @@ bool plan_for(Algo a, const Conv2dParams& p, int64_t elem_size, Plan& plan) {
 //     c2_3 175 -> 151 us (rows), c2_5 250 -> 153 (rows), c2_7 400 -> 167 (tile), dw2_3 fp32
 //     103 -> 62 / bf16 105 -> 40 (rows), dw2_7 87 -> 43 (tile). Rows whose stride is not a
 //     multiple of 16 bytes (odd widths) fall through to the kernels below.
-//  3. depthwise_rows: depthwise with multiplier 1 (C == 1: single-channel images, batched or
+//  4. depthwise_rows: depthwise with multiplier 1 (C == 1: single-channel images, batched or
 //     not), stride 1, dilation 1, square 3x3/5x5 filter, column padding pw with pw <= 4 and
 //     K-1-pw <= 4 (all 'same' shapes): warps stream down row strips, 4 input rows in flight per
 //     warp through cp.async, every input element read once, narrow planes packed several per
@@ -363,23 +408,27 @@ bool plan_for(Algo a, const Conv2dParams& p, int64_t elem_size, Plan& plan) {
 //     depthwise_nchw: c2_7 (1x1x8192x8192) 424.8 vs 413 us, dw2_7 (8x384x64x64) 112.2 vs
 //     91.9 us: its 7x7 instance needs 190 registers (12.5% occupancy) and loses on both.
 //     5x5: rows 249.4 vs 340 us (c2_5), so the crossover lies between 5 and 7.
-//  4. depthwise_large (fp32 only, from kLargeMinTaps = 50 taps: beyond 7x7): depthwise with
+//  5. depthwise_large (fp32 only, from kLargeMinTaps = 50 taps: beyond 7x7): depthwise with
 //     multiplier 1, stride 1, dilation 1, any KH x KW within kLargeMaxSmemFloats: 64x64 tiles
 //     staged by cp.async, taps in 4x4 register chunks, 4 x 8 outputs per thread. Measured on the
 //     H200 against depthwise_nchw (forced, same run): 8192x8192 15x15 830 vs 956 us, 8x384x64x64
 //     9x9 85 vs 108, 13x13 131 vs 162, 31x31 559 vs 655 (7x7: 70 vs 87, TMA 43). bf16 11x11:
-//     157 vs 119 us (its staging converts element by element), so 16-bit stays on 5.
-//  5. depthwise_nchw: depthwise with multiplier 1, stride 1, 64x64 tile + halo within
+//     157 vs 119 us (its staging converts element by element), so 16-bit stays on 6.
+//  6. depthwise_nchw: depthwise with multiplier 1, stride 1, 64x64 tile + halo within
 //     DepthwiseTraits::kMaxSmemFloats (larger or dilated filters, other paddings): filter in
 //     register chunks when the row dilation is 1, else taps from shared memory.
-//  6. general_staged: anything whose tile region of one filter row fits GeneralTraits' shared
+//  7. general_staged: anything whose tile region of one filter row fits GeneralTraits' shared
 //     budget (grouped / dense channels, strides, depthwise multipliers).
-//  7. general_direct: everything else (huge stride or dilation).
+//  8. general_direct: everything else (huge stride or dilation).
 Plan choose_algo_auto(const Conv2dParams& p, int64_t elem_size) {
   Plan plan;
   if (depthwise1(p) && p.C > 1 && p.x_sc == 1 && p.x_sw != 1 &&
       plan_nhwc(p, elem_size, plan)) {
     return plan;
+  }
+  if (p.OH % TmaNarrowTile::kTH != 0 || p.OW % TmaNarrowTile::kTW != 0) {
+    Plan candidate;
+    if (plan_plane(p, elem_size, candidate)) return candidate;
   }
   {
     Plan candidate;
@@ -580,6 +629,16 @@ void launch(const Conv2dParams& p, const Plan& plan, cudaStream_t stream) {
         }
       };
       plan.tma_narrow ? by_k(std::true_type{}) : by_k(std::false_type{});
+      break;
+    }
+    case Algo::kDepthwisePlane: {
+      using Tr = conv2d::PlaneTraits;
+      constexpr auto kernel = conv2d::conv2d_depthwise_plane_kernel<T, 3>;
+      const int64_t blocks = ceil_div(int64_t{plan.plane.planes}, Tr::kWarps);
+      allow_dynamic_smem(kernel, plan.smem_bytes);
+      kernel<<<static_cast<unsigned>(blocks), Tr::kThreads, plan.smem_bytes, stream>>>(
+          p, plan.plane);
+      GK_CHECK_LAUNCH();
       break;
     }
     case Algo::kDepthwiseLarge: {
