@@ -1,6 +1,8 @@
 """gpukern::conv2d / conv2d.padding against torch.nn.functional.conv2d (float64 reference on CPU):
 argument grids, tile-edge sizes, layouts and strided views, every dtype, each CUDA kernel path,
 one large-index case, and every error path."""
+from contextlib import nullcontext
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -555,10 +557,15 @@ def _pitched_view(x):
 
 # The plane kernel (3x3 'same', W a multiple of 4 up to 128, a plane of at most 16 KB): one band
 # of lanes (W = 128) and many (W = 4: 32 bands), bands past the image's last row (37, 9 and 7
-# rows), fp32 planes of exactly 16 KB, a last block short of warps; 5x5 is refused.
+# rows), fp32 planes of exactly 16 KB, a last block short of warps; 5x5 is refused. 16-bit
+# planes whose rows are an odd number of 16-byte units (W = 8, 24, 56, 120) take its
+# tensor-core path: one 8-column block (W = 8), 16-row bands cut by the last row (70, 40, 17).
 PLANE_DW = [
     ((2, 3, 37, 64), 3, "same"),
     ((3, 5, 56, 56), 3, "same"),
+    ((3, 2, 70, 8), 3, "same"),
+    ((2, 3, 40, 24), 3, "same"),
+    ((1, 2, 17, 120), 3, "same"),
     ((2, 3, 28, 28), 3, "same"),
     ((1, 3, 64, 64), 3, "same"),
     ((2, 2, 9, 128), 3, "same"),
@@ -669,6 +676,39 @@ def test_cuda_plane_many_planes(dtype):
         assert torch_ops.algorithm("conv2d", x, w, b, 1, "same", 1, c) == "depthwise_plane"
         out = torch_ops.conv2d(x, w, b, 1, "same", 1, c)
         assert_close_ref(out, F.conv2d(x.double(), w.double(), b.double(), 1, "same", 1, c), dtype)
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA device and the CUDA build of gpukern")
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
+@pytest.mark.parametrize("hw", [(37, 64), (56, 56), (20, 28)])
+def test_cuda_plane_nonfinite_reach_only_their_window(hw, dtype):
+    """A NaN or an infinity makes exactly the outputs whose window holds it non-finite. The plane
+    kernel's tensor-core path (16-bit, W % 8 == 0) multiplies whole 8-column blocks by banded taps,
+    zeros included (0 * inf is NaN), so a plane holding one must take the exact path; the finite
+    planes beside it (same launch, same warps' block) must stay right."""
+    if not _tma_device():
+        pytest.skip("the plane kernel needs sm_90+")
+    h, w_ = hw
+    g = gen(9400 + h)
+    x = rand(3, 4, h, w_, dtype=dtype, generator=g)
+    for r, c in [(0, 0), (0, w_ - 1), (h // 2, 7), (h // 2, 8), (h - 1, w_ // 2)]:
+        x[0, 1, r, c] = float("nan")
+    x[1, 2, h - 1, 0] = float("inf")
+    x[2, 0, 3, w_ - 1] = float("-inf")
+    w = rand(4, 1, 3, 3, dtype=dtype, generator=g)
+    b = rand(4, dtype=dtype, generator=g)
+    xc, wc, bc = x.cuda(), w.cuda(), b.cuda()
+    ref = reference(x, w, b, 1, "same", 1, 4)
+    assert torch_ops.algorithm("conv2d", xc, wc, bc, 1, "same", 1, 4) == "depthwise_plane"
+    for forced in [False, True]:
+        algo = "depthwise_plane" if forced else "auto"
+        with torch_ops.force_algorithm("conv2d", "depthwise_plane") if forced else nullcontext():
+            out = torch_ops.conv2d(xc, wc, bc, 1, "same", 1, 4).cpu()
+        assert torch.equal(torch.isnan(out), torch.isnan(ref)), f"NaN pattern ({algo})"
+        assert torch.equal(torch.isinf(out), torch.isinf(ref)), f"inf pattern ({algo})"
+        finite = torch.isfinite(ref)
+        assert_close_ref(out[finite], ref[finite], dtype)
 
 
 @pytest.mark.cuda

@@ -1,7 +1,7 @@
 #pragma once
 // Torch-free sm_80+ device helpers shared by the kernels: asynchronous global -> shared copies
-// (cp.async), 8x8 shared-memory matrix loads (ldmatrix) and the 16-bit tensor-core multiply-add
-// mma.m16n8k16 with float accumulators.
+// (cp.async), 8x8 shared-memory matrix loads (ldmatrix), the 16-bit tensor-core multiply-add
+// mma.m16n8k16 with float accumulators, and the packing of its 16-bit results.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -43,14 +43,29 @@ __device__ __forceinline__ void cp_async_wait() {
 // Four 8x8 matrices of 16-bit elements from shared memory: lane i gives the address of row i % 8
 // of matrix i / 8 (16 contiguous, 16-byte aligned bytes); r[j] is then matrix j's fragment:
 // lane l holds elements 2 (l % 4) and 2 (l % 4) + 1 of its row l / 4.
-__device__ __forceinline__ void ldmatrix_x4(unsigned (&r)[4], const void* smem_row) {
-  const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(smem_row));
+__device__ __forceinline__ void ldmatrix_x4(unsigned (&r)[4], unsigned smem_row_addr) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(a));
+               : "r"(smem_row_addr));
+}
+// The same from a generic pointer to the lane's row.
+__device__ __forceinline__ void ldmatrix_x4(unsigned (&r)[4], const void* smem_row) {
+  ldmatrix_x4(r, static_cast<unsigned>(__cvta_generic_to_shared(smem_row)));
 }
 
-// d += A * B, A 16x16 (row-major fragments a0..a3), B 16x8 (column fragments b0, b1), T = __half
+// Two floats rounded to T and packed (one conversion instruction for 16-bit types).
+template <typename T>
+__device__ __forceinline__ unsigned reg_pack2(float a, float b) {
+  if constexpr (std::is_same<T, __nv_bfloat16>::value) {
+    const __nv_bfloat162 h = __floats2bfloat162_rn(a, b);
+    return *reinterpret_cast<const unsigned*>(&h);
+  } else {
+    const __half2 h = __floats2half2_rn(a, b);
+    return *reinterpret_cast<const unsigned*>(&h);
+  }
+}
+
+// d = A * B + c, A 16x16 (row-major fragments a0..a3), B 16x8 (column fragments b0, b1), T = __half
 // or __nv_bfloat16, float accumulators. Fragment layout (PTX ISA, mma.m16n8k16 .f16/.bf16), lane
 // (g = lane / 4, t = lane % 4):
 //   a0 = A[g][2t..2t+1], a1 = A[g+8][2t..2t+1], a2 = A[g][2t+8..2t+9], a3 = A[g+8][2t+8..2t+9]
@@ -58,22 +73,32 @@ __device__ __forceinline__ void ldmatrix_x4(unsigned (&r)[4], const void* smem_r
 // (the lower k or column in the lower 16 bits of each register).
 template <typename T>
 __device__ __forceinline__ void mma_16816(float (&d)[4], unsigned a0, unsigned a1, unsigned a2,
-                                          unsigned a3, unsigned b0, unsigned b1) {
+                                          unsigned a3, unsigned b0, unsigned b1,
+                                          const float (&c)[4]) {
   static_assert(std::is_same<T, __half>::value || std::is_same<T, __nv_bfloat16>::value,
                 "16-bit types only");
   if constexpr (std::is_same<T, __half>::value) {
     asm volatile(
         "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-        "{%8,%9}, {%0,%1,%2,%3};"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+        "{%8,%9}, {%10,%11,%12,%13};"
+        : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "f"(c[0]), "f"(c[1]),
+          "f"(c[2]), "f"(c[3]));
   } else {
     asm volatile(
         "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-        "{%8,%9}, {%0,%1,%2,%3};"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+        "{%8,%9}, {%10,%11,%12,%13};"
+        : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "f"(c[0]), "f"(c[1]),
+          "f"(c[2]), "f"(c[3]));
   }
+}
+// d += A * B.
+template <typename T>
+__device__ __forceinline__ void mma_16816(float (&d)[4], unsigned a0, unsigned a1, unsigned a2,
+                                          unsigned a3, unsigned b0, unsigned b1) {
+  const float c[4] = {d[0], d[1], d[2], d[3]};
+  mma_16816<T>(d, a0, a1, a2, a3, b0, b1, c);
 }
 
 }  // namespace gpukern

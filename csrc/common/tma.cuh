@@ -1,9 +1,9 @@
 #pragma once
 // Tensor-memory-accelerator primitives (sm_90+), torch-free: shared-memory mbarriers, tiled
 // tensor loads (cp.async.bulk.tensor) described by a CUtensorMap the host encoded
-// (cuTensorMapEncodeTiled), and plain contiguous bulk copies (cp.async.bulk). Out-of-bounds box
-// elements land as zeros, so a stencil's halo and padding cost nothing. Every function compiles
-// on older architectures to a trap (the host only chooses TMA kernels on sm_90+).
+// (cuTensorMapEncodeTiled), and plain contiguous bulk copies (cp.async.bulk) both ways.
+// Out-of-bounds box elements land as zeros, so a stencil's halo and padding cost nothing. Every
+// function compiles on older architectures to a trap (the host only chooses TMA kernels on sm_90+).
 #include <cuda.h>
 
 #include <cstdint>
@@ -81,6 +81,24 @@ __device__ __forceinline__ void load_bulk(uint32_t dst, const void* src, uint32_
       : "memory");
 }
 
+// `bytes` contiguous bytes (a multiple of 16; both 16-byte aligned) from shared memory at src to
+// global memory, in this thread's current bulk group (the writes to src must be ordered before
+// it: fence_proxy_async, then the threads' barrier).
+__device__ __forceinline__ void store_bulk(void* dst, uint32_t src, uint32_t bytes) {
+  GK_TMA_ASM("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;\n" ::"l"(
+                 reinterpret_cast<uint64_t>(dst)),
+             "r"(src), "r"(bytes)
+             : "memory");
+}
+// Closes this thread's current bulk group.
+__device__ __forceinline__ void bulk_commit() {
+  GK_TMA_ASM("cp.async.bulk.commit_group;\n" ::: "memory");
+}
+// Waits until at most kPending of this thread's bulk groups still read their shared sources.
+template <int kPending>
+__device__ __forceinline__ void bulk_wait_read() {
+  GK_TMA_ASM("cp.async.bulk.wait_group.read %0;\n" ::"n"(kPending) : "memory");
+}
 #undef GK_TMA_ASM
 
 }  // namespace tma

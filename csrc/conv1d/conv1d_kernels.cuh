@@ -964,18 +964,6 @@ __device__ __forceinline__ void reg_unpack(unsigned w, float* f) {
   }
 }
 
-// Two floats rounded to T and packed (one conversion instruction for 16-bit types).
-template <typename T>
-__device__ __forceinline__ unsigned reg_pack2(float a, float b) {
-  if constexpr (std::is_same<T, __nv_bfloat16>::value) {
-    const __nv_bfloat162 h = __floats2bfloat162_rn(a, b);
-    return *reinterpret_cast<const unsigned*>(&h);
-  } else {
-    const __half2 h = __floats2half2_rn(a, b);
-    return *reinterpret_cast<const unsigned*>(&h);
-  }
-}
-
 // acc[i] = bias + sum_{k < K} w[k] * loaded position kOff + i + k of this lane's window: its own
 // inputs (`own`), then the next lanes' (warp shuffles; every lane takes part, the halo lanes'
 // sums are unused). One compiled variant per window offset: the window is a register renaming.

@@ -1380,7 +1380,9 @@ struct PlaneTraits {
   static constexpr int kCols = 4;                    // output columns per lane
   static constexpr int kMaxW = 32 * kCols;           // one row across at most a warp
   static constexpr int kMaxPlaneBytes = 16384;       // a 64 x 64 fp32 plane
-  static constexpr int kBarBytes = 128;              // the warps' barriers, before the slots
+  static constexpr int kBarBytes = 128;              // the warps' barriers, first
+  static constexpr int kZeroBytes = 2 * kMaxW;       // then a zero row (the mma path's padding)
+  static constexpr int kSlotsOffset = kBarBytes + kZeroBytes;  // then the warps' slots
   static constexpr int kSlotAlign = 128;
   static constexpr int kMinBlocks = 8;               // 64 registers (3x3: no spills)
 };
@@ -1395,12 +1397,151 @@ struct PlaneShape {
   int bands;           // 32 / lanes_w
   int band_rows;       // ceil(H / bands)
   int plane_bytes;     // H * W * sizeof(T)
-  int slot_bytes;      // plane_bytes rounded up to kSlotAlign: bytes between warps' slots
+  int slot_bytes;      // bytes between warps' slots (a multiple of kSlotAlign): the plane, and
+                       // for the mma path 16 more rows (its output staging)
   bool bulk;           // rows contiguous (x_sw == 1, x_sh == W) and plane_bytes % 16 == 0: one
                        // bulk copy per plane whose start is 16-byte aligned, else the warp
                        // stages the plane element by element
   bool y_vec;          // 4-element vector stores allowed
+  bool mma;            // 16-bit, W * 2 an odd number of 16-byte units: the tensor-core path
+                       // (plane_mma3; its ldmatrix rows and staged 4-byte writes then hit
+                       // distinct banks)
+  bool y_rows16;       // unit column stride, rows 16-byte aligned apart: the mma path stores
+                       // whole staged rows by bulk copies (when the plane's start is aligned)
 };
+
+// The tensor-core path of the plane kernel (16-bit, 3x3 'same', W * 2 an odd multiple of 16
+// bytes: W = 8, 24, 40, 56, ...): the per-output multiply-adds and conversions left bf16 planes
+// issue-bound (38 us on 32x256x56x56, 65% of the copy roof, while fp32 planes reach 89%). Each
+// m16n8 mma tile is 16 output rows x 8 columns,
+//   y[m0 + m][c0 + n] = bias + sum_{i < 3} sum_{k < 16} A_i[m][k] B_i[k][n],
+//   A_i[m][k] = x[m0 + m + i - 1][c0 - 2 + k],   B_i[k][n] = w[i][k - n - 1] (0 outside 0..2),
+// with c0 = 8 q - 6 for tile column q = 0 .. W / 8: A_i's two 8-column halves are the aligned
+// column blocks q - 1 and q of the staged rows (one ldmatrix.x4), so the output pairs start on
+// even columns. Rows outside the image read the zero row, blocks outside it (tiles 0 and W / 8
+// only) too. Per 128 outputs: 3 ldmatrix + 3 mma instead of 36 multiply-adds a lane.
+// bf16/fp16 products are exact in the float accumulators.
+// Outputs: a tile's fragments cover 8 rows x 16 bytes per store instruction, 3x the sectors of
+// whole rows (written straight from the fragments, the stores throttled the warps: 78 us on
+// 32x256x56x56 bf16). So each 16-row band of outputs is staged in shared memory (`stage`, 16
+// rows of W) and written by one bulk copy per row (y_rows16 and an aligned plane), else
+// element by element through the strides. (Planes whose rows are an even number of 16-byte
+// units, 32 or 64 wide, would need padded rows: copied row by row, measured slower than the
+// multiply-add path, 64x256x32x32 bf16 38.0 against 26.3 us.)
+// A non-finite input would reach outputs outside its window through a zero of B (0 * inf is
+// NaN): a plane holding one returns false, unwritten, and takes the multiply-add path (the
+// test: x * 0 + acc over the plane in packed 16-bit arithmetic stays 0 unless an x is inf/NaN).
+// buf: the staged plane (16-byte aligned, W * 2 an odd multiple of 16 bytes); stage: 16 rows of
+// W after it; zero_row: the shared address of W * 2 zero bytes.
+template <typename T>
+__device__ __forceinline__ bool plane_mma3(const T* buf, T* stage, uint32_t zero_row, int H,
+                                           int W, const float (&wr)[3][3], float bias, T* yp,
+                                           int64_t y_sh, int64_t y_sw, bool bulk_out, int lane) {
+  using T2 = std::conditional_t<std::is_same_v<T, __half>, __half2, __nv_bfloat162>;
+  const T2 zero2 = reinterpret_cast<const T2&>(static_cast<const unsigned&>(0u));
+  T2 nf[4] = {zero2, zero2, zero2, zero2};
+  const uint4* vecs = reinterpret_cast<const uint4*>(buf);
+  for (int q = lane; q < H * W / kVec16<T>; q += 32) {
+    const uint4 v = vecs[q];
+    nf[0] = __hfma2(reinterpret_cast<const T2&>(v.x), zero2, nf[0]);
+    nf[1] = __hfma2(reinterpret_cast<const T2&>(v.y), zero2, nf[1]);
+    nf[2] = __hfma2(reinterpret_cast<const T2&>(v.z), zero2, nf[2]);
+    nf[3] = __hfma2(reinterpret_cast<const T2&>(v.w), zero2, nf[3]);
+  }
+  unsigned bits = 0;
+#pragma unroll
+  for (int e = 0; e < 4; ++e) bits |= reinterpret_cast<const unsigned&>(nf[e]) & 0x7fff7fffu;
+  if (__any_sync(0xffffffffu, bits != 0)) return false;
+  const uint32_t base = tma::smem_addr(buf);
+
+  const int g = lane >> 2, t = lane & 3;
+  // B_i fragments: b[i][h] = B_i[2t + 8h .. 2t + 8h + 1][g].
+  auto tap = [&](int i, int j) {
+    return j == 0 ? wr[i][0] : j == 1 ? wr[i][1] : j == 2 ? wr[i][2] : 0.f;
+  };
+  unsigned b[3][2];
+#pragma unroll
+  for (int i = 0; i < 3; ++i)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int j = 2 * t + 8 * h - g - 1;
+      b[i][h] = reg_pack2<T>(tap(i, j), tap(i, j + 1));
+    }
+  const float bias4[4] = {bias, bias, bias, bias};
+  // ldmatrix rows of lane l: A row (l % 8) + 8 ((l / 8) % 2), column block q - 1 + l / 16.
+  const int ar = (lane & 7) + 8 * ((lane >> 3) & 1);
+  const int kb = lane >> 4;
+  const int row_bytes = W * static_cast<int>(sizeof(T));
+  const int blocks = W / 8;
+  auto run = [&](auto bulk) {
+    constexpr bool kBulk = decltype(bulk)::value;
+#pragma unroll 1
+    for (int m0 = 0; m0 < H; m0 += 16) {
+      uint32_t rows[3];  // the lane's A_i row at block q - 1 + kb for q = 0
+#pragma unroll
+      for (int i = 0; i < 3; ++i) {
+        const int r = m0 + ar + i - 1;
+        rows[i] = (r >= 0 && r < H ? base + r * row_bytes : zero_row) + 16 * (kb - 1);
+      }
+      // The lane's output rows m0 + g and m0 + g + 8.
+      const bool oka = m0 + g < H, okb = m0 + g + 8 < H;
+      T* const ya = kBulk ? stage + g * W : yp + (oka ? m0 + g : 0) * y_sh;
+      T* const yb = kBulk ? stage + (g + 8) * W : yp + (okb ? m0 + g + 8 : 0) * y_sh;
+      if (kBulk && m0 > 0) {  // the previous band's bulk stores have read the staging rows
+        if (lane < 16) tma::bulk_wait_read<0>();
+        __syncwarp();
+      }
+      // Tile q; kEdge: q == 0 or W / 8, whose outer block lies outside the row.
+      auto tile = [&](int q, auto edge) {
+        constexpr bool kEdge = decltype(edge)::value;
+        const int blk = q - 1 + kb;
+        const bool in = !kEdge || (blk >= 0 && blk < blocks);
+        float d[4];
+#pragma unroll
+        for (int i = 0; i < 3; ++i) {
+          unsigned a[4];
+          ldmatrix_x4(a, in ? rows[i] + 16 * q : zero_row);
+          if (i == 0) {
+            mma_16816<T>(d, a[0], a[1], a[2], a[3], b[i][0], b[i][1], bias4);
+          } else {
+            mma_16816<T>(d, a[0], a[1], a[2], a[3], b[i][0], b[i][1]);
+          }
+        }
+        const int oc = 8 * q - 6 + 2 * t;  // even: both columns in [0, W) or neither
+        if (kEdge && (oc < 0 || oc >= W)) return;
+        if constexpr (kBulk) {  // staging rows past the image are written, never copied out
+          *reinterpret_cast<unsigned*>(ya + oc) = reg_pack2<T>(d[0], d[1]);
+          *reinterpret_cast<unsigned*>(yb + oc) = reg_pack2<T>(d[2], d[3]);
+        } else {
+          if (oka) ya[oc * y_sw] = from_float<T>(d[0]), ya[(oc + 1) * y_sw] = from_float<T>(d[1]);
+          if (okb) yb[oc * y_sw] = from_float<T>(d[2]), yb[(oc + 1) * y_sw] = from_float<T>(d[3]);
+        }
+      };
+      tile(0, std::true_type{});
+#pragma unroll 2
+      for (int q = 1; q < blocks; ++q) tile(q, std::false_type{});
+      tile(blocks, std::true_type{});
+      if constexpr (kBulk) {
+        tma::fence_proxy_async();  // the staging writes before the bulk copies read them
+        __syncwarp();
+        if (lane < 16 && m0 + lane < H) {
+          tma::store_bulk(yp + (m0 + lane) * y_sh, tma::smem_addr(stage + lane * W),
+                          W * static_cast<int>(sizeof(T)));
+          tma::bulk_commit();
+        }
+      }
+    }
+    if constexpr (kBulk) {  // the staging rows stay allocated until the copies have read them
+      if (lane < 16) tma::bulk_wait_read<0>();
+    }
+  };
+  if (bulk_out) {
+    run(std::true_type{});
+  } else {
+    run(std::false_type{});
+  }
+  return true;
+}
 
 template <typename T, int kK>
 __global__ void __launch_bounds__(PlaneTraits::kThreads, PlaneTraits::kMinBlocks)
@@ -1416,8 +1557,16 @@ __global__ void __launch_bounds__(PlaneTraits::kThreads, PlaneTraits::kMinBlocks
   const int c = plane - n * static_cast<int>(s.channels.d);
   const int H = static_cast<int>(p.H), W = static_cast<int>(p.W);
   const T* xp = ptr<T>(p.x) + n * p.x_sn + c * p.x_sc;
-  T* buf = reinterpret_cast<T*>(smem_raw + PlaneTraits::kBarBytes + warp * s.slot_bytes);
+  T* buf = reinterpret_cast<T*>(smem_raw + PlaneTraits::kSlotsOffset + warp * s.slot_bytes);
   const uint32_t bar = tma::smem_addr(smem_raw) + 8 * warp;
+  // The zero row (the mma path's rows outside the image): every warp writes all of it, so it is
+  // complete for a warp after its own __syncwarp below whatever the other warps do.
+  const uint32_t zero_row = tma::smem_addr(smem_raw) + PlaneTraits::kBarBytes;
+  if constexpr (sizeof(T) == 2) {
+    for (int i = lane; i < PlaneTraits::kZeroBytes / 4; i += 32) {
+      reinterpret_cast<uint32_t*>(smem_raw + PlaneTraits::kBarBytes)[i] = 0u;
+    }
+  }
   const bool bulk = s.bulk && reinterpret_cast<uintptr_t>(xp) % 16 == 0;  // warp-uniform
   if (bulk) {
     if (lane == 0) {
@@ -1445,6 +1594,15 @@ __global__ void __launch_bounds__(PlaneTraits::kThreads, PlaneTraits::kMinBlocks
     __syncwarp();
   }
 
+  T* yp = static_cast<T*>(p.y) + n * p.y_sn + c * p.y_so;
+  if constexpr (sizeof(T) == 2 && kK == 3) {
+    const bool bulk_out = s.y_rows16 && reinterpret_cast<uintptr_t>(yp) % 16 == 0;
+    if (s.mma && plane_mma3<T>(buf, buf + H * W, zero_row, H, W, wr, bias, yp, p.y_sh, p.y_sw,
+                               bulk_out, lane)) {
+      return;
+    }
+  }
+
   const int G = s.lanes_w;
   const int g = lane % G;
   const int band = lane / G;
@@ -1452,7 +1610,6 @@ __global__ void __launch_bounds__(PlaneTraits::kThreads, PlaneTraits::kMinBlocks
   const int R = s.band_rows;
   const int row0 = band * R;  // the band's first output row
   const T* colp = buf + kC * g;
-  T* yp = static_cast<T*>(p.y) + n * p.y_sn + c * p.y_so;
   // Input row t of the band is image row row0 - kP + t; rows outside the image (and every row of
   // the idle lanes) are read from a clamped row and zeroed, so the loads carry no branch and the
   // next row's is issued ahead.
