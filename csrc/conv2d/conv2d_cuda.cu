@@ -390,6 +390,9 @@ bool plan_for(Algo a, const Conv2dParams& p, int64_t elem_size, Plan& plan) {
 //     those planes stay on the TMA kernel. 5x5 and 7x7 are not built: a first version measured
 //     slower than the TMA kernel there (8x384x64x64 7x7 fp32 53.8 vs 42.4 us, 32x256x56x56 5x5
 //     fp32 70.0 vs 65.2).
+//     16-bit planes whose rows are an odd number of 16-byte units (W = 8, 24, 40, 56, ...) run
+//     on the tensor cores inside the plane kernel (banded mma tiles, outputs staged per 16 rows
+//     and written by row bulk copies): 32x256x56x56 bf16 38.4 -> 35.1 us (TMA 41.4, same run).
 //  3. depthwise_tma (sm_90+): depthwise with multiplier 1 (C == 1: single-channel images), stride
 //     1, dilation 1, square 3x3/5x5/7x7 filter, any padding, unit column stride and rows / planes
 //     / images a multiple of 16 bytes apart (W * element size % 16 == 0 for contiguous NCHW; the

@@ -1427,7 +1427,9 @@ struct PlaneShape {
 // rows of W) and written by one bulk copy per row (y_rows16 and an aligned plane), else
 // element by element through the strides. (Planes whose rows are an even number of 16-byte
 // units, 32 or 64 wide, would need padded rows: copied row by row, measured slower than the
-// multiply-add path, 64x256x32x32 bf16 38.0 against 26.3 us.)
+// multiply-add path, 64x256x32x32 bf16 38.0 against 26.3 us.) Not kept either: persistent warps
+// streaming planes through two slots (the next plane's copy in flight during the mma), one
+// resident wave of 3 blocks an SM: 48.9 us on 32x256x56x56 bf16 against 35.1.
 // A non-finite input would reach outputs outside its window through a zero of B (0 * inf is
 // NaN): a plane holding one returns false, unwritten, and takes the multiply-add path (the
 // test: x * 0 + acc over the plane in packed 16-bit arithmetic stays 0 unless an x is inf/NaN).
