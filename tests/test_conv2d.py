@@ -681,12 +681,13 @@ def test_cuda_plane_many_planes(dtype):
 @pytest.mark.cuda
 @pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA device and the CUDA build of gpukern")
 @pytest.mark.parametrize("dtype", FLOAT_DTYPES)
-@pytest.mark.parametrize("hw", [(37, 64), (56, 56), (20, 28)])
+@pytest.mark.parametrize("hw", [(37, 24), (56, 56), (20, 28), (9, 64)])
 def test_cuda_plane_nonfinite_reach_only_their_window(hw, dtype):
     """A NaN or an infinity makes exactly the outputs whose window holds it non-finite. The plane
-    kernel's tensor-core path (16-bit, W % 8 == 0) multiplies whole 8-column blocks by banded taps,
-    zeros included (0 * inf is NaN), so a plane holding one must take the exact path; the finite
-    planes beside it (same launch, same warps' block) must stay right."""
+    kernel's tensor-core path (16-bit rows of an odd number of 16-byte units: W = 24, 56) multiplies
+    whole 8-column blocks by banded taps, zeros included (0 * inf is NaN), so a plane holding one
+    must take the exact path; the finite planes beside it (same launch, same block) must stay
+    right. W = 28 and 64 run the multiply-add path in every dtype."""
     if not _tma_device():
         pytest.skip("the plane kernel needs sm_90+")
     h, w_ = hw

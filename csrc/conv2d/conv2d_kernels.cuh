@@ -1369,7 +1369,8 @@ __global__ void __launch_bounds__(kThreads, TmaTraits::min_blocks(kK, kThreads))
 //    plane: one bulk copy brings the whole plane into the warp's shared slot (no halo re-read,
 //    no tile edges: the TMA kernel's 64x64 tiles left 23% of its threads idle on 56x56 planes),
 //    then the lanes slide down it, 4 columns each, every staged row read once per lane and the
-//    next row's load issued before the current row's multiply-adds.
+//    next row's load issued before the current row's multiply-adds. 16-bit planes whose rows
+//    are an odd number of 16-byte units take the tensor cores instead (plane_mma3).
 //    Not persistent: warps streaming planes through two slots each (half as many warps in the
 //    same shared memory) measured slower on the H200, 32x256x56x56 fp32 60.8 against 55.6 us,
 //    bf16 43.5 against 37.4: the warps' multiply-adds need the occupancy to hide their latency.
