@@ -1386,6 +1386,8 @@ struct PlaneTraits {
   static constexpr int kSlotsOffset = kBarBytes + kZeroBytes;  // then the warps' slots
   static constexpr int kSlotAlign = 128;
   static constexpr int kMinBlocks = 8;               // 64 registers (3x3: no spills)
+  static constexpr int kBandRows = 16;               // mma path: output rows of an m16 tile,
+                                                     // staged and stored together
 };
 
 // Work decomposition (host: plan_plane()). Warp w of block b takes plane b * kWarps + w. Its
@@ -1440,6 +1442,8 @@ template <typename T>
 __device__ __forceinline__ bool plane_mma3(const T* buf, T* stage, uint32_t zero_row, int H,
                                            int W, const float (&wr)[3][3], float bias, T* yp,
                                            int64_t y_sh, int64_t y_sw, bool bulk_out, int lane) {
+  constexpr int kBand = PlaneTraits::kBandRows;
+  static_assert(kBand == 16, "one m16 mma tile of rows");
   using T2 = std::conditional_t<std::is_same_v<T, __half>, __half2, __nv_bfloat162>;
   const T2 zero2 = reinterpret_cast<const T2&>(static_cast<const unsigned&>(0u));
   T2 nf[4] = {zero2, zero2, zero2, zero2};
@@ -1479,7 +1483,7 @@ __device__ __forceinline__ bool plane_mma3(const T* buf, T* stage, uint32_t zero
   auto run = [&](auto bulk) {
     constexpr bool kBulk = decltype(bulk)::value;
 #pragma unroll 1
-    for (int m0 = 0; m0 < H; m0 += 16) {
+    for (int m0 = 0; m0 < H; m0 += kBand) {
       uint32_t rows[3];  // the lane's A_i row at block q - 1 + kb for q = 0
 #pragma unroll
       for (int i = 0; i < 3; ++i) {
@@ -1491,7 +1495,7 @@ __device__ __forceinline__ bool plane_mma3(const T* buf, T* stage, uint32_t zero
       T* const ya = kBulk ? stage + g * W : yp + (oka ? m0 + g : 0) * y_sh;
       T* const yb = kBulk ? stage + (g + 8) * W : yp + (okb ? m0 + g + 8 : 0) * y_sh;
       if (kBulk && m0 > 0) {  // the previous band's bulk stores have read the staging rows
-        if (lane < 16) tma::bulk_wait_read<0>();
+        if (lane < kBand) tma::bulk_wait_read<0>();
         __syncwarp();
       }
       // Tile q; kEdge: q == 0 or W / 8, whose outer block lies outside the row.
@@ -1527,7 +1531,7 @@ __device__ __forceinline__ bool plane_mma3(const T* buf, T* stage, uint32_t zero
       if constexpr (kBulk) {
         tma::fence_proxy_async();  // the staging writes before the bulk copies read them
         __syncwarp();
-        if (lane < 16 && m0 + lane < H) {
+        if (lane < kBand && m0 + lane < H) {
           tma::store_bulk(yp + (m0 + lane) * y_sh, tma::smem_addr(stage + lane * W),
                           W * static_cast<int>(sizeof(T)));
           tma::bulk_commit();
@@ -1535,7 +1539,7 @@ __device__ __forceinline__ bool plane_mma3(const T* buf, T* stage, uint32_t zero
       }
     }
     if constexpr (kBulk) {  // the staging rows stay allocated until the copies have read them
-      if (lane < 16) tma::bulk_wait_read<0>();
+      if (lane < kBand) tma::bulk_wait_read<0>();
     }
   };
   if (bulk_out) {
