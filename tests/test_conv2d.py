@@ -653,6 +653,64 @@ def test_cuda_tma_many_tiles(dtype):
                                        shape[1]), dtype)
 
 
+# The large-filter kernel's TMA staging (fp32, W a multiple of 4, 16-byte aligned x): the box
+# starts -pad_w mod 4 = 0, 1, 2, 3 columns before the window (compile-time instances), 'same' and
+# other paddings (beyond the filter too), KH != KW, full and partial 4 x 4 tap chunks, tile edges
+# (65 rows, 132 columns), planes narrower than the 64-column tile, several planes per launch.
+LARGE_TMA = [
+    ((1, 2, 70, 76), (13, 9), (6, 4)),    # pad_w 4: o = 0
+    ((2, 3, 40, 36), (9, 9), "same"),     # pad_w 4: o = 0
+    ((1, 1, 65, 132), (8, 12), (0, 5)),   # o = 3
+    ((3, 2, 20, 16), (10, 6), (12, 7)),   # o = 1
+    ((2, 2, 64, 64), (13, 13), "same"),   # pad_w 6: o = 2
+    ((1, 3, 33, 40), (15, 15), "same"),   # pad_w 7: o = 1
+    ((2, 1, 31, 68), (31, 31), "same"),   # pad_w 15: o = 1
+    ((1, 2, 9, 4), (11, 11), (2, 9)),     # o = 3, the box far wider than the plane
+]
+
+
+def _aligned_pitched_view(x):
+    """x inside a bigger NaN-filled tensor: rows 8 elements longer, the data pointer 16-byte
+    aligned (the TMA map reads it in place; its bounds, not the memory's, zero the halo)."""
+    n, c, h, w_ = x.shape
+    big = torch.full((n, c + 1, h + 2, w_ + 8), float("nan"), dtype=x.dtype, device=x.device)
+    view = big[:, 1:, 1:h + 1, 4:w_ + 4]
+    view.copy_(x)
+    return view
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA device and the CUDA build of gpukern")
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
+def test_cuda_large_tma_staging(dtype):
+    """depthwise_large forced over LARGE_TMA: contiguous, an aligned pitched view (TMA staging in
+    fp32), a misaligned copy and channels_last (staged element by element), every dtype."""
+    for i, (shape, k, padding) in enumerate(LARGE_TMA):
+        n, c, h, w_ = shape
+        x, w, b = make(n, c, h, w_, c, *k, c, i % 2 == 0, dtype, "cuda", seed=300 + i)
+        for xx in [x, _aligned_pitched_view(x), _misaligned(x),
+                   x.to(memory_format=torch.channels_last)]:
+            with torch_ops.force_algorithm("conv2d", "depthwise_large"):
+                check(xx, w, b, 1, padding, 1, c)
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA device and the CUDA build of gpukern")
+def test_cuda_large_tma_many_planes():
+    """More planes than the grid's 65535 rows: blocks stage several planes in turn through one
+    TMA barrier (its phase flips), taps reloaded per plane; and the benchmark-like shapes."""
+    g = torch.Generator(device="cuda").manual_seed(24)
+    for shape, k in [((2, 33000, 4, 8), 9), ((8, 64, 64, 64), 13), ((1, 1, 300, 260), 15)]:
+        c = shape[1]
+        x = torch.randn(shape, device="cuda", generator=g)
+        w = torch.randn(c, 1, k, k, device="cuda", generator=g)
+        b = torch.randn(c, device="cuda", generator=g)
+        assert torch_ops.algorithm("conv2d", x, w, b, 1, "same", 1, c) == "depthwise_large"
+        out = torch_ops.conv2d(x, w, b, 1, "same", 1, c)
+        assert_close_ref(out, F.conv2d(x.double(), w.double(), b.double(), 1, "same", 1, c),
+                         torch.float32)
+
+
 @pytest.mark.cuda
 @pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA device and the CUDA build of gpukern")
 @pytest.mark.parametrize("dtype", FLOAT_DTYPES)

@@ -33,7 +33,7 @@ enum class Algo {
   kDepthwiseRows,  // conv2d_depthwise_rows_kernel<T, 3/5/7>
   kDepthwiseTma,   // conv2d_depthwise_tma_kernel<T, 3/5/7, 16/32, 128/256>
   kDepthwisePlane,  // conv2d_depthwise_plane_kernel<T, 3>
-  kDepthwiseLarge,  // conv2d_depthwise_large_kernel<T>
+  kDepthwiseLarge,  // conv2d_depthwise_large_kernel<T, 0, false>, <float, 0..3, true> (TMA)
   kDepthwiseNchw,  // conv2d_depthwise_nchw_kernel
   kGeneralStaged,  // conv2d_general_kernel<T, true>
   kGeneralDirect,  // conv2d_general_kernel<T, false>
@@ -64,7 +64,10 @@ struct Plan {
   conv2d::PlaneShape plane{};        // depthwise plane: work decomposition (static_k: the filter)
   bool tma_narrow = false;           // depthwise tma: the 64-column instance (OW <= 64)
   bool tma_same_o = false;           // depthwise tma: the instance skipping kSameO columns
-  uint64_t tma_strides[3] = {};      // depthwise tma: the map's byte strides (tma_strides())
+  uint64_t tma_strides[3] = {};      // depthwise tma / large: the map's byte strides
+                                     // (tma_strides())
+  bool large_tma = false;            // depthwise large: the TMA stages the tiles
+  int large_o = 0;                   // depthwise large (TMA): box columns before the window
   size_t smem_bytes = 0;
 };
 
@@ -322,8 +325,9 @@ bool plan_large(const Conv2dParams& p, int64_t elem_size, Plan& plan) {
       std::max({p.H, p.W, p.OH, p.OW, p.pad_h, p.pad_w}) > kIntMax) {
     return false;
   }
-  const int64_t floats =
-      (Tr::kTileH + p.KH - 1) * Tr::pitch(p.KW) + p.KH * Tr::tap_pitch(p.KW);
+  const int64_t rows = Tr::kTileH + p.KH - 1;
+  const int64_t taps = p.KH * Tr::tap_pitch(p.KW);
+  const int64_t floats = rows * Tr::pitch(p.KW) + taps;
   if (floats > kLargeMaxSmemFloats) return false;
   const int64_t V = Tr::kC;
   plan.algo = Algo::kDepthwiseLarge;
@@ -331,6 +335,21 @@ bool plan_large(const Conv2dParams& p, int64_t elem_size, Plan& plan) {
                 (p.C == 1 || p.y_so % V == 0) &&
                 reinterpret_cast<uintptr_t>(p.y) % static_cast<uintptr_t>(V * elem_size) == 0;
   plan.smem_bytes = static_cast<size_t>(floats) * sizeof(float);
+  // fp32 tiles through the TMA where the map can describe x as it is (16-byte aligned, rows /
+  // planes / images 16 bytes apart, unit column stride) and the box fits its limits; the box
+  // starts large_o = -pad_w mod 4 columns before the window, on a 16-byte boundary (tiles start
+  // at multiples of 64 columns). A misaligned x (a view) stages element by element.
+  const int64_t o = (4 - p.pad_w % 4) % 4;
+  const int64_t tma_floats = rows * Tr::tma_pitch(p.KW, o) + taps;
+  if (elem_size == 4 && is_aligned16(p.x) && (p.W == 1 || p.x_sw == 1) &&
+      std::max(p.C, p.N) <= kIntMax && rows <= 256 && Tr::tma_pitch(p.KW, o) <= 256 &&
+      tma_floats <= kLargeMaxSmemFloats && tma_strides(p, elem_size, 0, plan.tma_strides) &&
+      tma_device()) {
+    plan.large_tma = true;
+    plan.large_o = static_cast<int>(o);
+    plan.smem_bytes = Tr::kSlotAlign + static_cast<size_t>(tma_floats) * sizeof(float) +
+                      Tr::kBarBytes;
+  }
   return true;
 }
 
@@ -494,6 +513,27 @@ CUtensorMapDataType tma_dtype() {
   return CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
 }
 
+// The TMA's 4-D view of x (columns, rows, channels, images; byte strides from the plan) starting
+// `shift` elements before x, read in box_w x box_h boxes, zeros outside.
+template <typename T>
+CUtensorMap x_tensor_map(const Conv2dParams& p, const Plan& plan, int64_t shift, int box_w,
+                         int box_h) {
+  const EncodeTiled encode = tensor_map_encoder();
+  GK_CHECK(encode != nullptr, kOp, "the CUDA driver offers no cuTensorMapEncodeTiled (TMA path)");
+  const cuuint64_t dims[4] = {static_cast<cuuint64_t>(p.W + shift), static_cast<cuuint64_t>(p.H),
+                              static_cast<cuuint64_t>(p.C), static_cast<cuuint64_t>(p.N)};
+  const cuuint32_t box[4] = {static_cast<cuuint32_t>(box_w), static_cast<cuuint32_t>(box_h), 1, 1};
+  const cuuint32_t unit[4] = {1, 1, 1, 1};
+  void* base = const_cast<char*>(static_cast<const char*>(p.x) - shift * int64_t{sizeof(T)});
+  CUtensorMap map;
+  const CUresult r = encode(&map, tma_dtype<T>(), 4, base, dims, plan.tma_strides, box, unit,
+                            CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE,
+                            CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  GK_CHECK(r == CUDA_SUCCESS, kOp, "cuTensorMapEncodeTiled failed (CUresult ", static_cast<int>(r),
+           ")");
+  return map;
+}
+
 // Shared bytes of the TMA kernel with `stages` slots of slot_bytes: alignment slack, the
 // barriers, the slots, the last one full-size (threads below a short box read on into it).
 template <typename G>
@@ -537,25 +577,12 @@ void launch_tma(const Conv2dParams& p, const Plan& plan, cudaStream_t stream) {
   constexpr int kThreads = kNarrow ? 128 : 256;
   constexpr auto kernel = conv2d::conv2d_depthwise_tma_kernel<T, kK, kNarrow ? 16 : 32, kThreads,
                                                               kSameO ? G::kSameO : 0>;
-  const EncodeTiled encode = tensor_map_encoder();
-  GK_CHECK(encode != nullptr, kOp, "the CUDA driver offers no cuTensorMapEncodeTiled (TMA path)");
   const int64_t e = sizeof(T);
-  const cuuint64_t dims[4] = {static_cast<cuuint64_t>(p.W + s.shift),
-                              static_cast<cuuint64_t>(p.H), static_cast<cuuint64_t>(p.C),
-                              static_cast<cuuint64_t>(p.N)};
   // Boxes of a plane covered by one tile row stop at its last input row (less shared memory).
   s.box_rows = s.per_plane.d == s.tiles_w.d ? static_cast<int>(p.OH) + kK - 1 : G::kBH;
   s.slot_bytes =
       static_cast<int>(round_up(int64_t{G::kBW} * s.box_rows * e, conv2d::TmaTraits::kSlotAlign));
-  const cuuint32_t box[4] = {G::kBW, static_cast<cuuint32_t>(s.box_rows), 1, 1};
-  const cuuint32_t unit[4] = {1, 1, 1, 1};
-  void* base = const_cast<char*>(static_cast<const char*>(p.x) - s.shift * e);
-  CUtensorMap map;
-  const CUresult r = encode(&map, tma_dtype<T>(), 4, base, dims, plan.tma_strides, box, unit,
-                            CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE,
-                            CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  GK_CHECK(r == CUDA_SUCCESS, kOp, "cuTensorMapEncodeTiled failed (CUresult ", static_cast<int>(r),
-           ")");
+  const CUtensorMap map = x_tensor_map<T>(p, plan, s.shift, G::kBW, s.box_rows);
   // As many blocks as registers and shared memory allow with two slots, then the most slots
   // (<= kMaxStages) that keep that many blocks.
   const cudaDeviceProp& prop = device_props();
@@ -652,10 +679,26 @@ void launch(const Conv2dParams& p, const Plan& plan, cudaStream_t stream) {
       using Tr = conv2d::LargeTraits;
       int64_t tiles_w = 0;
       const dim3 grid = tile_grid(p, Tr::kTileW, Tr::kTileH, p.N * p.C, tiles_w);
-      auto kernel = conv2d::conv2d_depthwise_large_kernel<T>;
-      allow_dynamic_smem(kernel, plan.smem_bytes);
-      kernel<<<grid, Tr::kThreads, plan.smem_bytes, stream>>>(p, tiles_w, plan.vec_ok);
-      GK_CHECK_LAUNCH();
+      auto go = [&](auto kernel, const CUtensorMap& map) {
+        allow_dynamic_smem(kernel, plan.smem_bytes);
+        kernel<<<grid, Tr::kThreads, plan.smem_bytes, stream>>>(map, p, tiles_w, plan.vec_ok);
+        GK_CHECK_LAUNCH();
+      };
+      if constexpr (std::is_same_v<T, float>) {
+        if (plan.large_tma) {
+          const int rows = Tr::kTileH + static_cast<int>(p.KH) - 1;
+          const int pitch = static_cast<int>(Tr::tma_pitch(p.KW, plan.large_o));
+          const CUtensorMap map = x_tensor_map<T>(p, plan, 0, pitch, rows);
+          switch (plan.large_o) {
+            case 0: go(conv2d::conv2d_depthwise_large_kernel<T, 0, true>, map); break;
+            case 1: go(conv2d::conv2d_depthwise_large_kernel<T, 1, true>, map); break;
+            case 2: go(conv2d::conv2d_depthwise_large_kernel<T, 2, true>, map); break;
+            default: go(conv2d::conv2d_depthwise_large_kernel<T, 3, true>, map); break;
+          }
+          break;
+        }
+      }
+      go(conv2d::conv2d_depthwise_large_kernel<T, 0, false>, CUtensorMap{});
       break;
     }
     case Algo::kDepthwiseNchw: {
