@@ -435,11 +435,15 @@ bool plan_for(Algo a, const Conv2dParams& p, int64_t elem_size, Plan& plan) {
 //     91.9 us: its 7x7 instance needs 190 registers (12.5% occupancy) and loses on both.
 //     5x5: rows 249.4 vs 340 us (c2_5), so the crossover lies between 5 and 7.
 //  5. depthwise_large (fp32 only, from kLargeMinTaps = 50 taps: beyond 7x7): depthwise with
-//     multiplier 1, stride 1, dilation 1, any KH x KW within kLargeMaxSmemFloats: 64x64 tiles
-//     staged by cp.async, taps in 4x4 register chunks, 4 x 8 outputs per thread. Measured on the
-//     H200 against depthwise_nchw (forced, same run): 8192x8192 15x15 830 vs 956 us, 8x384x64x64
-//     9x9 85 vs 108, 13x13 131 vs 162, 31x31 559 vs 655 (7x7: 70 vs 87, TMA 43). bf16 11x11:
-//     157 vs 119 us (its staging converts element by element), so 16-bit stays on 6.
+//     multiplier 1, stride 1, dilation 1, any KH x KW within kLargeMaxSmemFloats: 64x64 tiles,
+//     taps in 4x4 register chunks, 4 x 8 outputs per thread. Measured on the H200 against
+//     depthwise_nchw (forced, same run): 8192x8192 15x15 830 vs 956 us, 8x384x64x64 9x9 85 vs
+//     108, 13x13 131 vs 162, 31x31 559 vs 655 (7x7: 70 vs 87, TMA 43). bf16 11x11: 157 vs 119 us
+//     (its staging converts element by element), so 16-bit stays on 6.
+//     Tiles are staged by one TMA box each where x is 16-byte aligned with 16-byte row / plane
+//     strides (sm_90+), else element by element through cp.async; the same data through both
+//     (an aligned tensor and a misaligned copy, H200, same run): 15x15 663 vs 799 us, 13x13
+//     114.5 vs 131.1, 31x31 508 vs 559, 9x9 62.4 vs 85.2 (h200_round18_large_forced.txt).
 //  6. depthwise_nchw: depthwise with multiplier 1, stride 1, 64x64 tile + halo within
 //     DepthwiseTraits::kMaxSmemFloats (larger or dilated filters, other paddings): filter in
 //     register chunks when the row dilation is 1, else taps from shared memory.
