@@ -442,8 +442,8 @@ bool plan_for(Algo a, const Conv2dParams& p, int64_t elem_size, Plan& plan) {
 //     (its staging converts element by element), so 16-bit stays on 6.
 //     Tiles are staged by one TMA box each where x is 16-byte aligned with 16-byte row / plane
 //     strides (sm_90+), else element by element through cp.async; the same data through both
-//     (an aligned tensor and a misaligned copy, H200, same run): 15x15 663 vs 799 us, 13x13
-//     114.5 vs 131.1, 31x31 508 vs 559, 9x9 62.4 vs 85.2 (h200_round18_large_forced.txt).
+//     (an aligned tensor and a misaligned copy, H200, same run): 15x15 662 vs 798 us, 13x13
+//     111.8 vs 130.5, 31x31 510 vs 564, 9x9 60.0 vs 84.5 (h200_round18_large_forced.txt).
 //  6. depthwise_nchw: depthwise with multiplier 1, stride 1, 64x64 tile + halo within
 //     DepthwiseTraits::kMaxSmemFloats (larger or dilated filters, other paddings): filter in
 //     register chunks when the row dilation is 1, else taps from shared memory.
