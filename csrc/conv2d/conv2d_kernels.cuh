@@ -1182,7 +1182,7 @@ __global__ void __launch_bounds__(LargeTraits::kThreads)
 #pragma unroll 1
     for (; kh0 + Tr::kChunkH <= KH; kh0 += Tr::kChunkH)
       large_rows<Tr::kChunkH, kO>(acc, src + kh0 * pitch, s_w + kh0 * tap_pitch, KW, pitch,
-                              tap_pitch);
+                                  tap_pitch);
     const float* sr = src + kh0 * pitch;
     const float* wt = s_w + kh0 * tap_pitch;
     static_assert(Tr::kChunkH == 4, "one case per remainder below");
