@@ -545,12 +545,14 @@ def _tma_layout(x):
     return all(x.shape[d] == 1 or (x.stride(d) * e) % 16 == 0 for d in range(3))
 
 
-def _pitched_view(x):
-    """x inside a bigger tensor: rows 8 elements longer (16-byte multiples when W is) and a data
-    pointer 3 elements past a 16-byte boundary (the TMA map starts before it)."""
+def _pitched_view(x, col0=3):
+    """x inside a bigger NaN-filled tensor: rows 8 elements longer (16-byte multiples when W is)
+    and a data pointer col0 elements past a 16-byte boundary (3: the TMA kernel's map starts
+    before it; 4 in fp32: aligned, read in place). The map's bounds, not the memory's, must zero
+    the halo."""
     n, c, h, w_ = x.shape
     big = torch.full((n, c + 1, h + 2, w_ + 8), float("nan"), dtype=x.dtype, device=x.device)
-    view = big[:, 1:, 1:h + 1, 3:w_ + 3]
+    view = big[:, 1:, 1:h + 1, col0:w_ + col0]
     view.copy_(x)
     return view
 
@@ -669,16 +671,6 @@ LARGE_TMA = [
 ]
 
 
-def _aligned_pitched_view(x):
-    """x inside a bigger NaN-filled tensor: rows 8 elements longer, the data pointer 16-byte
-    aligned (the TMA map reads it in place; its bounds, not the memory's, zero the halo)."""
-    n, c, h, w_ = x.shape
-    big = torch.full((n, c + 1, h + 2, w_ + 8), float("nan"), dtype=x.dtype, device=x.device)
-    view = big[:, 1:, 1:h + 1, 4:w_ + 4]
-    view.copy_(x)
-    return view
-
-
 @pytest.mark.cuda
 @pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA device and the CUDA build of gpukern")
 @pytest.mark.parametrize("dtype", FLOAT_DTYPES)
@@ -688,7 +680,7 @@ def test_cuda_large_tma_staging(dtype):
     for i, (shape, k, padding) in enumerate(LARGE_TMA):
         n, c, h, w_ = shape
         x, w, b = make(n, c, h, w_, c, *k, c, i % 2 == 0, dtype, "cuda", seed=300 + i)
-        for xx in [x, _aligned_pitched_view(x), _misaligned(x),
+        for xx in [x, _pitched_view(x, col0=4), _misaligned(x),
                    x.to(memory_format=torch.channels_last)]:
             with torch_ops.force_algorithm("conv2d", "depthwise_large"):
                 check(xx, w, b, 1, padding, 1, c)
