@@ -99,6 +99,18 @@ template <int kPending>
 __device__ __forceinline__ void bulk_wait_read() {
   GK_TMA_ASM("cp.async.bulk.wait_group.read %0;\n" ::"n"(kPending) : "memory");
 }
+
+// Adds 1 to a shared counter and returns its previous value, with acquire-release ordering at
+// block scope: the block's threads that arrived before saw their reads of a slot ordered before
+// the last arrival, which then refills it (after fence_proxy_async).
+__device__ __forceinline__ uint32_t count_arrival(uint32_t counter) {
+  uint32_t old = 0;
+  GK_TMA_ASM("atom.acq_rel.cta.shared::cta.add.u32 %0, [%1], 1;\n"
+             : "=r"(old)
+             : "r"(counter)
+             : "memory");
+  return old;
+}
 #undef GK_TMA_ASM
 
 }  // namespace tma

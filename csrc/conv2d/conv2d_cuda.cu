@@ -539,10 +539,11 @@ CUtensorMap x_tensor_map(const Conv2dParams& p, const Plan& plan, int64_t shift,
 }
 
 // Shared bytes of the TMA kernel with `stages` slots of slot_bytes: alignment slack, the
-// barriers, the slots, the last one full-size (threads below a short box read on into it).
+// barriers and counters, the warps' taps, the slots, the last one full-size (threads below a
+// short box read on into it).
 template <typename G>
 size_t tma_smem(int stages, int slot_bytes) {
-  return conv2d::TmaTraits::kSlotAlign + conv2d::TmaTraits::kBarBytes +
+  return conv2d::TmaTraits::kSlotAlign + conv2d::TmaTraits::kBarBytes + G::kTapsBytes +
          static_cast<size_t>(stages - 1) * slot_bytes + G::kSlotBytes;
 }
 

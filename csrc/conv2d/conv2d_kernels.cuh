@@ -1219,7 +1219,8 @@ struct TmaTraits {
   static constexpr int kRows = 8;   // output rows per thread
   static constexpr int kMaxStages = 4;
   static constexpr int kSlotAlign = 128;  // the TMA's shared destinations are 128-byte aligned
-  static constexpr int kBarBytes = 128;   // the barriers, before the first slot
+  static constexpr int kBarBytes = 128;   // the barriers and the slots' arrival counters
+  static constexpr int kCountersOffset = 64;  // kMaxStages barriers (8 B), then the counters
   // Blocks per SM asked of ptxas (registers: 32 sums, kK*kK taps, the window, addresses).
   static constexpr int min_blocks(int kK, int threads) {
     return threads >= 256 ? (kK <= 3 ? 3 : 2) : (kK <= 3 ? 6 : 4);
@@ -1243,6 +1244,11 @@ struct TmaGeometry {
   static constexpr int kBoxBytes = kBW * kBH * static_cast<int>(sizeof(T));
   static constexpr int kSlotBytes =
       (kBoxBytes + TmaTraits::kSlotAlign - 1) / TmaTraits::kSlotAlign * TmaTraits::kSlotAlign;
+  // Each warp's taps and bias (floats, 16-byte rows), between the barriers and the slots.
+  static constexpr int kTapsPitch = (kK * kK + 1 + 3) / 4 * 4;
+  static constexpr int kTapsBytes =
+      ((kThreads / 32) * kTapsPitch * 4 + TmaTraits::kSlotAlign - 1) / TmaTraits::kSlotAlign *
+      TmaTraits::kSlotAlign;
   // The kO skipped columns for 'same' padding (kK / 2) with a 16-byte aligned x.
   static constexpr int kSameO = kAlign - kK / 2;
   static constexpr int v0(int o) { return o / 4; }
@@ -1303,14 +1309,20 @@ __global__ void __launch_bounds__(kThreads, TmaTraits::min_blocks(kK, kThreads))
   using G = TmaGeometry<T, kK, kTX, kThreads>;
   constexpr int kR = TmaTraits::kRows;
   constexpr int kC = TmaTraits::kCols;
+  constexpr int kWarps = kThreads / 32;
+  static_assert(8 * TmaTraits::kMaxStages <= TmaTraits::kCountersOffset &&
+                    TmaTraits::kCountersOffset + 4 * TmaTraits::kMaxStages <= TmaTraits::kBarBytes,
+                "barriers and counters fit before the taps");
   extern __shared__ __align__(TmaTraits::kSlotAlign) unsigned char smem_raw[];
   // The TMA writes aligned slots: align the base by hand (the host adds kSlotAlign of slack).
   constexpr uint32_t kAlignMask = TmaTraits::kSlotAlign - 1;
   const uint32_t raw = tma::smem_addr(smem_raw);
   unsigned char* smem = smem_raw + (((raw + kAlignMask) & ~kAlignMask) - raw);
   const uint32_t bars = tma::smem_addr(smem);
-  const uint32_t slots = bars + TmaTraits::kBarBytes;
+  const uint32_t counters = bars + TmaTraits::kCountersOffset;
+  const uint32_t slots = bars + TmaTraits::kBarBytes + G::kTapsBytes;
   const int tid = threadIdx.x;
+  const int lane = tid % 32;
   const int S = s.stages;
   const int ph = static_cast<int>(p.pad_h);
   // Tile t -> plane (n, c), tile row th, tile column tw.
@@ -1323,7 +1335,7 @@ __global__ void __launch_bounds__(kThreads, TmaTraits::min_blocks(kK, kThreads))
     c = plane - n * static_cast<int>(s.channels.d);
   };
 
-  // Thread 0 requests tile t (if it exists) into a slot.
+  // One thread requests tile t (if it exists) into a slot.
   auto request = [&](int t, int slot) {
     if (t >= s.tiles) return;
     int n, c, th, tw;
@@ -1334,13 +1346,42 @@ __global__ void __launch_bounds__(kThreads, TmaTraits::min_blocks(kK, kThreads))
                  c, n, bars + 8 * slot);
   };
   if (tid == 0) {
-    for (int i = 0; i < S; ++i) tma::mbar_init(bars + 8 * i, 1);
+    for (int i = 0; i < S; ++i) {
+      tma::mbar_init(bars + 8 * i, 1);
+      reinterpret_cast<uint32_t*>(smem + TmaTraits::kCountersOffset)[i] = 0;
+    }
     tma::fence_mbar_init();
   }
   __syncthreads();
   if (tid == 0) {
     for (int i = 0; i < S; ++i) request(blockIdx.x + i * gridDim.x, i);
   }
+
+  // The warp's taps and bias pass through its own shared row (kTapsPitch floats): lane l fetches
+  // values l and l + 32 of the plane's kK * kK taps followed by the bias, one tile ahead.
+  constexpr int kTaps = kK * kK;
+  static_assert(kTaps + 1 <= 64, "two values per lane");
+  float* taps = reinterpret_cast<float*>(smem + TmaTraits::kBarBytes) + (tid / 32) * G::kTapsPitch;
+  auto tap_offset = [&](int i) -> int64_t {
+    return i < kTaps ? (i / kK) * p.w_sh + (i % kK) * p.w_sw : 0;
+  };
+  const int64_t toff0 = tap_offset(lane), toff1 = tap_offset(lane + 32);
+  auto fetch_taps = [&](int c, float& v0, float& v1) {
+    const T* wc = ptr<T>(p.w) + c * p.w_so;
+    auto value = [&](int i, int64_t off) {
+      if (i < kTaps) return to_float(wc[off]);
+      if (i == kTaps && p.b != nullptr) return to_float(ptr<T>(p.b)[c * p.b_s]);
+      return 0.f;
+    };
+    v0 = value(lane, toff0);
+    v1 = value(lane + 32, toff1);
+  };
+  auto plane_of = [&](int t) { return s.per_plane.div(t); };
+  auto channel_of = [&](int plane) {
+    return plane - s.channels.div(plane) * static_cast<int>(s.channels.d);
+  };
+  float tv0 = 0.f, tv1 = 0.f;  // the next plane's taps, in flight
+  if (blockIdx.x < s.tiles) fetch_taps(channel_of(plane_of(blockIdx.x)), tv0, tv1);
 
   const int lx = tid % kTX;
   const int r0 = (tid / kTX) * kR;  // the thread's first row in the tile
@@ -1350,23 +1391,39 @@ __global__ void __launch_bounds__(kThreads, TmaTraits::min_blocks(kK, kThreads))
   int slot = 0;
   uint32_t phase = 0;  // parity of the slot's current use
 #pragma unroll 1
-  for (int t = blockIdx.x; t < s.tiles; t += gridDim.x) {  // block-uniform
+  for (int t = blockIdx.x; t < s.tiles; t += gridDim.x) {  // the same sequence in every warp
     int n, c, th, tw;
     decode(t, n, c, th, tw);
     const int plane = n * static_cast<int>(s.channels.d) + c;
-    if (plane != loaded_plane) {  // block-uniform; before the wait, so the loads overlap it
-      const T* wc = ptr<T>(p.w) + c * p.w_so;
+    if (plane != loaded_plane) {  // warp-uniform; before the wait, so the loads overlap it
+      __syncwarp();
+      if (lane <= kTaps) taps[lane] = tv0;  // the row holds kTaps + 1 values (and padding)
+      if (lane + 32 <= kTaps) taps[lane + 32] = tv1;
+      __syncwarp();
 #pragma unroll
-      for (int kh = 0; kh < kK; ++kh)
+      for (int i = 0; i < (kTaps + 1 + 3) / 4; ++i) {
+        const float4 q = *reinterpret_cast<const float4*>(taps + 4 * i);
+        const float v[4] = {q.x, q.y, q.z, q.w};
 #pragma unroll
-        for (int kw = 0; kw < kK; ++kw) wr[kh][kw] = to_float(wc[kh * p.w_sh + kw * p.w_sw]);
-      bias = p.b != nullptr ? to_float(ptr<T>(p.b)[c * p.b_s]) : 0.f;
+        for (int e = 0; e < 4; ++e) {
+          const int k = 4 * i + e;
+          if (k < kTaps) wr[k / kK][k % kK] = v[e];
+          if (k == kTaps) bias = v[e];
+        }
+      }
       loaded_plane = plane;
+      // The next tile's plane, if it changes: its taps travel while this tile computes.
+      const int next = t + gridDim.x;
+      if (next < s.tiles) {
+        const int next_plane = plane_of(next);
+        if (next_plane != plane) fetch_taps(channel_of(next_plane), tv0, tv1);
+      }
     }
     tma::wait_parity(bars + 8 * slot, phase);
     // Threads past the box's last row read the next slot (or the last slot's full-size tail):
     // stale values, only for outputs below the image, which are not stored.
-    T* box = reinterpret_cast<T*>(smem + TmaTraits::kBarBytes + slot * s.slot_bytes);
+    T* box = reinterpret_cast<T*>(smem + TmaTraits::kBarBytes + G::kTapsBytes +
+                                  slot * s.slot_bytes);
     // A misaligned x: the map starts `shift` elements early, so box columns left of the image
     // that the map still covers hold real memory. Zero them (left-most tiles only).
     const int left = s.shift - (tw * G::kTW + s.box_col0);  // box columns left of the image
@@ -1385,6 +1442,9 @@ __global__ void __launch_bounds__(kThreads, TmaTraits::min_blocks(kK, kThreads))
       for (int i = 0; i < kR; ++i)
 #pragma unroll
         for (int j = 0; j < kC; ++j) acc[i][j] = bias;
+      const int rows = min(kR, static_cast<int>(p.OH) - oh0);  // rows to store
+      const bool vec = s.y_vec && ow0 >= 0 && ow0 + kC <= p.OW;
+      T* yr = static_cast<T*>(p.y) + n * p.y_sn + c * p.y_so + oh0 * p.y_sh;
       constexpr int kV0 = G::v0(kO), kV1 = G::v1(kO);
       const T* src = box + r0 * G::kBW + lx * kC;
 #pragma unroll
@@ -1403,17 +1463,26 @@ __global__ void __launch_bounds__(kThreads, TmaTraits::min_blocks(kK, kThreads))
 #pragma unroll
             for (int j = 0; j < kC; ++j) acc[i][j] = fmaf(wr[kh][kw], win[j + kw], acc[i][j]);
         }
-      }
-      T* yp = static_cast<T*>(p.y) + n * p.y_sn + c * p.y_so;
+        // Output row r - (kK - 1) is complete: store it now, between the rows' multiply-adds.
+        const int done = r - (kK - 1);
+        if (done >= 0 && done < rows) {
+          if (vec) {
+            Vec<T, kC> out;
 #pragma unroll
-      for (int i = 0; i < kR; ++i) {
-        const int64_t oh = oh0 + i;
-        if (oh >= p.OH) break;
-        store_cols<T, kC>(yp + oh * p.y_sh, acc[i], ow0, static_cast<int>(p.OW), p.y_sw, s.y_vec);
+            for (int j = 0; j < kC; ++j) out.v[j] = from_float<T>(acc[done][j]);
+            store_vec<T, kC>(yr + ow0, out);
+          } else {
+            store_cols<T, kC>(yr, acc[done], ow0, static_cast<int>(p.OW), p.y_sw, false);
+          }
+          yr += p.y_sh;
+        }
       }
     }
-    __syncthreads();  // every thread is done with the slot
-    if (tid == 0) request(t + S * gridDim.x, slot);
+    // The warp is done with the slot; the block's last warp to say so refills it.
+    __syncwarp();
+    if (lane == 0 && tma::count_arrival(counters + 4 * slot) % kWarps == kWarps - 1) {
+      request(t + S * gridDim.x, slot);
+    }
     if (++slot == S) slot = 0, phase ^= 1u;
   }
 }
