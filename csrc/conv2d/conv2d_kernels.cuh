@@ -1236,6 +1236,7 @@ struct TmaTraits {
 // from box column 4 * lx + kO) is read as 4-element vectors kV0 .. kV1.
 template <typename T, int kK, int kTX, int kThreads>
 struct TmaGeometry {
+  static constexpr int kFilter = kK;
   static constexpr int kTW = kTX * TmaTraits::kCols;
   static constexpr int kTH = (kThreads / kTX) * TmaTraits::kRows;
   static constexpr int kAlign = 16 / static_cast<int>(sizeof(T));
@@ -1302,6 +1303,53 @@ __device__ __forceinline__ void load4_float(float* v, const T* src) {
   }
 }
 
+// One thread's kR x kC outputs of a staged box (src = its first window row, column 0 of the
+// 4-aligned window block): slides down kR + kK - 1 input rows, reading each once and feeding it
+// to every output row that uses it; an output row is stored as soon as it is complete (the
+// stores spread between the multiply-adds). kFast: all rows, one vector store each at yr; else
+// the first `rows` rows through store_cols (columns o0.., OW, stride y_sw).
+template <typename T, typename G, int kO, bool kFast>
+__device__ __forceinline__ void tma_tile_rows(const T* src,
+                                              const float (&wr)[G::kFilter][G::kFilter],
+                                              float bias, T* yr, int64_t y_sh, int rows, int o0,
+                                              int OW, int64_t y_sw) {
+  constexpr int kR = TmaTraits::kRows;
+  constexpr int kC = TmaTraits::kCols;
+  constexpr int kK = G::kFilter, kBW = G::kBW;
+  constexpr int kV0 = G::v0(kO), kV1 = G::v1(kO);
+  float acc[kR][kC];
+#pragma unroll
+  for (int i = 0; i < kR; ++i)
+#pragma unroll
+    for (int j = 0; j < kC; ++j) acc[i][j] = bias;
+#pragma unroll
+  for (int r = 0; r < kR + kK - 1; ++r) {
+    float buf[4 * (kV1 - kV0 + 1)];
+#pragma unroll
+    for (int v = kV0; v <= kV1; ++v) load4_float<T>(buf + 4 * (v - kV0), src + r * kBW + 4 * v);
+    const float* win = buf + kO - 4 * kV0;  // window column 0 (compile-time offset)
+#pragma unroll
+    for (int i = 0; i < kR; ++i) {
+      const int kh = r - i;
+      if (kh < 0 || kh >= kK) continue;
+#pragma unroll
+      for (int kw = 0; kw < kK; ++kw)
+#pragma unroll
+        for (int j = 0; j < kC; ++j) acc[i][j] = fmaf(wr[kh][kw], win[j + kw], acc[i][j]);
+    }
+    const int done = r - (kK - 1);  // output row complete after this input row
+    if (done < 0) continue;
+    if constexpr (kFast) {
+      Vec<T, kC> out;
+#pragma unroll
+      for (int j = 0; j < kC; ++j) out.v[j] = from_float<T>(acc[done][j]);
+      store_vec<T, kC>(yr + done * y_sh, out);
+    } else if (done < rows) {
+      store_cols<T, kC>(yr + done * y_sh, acc[done], o0, OW, y_sw, false);
+    }
+  }
+}
+
 template <typename T, int kK, int kTX, int kThreads, int kO>
 __global__ void __launch_bounds__(kThreads, TmaTraits::min_blocks(kK, kThreads))
     conv2d_depthwise_tma_kernel(const __grid_constant__ CUtensorMap map, const Conv2dParams p,
@@ -1353,9 +1401,9 @@ __global__ void __launch_bounds__(kThreads, TmaTraits::min_blocks(kK, kThreads))
     tma::fence_mbar_init();
   }
   __syncthreads();
-  if (tid == 0) {
-    for (int i = 0; i < S; ++i) request(blockIdx.x + i * gridDim.x, i);
-  }
+  // The first slot alone at the start: every block's first box arrives sooner than if all
+  // slots' boxes of every block shared the memory system; the others follow its arrival.
+  if (tid == 0) request(blockIdx.x, 0);
 
   // The warp's taps and bias pass through its own shared row (kTapsPitch floats): lane l fetches
   // values l and l + 32 of the plane's kK * kK taps followed by the bias, one tile ahead.
@@ -1420,6 +1468,9 @@ __global__ void __launch_bounds__(kThreads, TmaTraits::min_blocks(kK, kThreads))
       }
     }
     tma::wait_parity(bars + 8 * slot, phase);
+    if (t == static_cast<int>(blockIdx.x) && tid == 0) {
+      for (int i = 1; i < S; ++i) request(t + i * gridDim.x, i);
+    }
     // Threads past the box's last row read the next slot (or the last slot's full-size tail):
     // stale values, only for outputs below the image, which are not stored.
     T* box = reinterpret_cast<T*>(smem + TmaTraits::kBarBytes + G::kTapsBytes +
@@ -1437,45 +1488,16 @@ __global__ void __launch_bounds__(kThreads, TmaTraits::min_blocks(kK, kThreads))
     const int oh0 = th * G::kTH + r0;
     const int ow0 = tw * G::kTW - s.lead + lx * kC;  // may be negative in tile 0
     if (oh0 < p.OH && ow0 < p.OW && ow0 + kC > 0) {
-      float acc[kR][kC];
-#pragma unroll
-      for (int i = 0; i < kR; ++i)
-#pragma unroll
-        for (int j = 0; j < kC; ++j) acc[i][j] = bias;
       const int rows = min(kR, static_cast<int>(p.OH) - oh0);  // rows to store
-      const bool vec = s.y_vec && ow0 >= 0 && ow0 + kC <= p.OW;
       T* yr = static_cast<T*>(p.y) + n * p.y_sn + c * p.y_so + oh0 * p.y_sh;
-      constexpr int kV0 = G::v0(kO), kV1 = G::v1(kO);
       const T* src = box + r0 * G::kBW + lx * kC;
-#pragma unroll
-      for (int r = 0; r < kR + kK - 1; ++r) {
-        float buf[4 * (kV1 - kV0 + 1)];
-#pragma unroll
-        for (int v = kV0; v <= kV1; ++v)
-          load4_float<T>(buf + 4 * (v - kV0), src + r * G::kBW + 4 * v);
-        const float* win = buf + kO - 4 * kV0;  // window column 0 (compile-time offset)
-#pragma unroll
-        for (int i = 0; i < kR; ++i) {
-          const int kh = r - i;
-          if (kh < 0 || kh >= kK) continue;
-#pragma unroll
-          for (int kw = 0; kw < kK; ++kw)
-#pragma unroll
-            for (int j = 0; j < kC; ++j) acc[i][j] = fmaf(wr[kh][kw], win[j + kw], acc[i][j]);
-        }
-        // Output row r - (kK - 1) is complete: store it now, between the rows' multiply-adds.
-        const int done = r - (kK - 1);
-        if (done >= 0 && done < rows) {
-          if (vec) {
-            Vec<T, kC> out;
-#pragma unroll
-            for (int j = 0; j < kC; ++j) out.v[j] = from_float<T>(acc[done][j]);
-            store_vec<T, kC>(yr + ow0, out);
-          } else {
-            store_cols<T, kC>(yr, acc[done], ow0, static_cast<int>(p.OW), p.y_sw, false);
-          }
-          yr += p.y_sh;
-        }
+      // All kR rows and vector stores (most threads): stores without branches, a compact hot
+      // loop; else every store checked.
+      if (rows == kR && s.y_vec && ow0 >= 0 && ow0 + kC <= p.OW) {
+        tma_tile_rows<T, G, kO, true>(src, wr, bias, yr + ow0, p.y_sh, kR, 0, 0, 0);
+      } else {
+        tma_tile_rows<T, G, kO, false>(src, wr, bias, yr, p.y_sh, rows, ow0,
+                                       static_cast<int>(p.OW), p.y_sw);
       }
     }
     // The warp is done with the slot; the block's last warp to say so refills it.
