@@ -639,13 +639,17 @@ def test_cuda_forced_paths(algo, dtype):
 @pytest.mark.parametrize("dtype", FLOAT_DTYPES)
 def test_cuda_tma_many_tiles(dtype):
     """The TMA kernel's own choice on the benchmark-like shapes: thousands of tiles, so every
-    block cycles its ring slots many times (barrier phases flip), planes change between a block's
-    tiles (taps reloaded), narrow and wide instances, 3/5/7."""
+    block cycles its ring slots many times (barrier phases and the slots' arrival counters wrap),
+    planes change between a block's tiles (taps fetched a plane ahead), narrow and wide
+    instances, 3/5/7. 2 x 3 x 2100 x 2048: 528 tiles a plane, more than the grid, so a block's
+    next tile is now on the same plane, now on the next one; its bottom tiles end 4 rows into a
+    thread's 8 (the checked stores)."""
     if not _tma_device():
         pytest.skip("the TMA kernel needs sm_90+")
     g = torch.Generator(device="cuda").manual_seed(22)
     for shape, k in [((64, 1, 1024, 1024), 3), ((16, 1, 1024, 1024), 5), ((8, 1, 1024, 1024), 7),
-                     ((8, 64, 136, 64), 3), ((8, 384, 64, 64), 7), ((16, 64, 40, 120), 5)]:
+                     ((8, 64, 136, 64), 3), ((8, 384, 64, 64), 7), ((16, 64, 40, 120), 5),
+                     ((2, 3, 2100, 2048), 5)]:
         x = torch.randn(shape, device="cuda", generator=g).to(dtype)
         w = torch.randn(shape[1], 1, k, k, device="cuda", generator=g).to(dtype)
         b = torch.randn(shape[1], device="cuda", generator=g).to(dtype)
