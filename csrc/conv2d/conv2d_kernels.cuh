@@ -1467,12 +1467,12 @@ __global__ void __launch_bounds__(kThreads, TmaTraits::min_blocks(kK, kThreads))
         }
       }
       loaded_plane = plane;
-      // The next tile's plane, if it changes: its taps travel while this tile computes.
-      const int next = t + gridDim.x;
-      if (next < s.tiles) {
-        const int next_plane = plane_of(next);
-        if (next_plane != plane) fetch_taps(channel_of(next_plane), tv0, tv1);
-      }
+    }
+    // The last tile of a run on one plane: the next plane's taps travel while it computes.
+    const int next = t + gridDim.x;
+    if (next < s.tiles) {
+      const int next_plane = plane_of(next);
+      if (next_plane != plane) fetch_taps(channel_of(next_plane), tv0, tv1);
     }
     tma::wait_parity(bars + 8 * slot, phase);
     if (t == static_cast<int>(blockIdx.x) && tid == 0) {
