@@ -421,8 +421,10 @@ bool plan_for(Algo a, const Conv2dParams& p, int64_t elem_size, Plan& plan) {
 //     ahead of the compute; threads own 4 x 8 outputs and reuse every staged row for all kK filter
 //     rows. Measured on the H200 against the kernels it replaces (same run of the benchmark):
 //     c2_3 175 -> 151 us (rows), c2_5 250 -> 153 (rows), c2_7 400 -> 167 (tile), dw2_3 fp32
-//     103 -> 62 / bf16 105 -> 40 (rows), dw2_7 87 -> 43 (tile). Rows whose stride is not a
-//     multiple of 16 bytes (odd widths) fall through to the kernels below.
+//     103 -> 62 / bf16 105 -> 40 (rows), dw2_7 87 -> 43 (tile). Since round 19 rows are
+//     stored as they complete and warps release slots without a block barrier: c2_7 168.7 ->
+//     150.6-153.8 us, dw2_7 43.7 -> 37.0-37.7 (h200_round19_tma_variants.txt). Rows whose stride
+//     is not a multiple of 16 bytes (odd widths) fall through to the kernels below.
 //  4. depthwise_rows: depthwise with multiplier 1 (C == 1: single-channel images, batched or
 //     not), stride 1, dilation 1, square 3x3/5x5 filter, column padding pw with pw <= 4 and
 //     K-1-pw <= 4 (all 'same' shapes): warps stream down row strips, 4 input rows in flight per
