@@ -1381,13 +1381,17 @@ __global__ void __launch_bounds__(kThreads, TmaTraits::min_blocks(kK, kThreads))
   const int S = s.stages;
   const int ph = static_cast<int>(p.pad_h);
   // Tile t -> plane (n, c), tile row th, tile column tw.
+  auto plane_of = [&](int t) { return s.per_plane.div(t); };
   auto decode = [&](int t, int& n, int& c, int& th, int& tw) {
-    const int plane = s.per_plane.div(t);
+    const int plane = plane_of(t);
     const int rem = t - plane * static_cast<int>(s.per_plane.d);
     th = s.tiles_w.div(rem);
     tw = rem - th * static_cast<int>(s.tiles_w.d);
     n = s.channels.div(plane);
     c = plane - n * static_cast<int>(s.channels.d);
+  };
+  auto channel_of = [&](int plane) {
+    return plane - s.channels.div(plane) * static_cast<int>(s.channels.d);
   };
 
   // One thread requests tile t (if it exists) into a slot.
@@ -1430,10 +1434,6 @@ __global__ void __launch_bounds__(kThreads, TmaTraits::min_blocks(kK, kThreads))
     };
     v0 = value(lane, toff0);
     v1 = value(lane + 32, toff1);
-  };
-  auto plane_of = [&](int t) { return s.per_plane.div(t); };
-  auto channel_of = [&](int plane) {
-    return plane - s.channels.div(plane) * static_cast<int>(s.channels.d);
   };
   float tv0 = 0.f, tv1 = 0.f;  // the next plane's taps, in flight
   if (blockIdx.x < s.tiles) fetch_taps(channel_of(plane_of(blockIdx.x)), tv0, tv1);
