@@ -1540,7 +1540,8 @@ struct PlaneTraits {
   static constexpr int kZeroBytes = 2 * kMaxW;       // then a zero row (the mma path's padding)
   static constexpr int kSlotsOffset = kBarBytes + kZeroBytes;  // then the warps' slots
   static constexpr int kSlotAlign = 128;
-  static constexpr int kMinBlocks = 8;               // 64 registers (3x3: no spills)
+  static constexpr int kMinBlocks = 6;               // 80 registers; shared memory holds 6
+                                                     // blocks of 16-bit 56x56 planes, 4 fp32
   static constexpr int kBandRows = 16;               // mma path: output rows of an m16 tile,
                                                      // staged and stored together
 };
@@ -1650,51 +1651,79 @@ __device__ __forceinline__ bool plane_mma3(const T* buf, T* stage, uint32_t zero
       T* const ya = kBulk ? stage + g * W : yp + (oka ? m0 + g : 0) * y_sh;
       T* const yb = kBulk ? stage + (g + 8) * W : yp + (okb ? m0 + g + 8 : 0) * y_sh;
       if (kBulk && m0 > 0) {  // the previous band's bulk stores have read the staging rows
-        if (lane < kBand) tma::bulk_wait_read<0>();
+        if (lane == 0) tma::bulk_wait_read<0>();
         __syncwarp();
       }
-      // Tile q; kEdge: q == 0 or W / 8, whose outer block lies outside the row.
-      auto tile = [&](int q, auto edge) {
+      // Tiles q and q + 1 together: their ldmatrix loads first, then their mma chains
+      // interleaved (one tile at a time left each chain's latency exposed: the stores to the
+      // staging rows kept the next tile's loads behind them). kEdge: the pair holds tile 0 or
+      // W / 8, whose outer block lies outside the row. W / 8 + 1 tiles: always an even number.
+      auto pair = [&](int q, auto edge) {
         constexpr bool kEdge = decltype(edge)::value;
-        const int blk = q - 1 + kb;
-        const bool in = !kEdge || (blk >= 0 && blk < blocks);
-        float d[4];
+        unsigned a[2][3][4];
 #pragma unroll
-        for (int i = 0; i < 3; ++i) {
-          unsigned a[4];
-          ldmatrix_x4(a, in ? rows[i] + 16 * q : zero_row);
-          if (i == 0) {
-            mma_16816<T>(d, a[0], a[1], a[2], a[3], b[i][0], b[i][1], bias4);
+        for (int u = 0; u < 2; ++u) {
+          const int blk = q + u - 1 + kb;
+          const bool in = !kEdge || (blk >= 0 && blk < blocks);
+#pragma unroll
+          for (int i = 0; i < 3; ++i) ldmatrix_x4(a[u][i], in ? rows[i] + 16 * (q + u) : zero_row);
+        }
+        float d[2][4];
+#pragma unroll
+        for (int i = 0; i < 3; ++i)
+#pragma unroll
+          for (int u = 0; u < 2; ++u) {
+            const unsigned(&f)[4] = a[u][i];
+            if (i == 0) {
+              mma_16816<T>(d[u], f[0], f[1], f[2], f[3], b[i][0], b[i][1], bias4);
+            } else {
+              mma_16816<T>(d[u], f[0], f[1], f[2], f[3], b[i][0], b[i][1]);
+            }
+          }
+#pragma unroll
+        for (int u = 0; u < 2; ++u) {
+          const int oc = 8 * (q + u) - 6 + 2 * t;  // even: both columns in [0, W) or neither
+          if (kEdge && (oc < 0 || oc >= W)) continue;
+          if constexpr (kBulk) {  // staging rows past the image are written, never copied out
+            *reinterpret_cast<unsigned*>(ya + oc) = reg_pack2<T>(d[u][0], d[u][1]);
+            *reinterpret_cast<unsigned*>(yb + oc) = reg_pack2<T>(d[u][2], d[u][3]);
           } else {
-            mma_16816<T>(d, a[0], a[1], a[2], a[3], b[i][0], b[i][1]);
+            if (oka) {
+              ya[oc * y_sw] = from_float<T>(d[u][0]);
+              ya[(oc + 1) * y_sw] = from_float<T>(d[u][1]);
+            }
+            if (okb) {
+              yb[oc * y_sw] = from_float<T>(d[u][2]);
+              yb[(oc + 1) * y_sw] = from_float<T>(d[u][3]);
+            }
           }
         }
-        const int oc = 8 * q - 6 + 2 * t;  // even: both columns in [0, W) or neither
-        if (kEdge && (oc < 0 || oc >= W)) return;
-        if constexpr (kBulk) {  // staging rows past the image are written, never copied out
-          *reinterpret_cast<unsigned*>(ya + oc) = reg_pack2<T>(d[0], d[1]);
-          *reinterpret_cast<unsigned*>(yb + oc) = reg_pack2<T>(d[2], d[3]);
-        } else {
-          if (oka) ya[oc * y_sw] = from_float<T>(d[0]), ya[(oc + 1) * y_sw] = from_float<T>(d[1]);
-          if (okb) yb[oc * y_sw] = from_float<T>(d[2]), yb[(oc + 1) * y_sw] = from_float<T>(d[3]);
-        }
       };
-      tile(0, std::true_type{});
-#pragma unroll 2
-      for (int q = 1; q < blocks; ++q) tile(q, std::false_type{});
-      tile(blocks, std::true_type{});
+      pair(0, std::true_type{});
+#pragma unroll 1
+      for (int q = 2; q < blocks - 1; q += 2) pair(q, std::false_type{});
+      if (blocks > 1) pair(blocks - 1, std::true_type{});
       if constexpr (kBulk) {
         tma::fence_proxy_async();  // the staging writes before the bulk copies read them
         __syncwarp();
-        if (lane < kBand && m0 + lane < H) {
-          tma::store_bulk(yp + (m0 + lane) * y_sh, tma::smem_addr(stage + lane * W),
-                          W * static_cast<int>(sizeof(T)));
+        // Lane 0 issues the band's copies: a bulk copy takes its operands from uniform
+        // registers, so copies issued by 16 lanes at once ran as a 16-step loop (20% of this
+        // kernel's stall samples). Contiguous output rows (y_sh == W) go out as one copy.
+        if (lane == 0) {
+          const int rows = min(kBand, H - m0);
+          if (y_sh == W) {
+            tma::store_bulk(yp + m0 * y_sh, tma::smem_addr(stage), rows * row_bytes);
+          } else {
+            for (int r = 0; r < rows; ++r) {
+              tma::store_bulk(yp + (m0 + r) * y_sh, tma::smem_addr(stage + r * W), row_bytes);
+            }
+          }
           tma::bulk_commit();
         }
       }
     }
     if constexpr (kBulk) {  // the staging rows stay allocated until the copies have read them
-      if (lane < kBand) tma::bulk_wait_read<0>();
+      if (lane == 0) tma::bulk_wait_read<0>();
     }
   };
   if (bulk_out) {
