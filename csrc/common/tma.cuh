@@ -43,6 +43,29 @@ __device__ __forceinline__ void arrive_expect_tx(uint32_t bar, uint32_t bytes) {
              : "memory");
 }
 
+// One arrival with no transactions (a phase that carries no copy).
+__device__ __forceinline__ void arrive(uint32_t bar) {
+  GK_TMA_ASM("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+
+// Whether the barrier's phase with the given parity has completed (no waiting; acquire when
+// it has).
+__device__ __forceinline__ bool test_parity(uint32_t bar, uint32_t parity) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  uint32_t done = 0;
+  asm volatile(
+      "{\n.reg .pred p;\nmbarrier.test_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+      "selp.u32 %0, 1, 0, p;\n}\n"
+      : "=r"(done)
+      : "r"(bar), "r"(parity)
+      : "memory");
+  return done != 0;
+#else
+  __trap();
+  return false;
+#endif
+}
+
 // Spins until the barrier's phase with the given parity has completed.
 __device__ __forceinline__ void wait_parity(uint32_t bar, uint32_t parity) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900

@@ -9,6 +9,7 @@
 #include <type_traits>
 
 #include "common/async_mma.cuh"
+#include "common/tickets.cuh"
 #include "common/tma.cuh"
 #include "common/vec.cuh"
 #include "conv2d/conv2d.h"
@@ -1226,8 +1227,12 @@ struct TmaTraits {
   static constexpr int kRows = 8;   // output rows per thread
   static constexpr int kMaxStages = 4;
   static constexpr int kSlotAlign = 128;  // the TMA's shared destinations are 128-byte aligned
-  static constexpr int kBarBytes = 128;   // the barriers and the slots' arrival counters
+  static constexpr int kBarBytes = 128;   // the barriers, the slots' counters and tiles
   static constexpr int kCountersOffset = 64;  // kMaxStages barriers (8 B), then the counters
+  static constexpr int kTilesOffset = 96;     // then the tile each slot holds (int)
+  static constexpr int kClaimsOffset = 112;   // then the tile claimed for each slot's next use
+  // Whether the instance can claim tiles from a counter (TmaShape::dynamic).
+  static constexpr bool claims(int kK) { return kK <= 5; }
   // Blocks per SM asked of ptxas (registers: 32 sums, kK*kK taps, the window, addresses).
   static constexpr int min_blocks(int kK, int threads) {
     return threads >= 256 ? (kK <= 3 ? 3 : 2) : (kK <= 3 ? 6 : 4);
@@ -1283,11 +1288,18 @@ struct FastDiv {
 };
 
 // Work decomposition (host: plan_tma()). Tiles are numbered plane-major, then tile row, then
-// tile column; block b takes tiles b, b + gridDim.x, ...
+// tile column; block b takes tiles b, b + gridDim.x, ..., or with `dynamic` the first S of
+// those (one per ring slot) and then tiles claimed from a counter in g_tma_sched in the order
+// its slots are refilled, so that blocks on faster SMs take more tiles. With a fixed share each,
+// c2_3's SMs sat idle 9% of the kernel's time on average (ncu) while the slowest finished;
+// claims made it 153.4 -> 148.9 us (H200, same run). Not for short runs of tiles a block: dw2_7
+// (12 tiles a block of ~1.3 us each) went 38.5 -> 41.4 us with them (host: kTmaDynamicMinTiles).
 // Tile tw covers output columns tw * kTW - lead ..; its box starts at map column
 // tw * kTW + box_col0, a multiple of 16 bytes (TmaGeometry).
 struct TmaShape {
   int tiles;           // N * C * tiles_h * tiles_w (< 2^30)
+  bool dynamic;        // tiles after each slot's first use are claimed from a counter
+  int sched;           // dynamic: this stream's pair in g_tma_sched (tiles claimed, blocks done)
   FastDiv per_plane, tiles_w, channels;  // tiles_h * tiles_w, tiles_w, C
   int lead;            // output columns left of tile 0 (0 .. 16 / sizeof(T) - 1)
   int box_col0;        // map column of tile 0's box: shift - pad_w - lead - kO
@@ -1298,6 +1310,10 @@ struct TmaShape {
   bool y_vec;          // 4-element vector stores allowed (unit stride, aligned rows, lead % 4 == 0)
 };
 
+// Tile counters of depthwise_tma, a pair per (device, stream) slot of tickets.cuh: zero when the
+// module loads, and the last block of each launch puts both back to zero.
+__device__ unsigned int g_tma_sched[kTicketSlots * 2];
+
 template <typename T>
 __device__ __forceinline__ void load4_float(float* v, const T* src) {
   if constexpr (std::is_same_v<T, float>) {
@@ -1307,6 +1323,20 @@ __device__ __forceinline__ void load4_float(float* v, const T* src) {
     const Vec<T, 4> q = load_vec<T, 4>(src);
 #pragma unroll
     for (int e = 0; e < 4; ++e) v[e] = to_float(q.v[e]);
+  }
+}
+
+// Four outputs, converted to T, in one aligned vector store (p: 4 * sizeof(T)-byte aligned,
+// global). Written out because the compiler split the plain Vec store of tma_tile_rows into
+// four scalar ones (PTX st.global.f32) once the tile loop changed around it.
+template <typename T>
+__device__ __forceinline__ void store4_global(T* p, const float (&a)[4]) {
+  if constexpr (std::is_same_v<T, float>) {
+    asm volatile("st.global.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"l"(p), "f"(a[0]), "f"(a[1]),
+                 "f"(a[2]), "f"(a[3]));
+  } else {
+    asm volatile("st.global.v2.b32 [%0], {%1, %2};\n" ::"l"(p), "r"(reg_pack2<T>(a[0], a[1])),
+                 "r"(reg_pack2<T>(a[2], a[3])));
   }
 }
 
@@ -1347,10 +1377,8 @@ __device__ __forceinline__ void tma_tile_rows(const T* src,
     const int done = r - (kK - 1);  // output row complete after this input row
     if (done < 0) continue;
     if constexpr (kFast) {
-      Vec<T, kC> out;
-#pragma unroll
-      for (int j = 0; j < kC; ++j) out.v[j] = from_float<T>(acc[done][j]);
-      store_vec<T, kC>(yr + done * y_sh, out);
+      static_assert(kC == 4, "one 4-element store a row");
+      store4_global<T>(yr + done * y_sh, acc[done]);
     } else if (done < rows) {
       store_cols<T, kC>(yr + done * y_sh, acc[done], o0, OW, y_sw, false);
     }
@@ -1366,8 +1394,12 @@ __global__ void __launch_bounds__(kThreads, TmaTraits::min_blocks(kK, kThreads))
   constexpr int kC = TmaTraits::kCols;
   constexpr int kWarps = kThreads / 32;
   static_assert(8 * TmaTraits::kMaxStages <= TmaTraits::kCountersOffset &&
-                    TmaTraits::kCountersOffset + 4 * TmaTraits::kMaxStages <= TmaTraits::kBarBytes,
-                "barriers and counters fit before the taps");
+                    TmaTraits::kCountersOffset + 4 * TmaTraits::kMaxStages <=
+                        TmaTraits::kTilesOffset &&
+                    TmaTraits::kTilesOffset + 4 * TmaTraits::kMaxStages <=
+                        TmaTraits::kClaimsOffset &&
+                    TmaTraits::kClaimsOffset + 4 * TmaTraits::kMaxStages <= TmaTraits::kBarBytes,
+                "barriers, counters, slot tiles and claims fit before the taps");
   extern __shared__ __align__(TmaTraits::kSlotAlign) unsigned char smem_raw[];
   // The TMA writes aligned slots: align the base by hand (the host adds kSlotAlign of slack).
   constexpr uint32_t kAlignMask = TmaTraits::kSlotAlign - 1;
@@ -1394,15 +1426,45 @@ __global__ void __launch_bounds__(kThreads, TmaTraits::min_blocks(kK, kThreads))
     return plane - s.channels.div(plane) * static_cast<int>(s.channels.d);
   };
 
-  // One thread requests tile t (if it exists) into a slot.
-  auto request = [&](int t, int slot) {
-    if (t >= s.tiles) return;
+  // One thread requests tile t into a slot; t >= tiles: no tile (the waiting warps leave).
+  // Its tile number is written before the barrier arrival, which releases it to them.
+  volatile int* const slot_tile = reinterpret_cast<volatile int*>(smem + TmaTraits::kTilesOffset);
+  auto request = [&](int slot, int t) {
+    slot_tile[slot] = t;
+    if (t >= s.tiles) {
+      tma::arrive(bars + 8 * slot);
+      return;
+    }
     int n, c, th, tw;
     decode(t, n, c, th, tw);
     tma::fence_proxy_async();  // the block's reads (and zero fills) of the slot come first
     tma::arrive_expect_tx(bars + 8 * slot, G::kBW * s.box_rows * sizeof(T));
     tma::load_4d(slots + slot * s.slot_bytes, &map, tw * G::kTW + s.box_col0, th * G::kTH - ph,
                  c, n, bars + 8 * slot);
+  };
+  // Dynamic claims. The first use of each slot is fixed: slot i of block b holds tile b + i * grid.
+  // Later tiles come from the counter (tile S * grid + its value). A refill uses the tile
+  // claimed one use earlier (claimed[slot]) and claims the next, so that the atomic's round trip
+  // (~1 us under load) delays neither the refill nor its warp. The claiming lane writes the
+  // value into claimed[] at the end of its next tile, before it releases that tile's slot: the
+  // slot's refill, after every warp's release of it, sees it (count_arrival is acq_rel).
+  // Refills run in ring order, so claims grow along the ring.
+  // Only the 3x3 / 5x5 instances claim (TmaTraits::claims()): c2_7 (31 tiles a block, bound by
+  // its multiply-adds) gained nothing (156.7 vs 156.5 us, same run), and an earlier layout of
+  // this loop with the claiming code compiled in made the 7x7 instances 3-10% slower.
+  const bool dynamic = TmaTraits::claims(kK) && s.dynamic;
+  unsigned int* const sched = g_tma_sched + s.sched;  // [0]: tiles claimed, [1]: blocks done
+  int* const claimed = reinterpret_cast<int*>(smem + TmaTraits::kClaimsOffset);
+  const int claim_base = S * static_cast<int>(gridDim.x);
+  unsigned int pend = 0;  // lane 0: a claim in flight for slot pend_slot (-2: all slots)
+  int pend_slot = -1;
+  auto settle_claim = [&]() {  // lane 0, between tiles
+    if (pend_slot == -2) {
+      for (int i = 0; i < S; ++i) claimed[i] = claim_base + static_cast<int>(pend) + i;
+    } else if (pend_slot >= 0) {
+      claimed[pend_slot] = claim_base + static_cast<int>(pend);
+    }
+    pend_slot = -1;
   };
   if (tid == 0) {
     for (int i = 0; i < S; ++i) {
@@ -1414,18 +1476,26 @@ __global__ void __launch_bounds__(kThreads, TmaTraits::min_blocks(kK, kThreads))
   __syncthreads();
   // The first slot alone at the start: every block's first box arrives sooner than if all
   // slots' boxes of every block shared the memory system; the others follow its arrival.
-  if (tid == 0) request(blockIdx.x, 0);
+  if (tid == 0) {
+    request(0, blockIdx.x);
+    if (dynamic) {
+      pend = atomicAdd(sched, static_cast<unsigned int>(S));  // the slots' second uses
+      pend_slot = -2;
+    }
+  }
 
   // The warp's taps and bias pass through its own shared row (kTapsPitch floats): lane l fetches
-  // values l and l + 32 of the plane's kK * kK taps followed by the bias, one tile ahead.
+  // values l and l + 32 of the plane's kK * kK taps followed by the bias. The next tile's taps
+  // (when it changes plane) are fetched while the current one computes, once its slot has
+  // arrived (the tile is known then); else when the tile starts.
   constexpr int kTaps = kK * kK;
   static_assert(kTaps + 1 <= 64, "two values per lane");
   float* taps = reinterpret_cast<float*>(smem + TmaTraits::kBarBytes) + (tid / 32) * G::kTapsPitch;
   auto tap_offset = [&](int i) -> int64_t {
     return i < kTaps ? (i / kK) * p.w_sh + (i % kK) * p.w_sw : 0;
   };
-  const int64_t toff0 = tap_offset(lane), toff1 = tap_offset(lane + 32);
   auto fetch_taps = [&](int c, float& v0, float& v1) {
+    const int64_t toff0 = tap_offset(lane), toff1 = tap_offset(lane + 32);
     const T* wc = ptr<T>(p.w) + c * p.w_so;
     auto value = [&](int i, int64_t off) {
       if (i < kTaps) return to_float(wc[off]);
@@ -1435,48 +1505,83 @@ __global__ void __launch_bounds__(kThreads, TmaTraits::min_blocks(kK, kThreads))
     v0 = value(lane, toff0);
     v1 = value(lane + 32, toff1);
   };
-  float tv0 = 0.f, tv1 = 0.f;  // the next plane's taps, in flight
-  if (blockIdx.x < s.tiles) fetch_taps(channel_of(plane_of(blockIdx.x)), tv0, tv1);
+  float tv0 = 0.f, tv1 = 0.f;  // the taps of plane tap_plane, in flight
+  int tap_plane = plane_of(blockIdx.x);  // grid <= tiles: every block has a first tile
+  fetch_taps(channel_of(tap_plane), tv0, tv1);
 
   const int lx = tid % kTX;
   const int r0 = (tid / kTX) * kR;  // the thread's first row in the tile
   int loaded_plane = -1;
   float wr[kK][kK];
   float bias = 0.f;
+  // Tile t's taps and bias into registers (from tv0 / tv1 when they were fetched ahead).
+  auto load_plane = [&](int t) {
+    const int plane = plane_of(t);
+    if (plane == loaded_plane) return;  // warp-uniform
+    if (plane != tap_plane) {           // not fetched ahead: fetch now
+      tap_plane = plane;
+      fetch_taps(channel_of(plane), tv0, tv1);
+    }
+    __syncwarp();
+    if (lane <= kTaps) taps[lane] = tv0;  // the row holds kTaps + 1 values (and padding)
+    if (lane + 32 <= kTaps) taps[lane + 32] = tv1;
+    __syncwarp();
+#pragma unroll
+    for (int i = 0; i < (kTaps + 1 + 3) / 4; ++i) {
+      const float4 q = *reinterpret_cast<const float4*>(taps + 4 * i);
+      const float v[4] = {q.x, q.y, q.z, q.w};
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int k = 4 * i + e;
+        if (k < kTaps) wr[k / kK][k % kK] = v[e];
+        if (k == kTaps) bias = v[e];
+      }
+    }
+    loaded_plane = plane;
+  };
   int slot = 0;
   uint32_t phase = 0;  // parity of the slot's current use
-#pragma unroll 1
-  for (int t = blockIdx.x; t < s.tiles; t += gridDim.x) {  // the same sequence in every warp
-    int n, c, th, tw;
-    decode(t, n, c, th, tw);
-    const int plane = n * static_cast<int>(s.channels.d) + c;
-    if (plane != loaded_plane) {  // warp-uniform; before the wait, so the loads overlap it
-      __syncwarp();
-      if (lane <= kTaps) taps[lane] = tv0;  // the row holds kTaps + 1 values (and padding)
-      if (lane + 32 <= kTaps) taps[lane + 32] = tv1;
-      __syncwarp();
-#pragma unroll
-      for (int i = 0; i < (kTaps + 1 + 3) / 4; ++i) {
-        const float4 q = *reinterpret_cast<const float4*>(taps + 4 * i);
-        const float v[4] = {q.x, q.y, q.z, q.w};
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int k = 4 * i + e;
-          if (k < kTaps) wr[k / kK][k % kK] = v[e];
-          if (k == kTaps) bias = v[e];
-        }
-      }
-      loaded_plane = plane;
+  int t = blockIdx.x;  // the slot's tile where known before its box arrives (dynamic: -1 if not)
+  // A new plane's taps travel while the tile before it computes.
+  auto prefetch_taps = [&](int tn) {
+    if (tn < 0 || tn >= s.tiles) return;
+    const int next_plane = plane_of(tn);
+    if (next_plane != tap_plane) {
+      tap_plane = next_plane;
+      fetch_taps(channel_of(next_plane), tv0, tv1);
     }
-    // The last tile of a run on one plane: the next plane's taps travel while it computes.
-    const int next = t + gridDim.x;
-    if (next < s.tiles) {
-      const int next_plane = plane_of(next);
-      if (next_plane != plane) fetch_taps(channel_of(next_plane), tv0, tv1);
+  };
+#pragma unroll 1
+  for (bool first = true;; first = false) {  // the same sequence of tiles in every warp
+    // Static: the block's tiles are blockIdx.x + k * gridDim.x. Dynamic: the next slot's tile
+    // is known once its box has arrived (then before this one's wait), else after the wait.
+    if (!dynamic && t >= s.tiles) break;
+    int n, c, th, tw, tn = -1;
+    if (t >= 0 && t < s.tiles) {  // before the wait, so the work overlaps it
+      decode(t, n, c, th, tw);
+      load_plane(t);
+      if (!dynamic) {
+        tn = t + static_cast<int>(gridDim.x);
+        prefetch_taps(tn);
+      }
     }
     tma::wait_parity(bars + 8 * slot, phase);
-    if (t == static_cast<int>(blockIdx.x) && tid == 0) {
-      for (int i = 1; i < S; ++i) request(t + i * gridDim.x, i);
+    if (dynamic) {
+      const int ts = slot_tile[slot];
+      if (ts >= s.tiles) break;  // claims grow along the ring: later slots are empty too
+      if (ts != t) {
+        t = ts;
+        decode(t, n, c, th, tw);
+        load_plane(t);
+      }
+      const int next_slot = slot + 1 == S ? 0 : slot + 1;
+      if (tma::test_parity(bars + 8 * next_slot, next_slot == 0 ? phase ^ 1u : phase)) {
+        tn = slot_tile[next_slot];
+        prefetch_taps(tn);
+      }
+    }
+    if (first && tid == 0) {
+      for (int i = 1; i < S; ++i) request(i, blockIdx.x + i * gridDim.x);
     }
     // Threads past the box's last row read the next slot (or the last slot's full-size tail):
     // stale values, only for outputs below the image, which are not stored.
@@ -1509,10 +1614,29 @@ __global__ void __launch_bounds__(kThreads, TmaTraits::min_blocks(kK, kThreads))
     }
     // The warp is done with the slot; the block's last warp to say so refills it.
     __syncwarp();
-    if (lane == 0 && tma::count_arrival(counters + 4 * slot) % kWarps == kWarps - 1) {
-      request(t + S * gridDim.x, slot);
+    if (lane == 0) {
+      settle_claim();
+      if (tma::count_arrival(counters + 4 * slot) % kWarps == kWarps - 1) {
+        if (dynamic) {
+          request(slot, claimed[slot]);
+          pend = atomicAdd(sched, 1u);
+          pend_slot = slot;
+        } else {
+          request(slot, t + S * static_cast<int>(gridDim.x));
+        }
+      }
     }
     if (++slot == S) slot = 0, phase ^= 1u;
+    t = tn;
+  }
+  // The block's claims are over (settling the last one waits for its atomic); the last block to
+  // finish puts the counters back to zero for the next launch on this stream.
+  if (!dynamic) return;
+  if (lane == 0) settle_claim();
+  __syncthreads();
+  if (tid == 0 && ticket_arrive_acq_rel(sched + 1) == gridDim.x - 1) {
+    atomicExch(sched, 0u);
+    atomicExch(sched + 1, 0u);
   }
 }
 
