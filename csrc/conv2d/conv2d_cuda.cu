@@ -412,7 +412,8 @@ bool plan_for(Algo a, const Conv2dParams& p, int64_t elem_size, Plan& plan) {
 //     fp32 70.0 vs 65.2).
 //     16-bit planes whose rows are an odd number of 16-byte units (W = 8, 24, 40, 56, ...) run
 //     on the tensor cores inside the plane kernel (banded mma tiles, outputs staged per 16 rows
-//     and written by row bulk copies): 32x256x56x56 bf16 38.4 -> 35.1 us (TMA 41.4, same run).
+//     and written by row bulk copies): 32x256x56x56 bf16 38.4 -> 35.1 us (TMA 41.4, same run);
+//     one bulk copy a band from lane 0 and tiles in pairs (round 20): 31.3-32.1 us.
 //  3. depthwise_tma (sm_90+): depthwise with multiplier 1 (C == 1: single-channel images), stride
 //     1, dilation 1, square 3x3/5x5/7x7 filter, any padding, unit column stride and rows / planes
 //     / images a multiple of 16 bytes apart (W * element size % 16 == 0 for contiguous NCHW; the
@@ -423,7 +424,9 @@ bool plan_for(Algo a, const Conv2dParams& p, int64_t elem_size, Plan& plan) {
 //     c2_3 175 -> 151 us (rows), c2_5 250 -> 153 (rows), c2_7 400 -> 167 (tile), dw2_3 fp32
 //     103 -> 62 / bf16 105 -> 40 (rows), dw2_7 87 -> 43 (tile). Since round 19 rows are
 //     stored as they complete and warps release slots without a block barrier: c2_7 168.7 ->
-//     150.6-153.8 us, dw2_7 43.7 -> 37.0-37.7 (h200_round19_tma_variants.txt). Rows whose stride
+//     150.6-153.8 us, dw2_7 43.7 -> 37.0-37.7 (h200_round19_tma_variants.txt). Since round 20
+//     3x3 / 5x5 blocks with 16+ tiles claim tiles from a counter: c2_3 153.4 -> 148.9 us, c2_5
+//     152.8 -> 150.2 (same run, h200_round20_variants.txt). Rows whose stride
 //     is not a multiple of 16 bytes (odd widths) fall through to the kernels below.
 //  4. depthwise_rows: depthwise with multiplier 1 (C == 1: single-channel images, batched or
 //     not), stride 1, dilation 1, square 3x3/5x5 filter, column padding pw with pw <= 4 and

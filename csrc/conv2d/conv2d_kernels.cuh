@@ -1707,7 +1707,8 @@ struct PlaneShape {
 // Outputs: a tile's fragments cover 8 rows x 16 bytes per store instruction, 3x the sectors of
 // whole rows (written straight from the fragments, the stores throttled the warps: 78 us on
 // 32x256x56x56 bf16). So each 16-row band of outputs is staged in shared memory (`stage`, 16
-// rows of W) and written by one bulk copy per row (y_rows16 and an aligned plane), else
+// rows of W) and written by bulk copies from lane 0 (y_rows16 and an aligned plane; one copy of
+// the band where the rows are contiguous), else
 // element by element through the strides. (Planes whose rows are an even number of 16-byte
 // units, 32 or 64 wide, would need padded rows: copied row by row, measured slower than the
 // multiply-add path, 64x256x32x32 bf16 38.0 against 26.3 us.) Not kept either: persistent warps
