@@ -614,7 +614,7 @@ void launch_tma(const Conv2dParams& p, const Plan& plan, cudaStream_t stream) {
   s.dynamic = conv2d::TmaTraits::claims(kK) && s.tiles >= kTmaDynamicMinTiles * blocks;
   s.sched = ticket_slot_base(c10::cuda::current_device(), stream) / kTicketsPerSlot * 2;
   allow_dynamic_smem(kernel, smem);
-  kernel<<<static_cast<unsigned>(blocks), kThreads, smem, stream>>>(map, p, s);
+  launch_pdl(kernel, dim3(static_cast<unsigned>(blocks)), dim3(kThreads), smem, stream, map, p, s);
   GK_CHECK_LAUNCH();
 }
 
@@ -686,8 +686,8 @@ void launch(const Conv2dParams& p, const Plan& plan, cudaStream_t stream) {
       constexpr auto kernel = conv2d::conv2d_depthwise_plane_kernel<T, 3>;
       const int64_t blocks = ceil_div(int64_t{plan.plane.planes}, Tr::kWarps);
       allow_dynamic_smem(kernel, plan.smem_bytes);
-      kernel<<<static_cast<unsigned>(blocks), Tr::kThreads, plan.smem_bytes, stream>>>(
-          p, plan.plane);
+      launch_pdl(kernel, dim3(static_cast<unsigned>(blocks)), dim3(Tr::kThreads), plan.smem_bytes,
+                 stream, p, plan.plane);
       GK_CHECK_LAUNCH();
       break;
     }

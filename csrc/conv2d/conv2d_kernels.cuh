@@ -9,6 +9,7 @@
 #include <type_traits>
 
 #include "common/async_mma.cuh"
+#include "common/pdl.cuh"
 #include "common/tickets.cuh"
 #include "common/tma.cuh"
 #include "common/vec.cuh"
@@ -1401,6 +1402,7 @@ __global__ void __launch_bounds__(kThreads, TmaTraits::min_blocks(kK, kThreads))
                     TmaTraits::kClaimsOffset + 4 * TmaTraits::kMaxStages <= TmaTraits::kBarBytes,
                 "barriers, counters, slot tiles and claims fit before the taps");
   extern __shared__ __align__(TmaTraits::kSlotAlign) unsigned char smem_raw[];
+  pdl_wait_then_release();  // launched with launch_pdl: no global memory touched before it
   // The TMA writes aligned slots: align the base by hand (the host adds kSlotAlign of slack).
   constexpr uint32_t kAlignMask = TmaTraits::kSlotAlign - 1;
   const uint32_t raw = tma::smem_addr(smem_raw);
@@ -1865,6 +1867,7 @@ __global__ void __launch_bounds__(PlaneTraits::kThreads, PlaneTraits::kMinBlocks
   constexpr int kC = PlaneTraits::kCols;
   constexpr int kP = kK / 2;  // 'same' padding on every side
   extern __shared__ __align__(PlaneTraits::kSlotAlign) unsigned char smem_raw[];
+  pdl_wait_then_release();  // launched with launch_pdl: no global memory touched before it
   const int warp = threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   const int plane = blockIdx.x * PlaneTraits::kWarps + warp;
