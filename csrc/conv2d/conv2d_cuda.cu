@@ -610,9 +610,11 @@ void launch_tma(const Conv2dParams& p, const Plan& plan, cudaStream_t stream) {
   // Blocks claim tiles from a counter where they run long enough for it to even out their
   // speeds (TmaShape::dynamic; H200, same run against fixed shares: c2_3, 21 tiles a block,
   // 153.4 -> 148.9 us, c2_5 152.8 -> 150.2; dw2_7, 12 tiles a block, 38.5 -> 41.4).
-  constexpr int64_t kTmaDynamicMinTiles = 16;  // tiles a block, on average
-  s.dynamic = conv2d::TmaTraits::claims(kK) && s.tiles >= kTmaDynamicMinTiles * blocks;
-  s.sched = ticket_slot_base(c10::cuda::current_device(), stream) / kTicketsPerSlot * 2;
+  using Tr = conv2d::TmaTraits;
+  s.dynamic = Tr::claims(kK) && s.tiles >= int64_t{Tr::kDynamicMinTiles} * blocks;
+  // The stream's counters (a table lookup under a lock): only where the kernel claims.
+  s.sched = s.dynamic ? ticket_slot_base(c10::cuda::current_device(), stream) / kTicketsPerSlot * 2
+                      : 0;
   allow_dynamic_smem(kernel, smem);
   launch_pdl(kernel, dim3(static_cast<unsigned>(blocks)), dim3(kThreads), smem, stream, map, p, s);
   GK_CHECK_LAUNCH();

@@ -1232,8 +1232,11 @@ struct TmaTraits {
   static constexpr int kCountersOffset = 64;  // kMaxStages barriers (8 B), then the counters
   static constexpr int kTilesOffset = 96;     // then the tile each slot holds (int)
   static constexpr int kClaimsOffset = 112;   // then the tile claimed for each slot's next use
-  // Whether the instance can claim tiles from a counter (TmaShape::dynamic).
+  // Whether the instance can claim tiles from a counter (TmaShape::dynamic), and from how many
+  // tiles a block on average the host asks it to (shorter runs lose more to the claims'
+  // lookahead than the balance gains).
   static constexpr bool claims(int kK) { return kK <= 5; }
+  static constexpr int kDynamicMinTiles = 16;
   // Blocks per SM asked of ptxas (registers: 32 sums, kK*kK taps, the window, addresses).
   static constexpr int min_blocks(int kK, int threads) {
     return threads >= 256 ? (kK <= 3 ? 3 : 2) : (kK <= 3 ? 6 : 4);
@@ -1294,7 +1297,7 @@ struct FastDiv {
 // its slots are refilled, so that blocks on faster SMs take more tiles. With a fixed share each,
 // c2_3's SMs sat idle 9% of the kernel's time on average (ncu) while the slowest finished;
 // claims made it 153.4 -> 148.9 us (H200, same run). Not for short runs of tiles a block: dw2_7
-// (12 tiles a block of ~1.3 us each) went 38.5 -> 41.4 us with them (host: kTmaDynamicMinTiles).
+// (12 tiles a block of ~1.3 us each) went 38.5 -> 41.4 us with them (TmaTraits::kDynamicMinTiles).
 // Tile tw covers output columns tw * kTW - lead ..; its box starts at map column
 // tw * kTW + box_col0, a multiple of 16 bytes (TmaGeometry).
 struct TmaShape {
@@ -1488,8 +1491,8 @@ __global__ void __launch_bounds__(kThreads, TmaTraits::min_blocks(kK, kThreads))
 
   // The warp's taps and bias pass through its own shared row (kTapsPitch floats): lane l fetches
   // values l and l + 32 of the plane's kK * kK taps followed by the bias. The next tile's taps
-  // (when it changes plane) are fetched while the current one computes, once its slot has
-  // arrived (the tile is known then); else when the tile starts.
+  // (when it changes plane) are fetched while the current one computes where the next tile is
+  // known by then (fixed shares: always; claims: once its box has arrived), else when it starts.
   constexpr int kTaps = kK * kK;
   static_assert(kTaps + 1 <= 64, "two values per lane");
   float* taps = reinterpret_cast<float*>(smem + TmaTraits::kBarBytes) + (tid / 32) * G::kTapsPitch;
