@@ -37,6 +37,15 @@ __device__ __forceinline__ void fence_proxy_async() {
   GK_TMA_ASM("fence.proxy.async.shared::cta;\n" ::: "memory");
 }
 
+// A 4-byte shared store where `pred`, kept in program order with the inline-asm shared accesses
+// around it (ldmatrix, bulk copies): the compiler does not move it across them.
+__device__ __forceinline__ void st_shared_b32_if(uint32_t addr, uint32_t v, bool pred) {
+  GK_TMA_ASM(
+      "{\n .reg .pred p;\n setp.ne.u32 p, %2, 0;\n @p st.shared.b32 [%0], %1;\n}\n" ::"r"(addr),
+      "r"(v), "r"(static_cast<uint32_t>(pred))
+      : "memory");
+}
+
 // One arrival that also announces `bytes` of transactions the phase must wait for.
 __device__ __forceinline__ void arrive_expect_tx(uint32_t bar, uint32_t bytes) {
   GK_TMA_ASM("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes)
@@ -121,6 +130,16 @@ __device__ __forceinline__ void bulk_commit() {
 template <int kPending>
 __device__ __forceinline__ void bulk_wait_read() {
   GK_TMA_ASM("cp.async.bulk.wait_group.read %0;\n" ::"n"(kPending) : "memory");
+}
+
+// Waits until this thread's bulk groups but the newest kPending are complete: their writes to
+// global memory are done (the proxy fence after it orders them before this thread's own).
+template <int kPending>
+__device__ __forceinline__ void bulk_wait() {
+  GK_TMA_ASM("cp.async.bulk.wait_group %0;\n" ::"n"(kPending) : "memory");
+}
+__device__ __forceinline__ void fence_proxy_async_all() {
+  GK_TMA_ASM("fence.proxy.async;\n" ::: "memory");
 }
 
 // Adds 1 to a shared counter and returns its previous value, with acquire-release ordering at

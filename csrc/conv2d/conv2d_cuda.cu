@@ -276,9 +276,8 @@ bool plan_plane(const Conv2dParams& p, int64_t elem_size, Plan& plan) {
   s.band_rows = static_cast<int>(ceil_div(p.H, s.bands));
   s.plane_bytes = static_cast<int>(plane_bytes);
   s.mma = elem_size == 2 && p.W % 8 == 0 && (p.W * elem_size / 16) % 2 == 1;
-  s.slot_bytes =
-      static_cast<int>(round_up((p.H + (s.mma ? Tr::kBandRows : 0)) * p.W * elem_size,
-                                Tr::kSlotAlign));
+  s.slot_bytes = static_cast<int>(
+      round_up((p.H + (s.mma ? 1 : 0)) * p.W * elem_size, Tr::kSlotAlign));  // + a spare row
   s.bulk = p.x_sw == 1 && (p.x_sh == p.W || p.H == 1) && plane_bytes % 16 == 0;  // W >= 4
   s.y_vec = p.y_sw == 1 && p.y_sh % 4 == 0 && (p.N == 1 || p.y_sn % 4 == 0) &&
             (p.O == 1 || p.y_so % 4 == 0) && is_aligned16(p.y);

@@ -1669,8 +1669,11 @@ struct PlaneTraits {
   static constexpr int kZeroBytes = 2 * kMaxW;       // then a zero row (the mma path's padding)
   static constexpr int kSlotsOffset = kBarBytes + kZeroBytes;  // then the warps' slots
   static constexpr int kSlotAlign = 128;
-  static constexpr int kMinBlocks = 6;               // 80 registers; shared memory holds 6
-                                                     // blocks of 16-bit 56x56 planes, 4 fp32
+  // Blocks an SM asked of ptxas: 80 registers. Shared memory holds 6 blocks of 16-bit 56x56
+  // planes (4 of fp32). 16-bit at 8 blocks (64 registers, 2 waves of 8192 planes instead of
+  // 2.6) and 7 (72) measured slower, 5 (96) the same: 32x256x56x56 bf16 31.3, 30.8, 29.6,
+  // 30.0 us (H200, same session), the mma chains' interleaving needing the registers.
+  static constexpr int kMinBlocks = 6;
   static constexpr int kBandRows = 16;               // mma path: output rows of an m16 tile,
                                                      // staged and stored together
 };
@@ -1685,8 +1688,8 @@ struct PlaneShape {
   int bands;           // 32 / lanes_w
   int band_rows;       // ceil(H / bands)
   int plane_bytes;     // H * W * sizeof(T)
-  int slot_bytes;      // bytes between warps' slots (a multiple of kSlotAlign): the plane, and
-                       // for the mma path 16 more rows (its output staging)
+  int slot_bytes;      // bytes between warps' slots (a multiple of kSlotAlign): the plane, for
+                       // the mma path after a spare row (its output staging, one row up)
   bool bulk;           // rows contiguous (x_sw == 1, x_sh == W) and plane_bytes % 16 == 0: one
                        // bulk copy per plane whose start is 16-byte aligned, else the warp
                        // stages the plane element by element
@@ -1705,63 +1708,68 @@ struct PlaneShape {
 //   y[m0 + m][c0 + n] = bias + sum_{i < 3} sum_{k < 16} A_i[m][k] B_i[k][n],
 //   A_i[m][k] = x[m0 + m + i - 1][c0 - 2 + k],   B_i[k][n] = w[i][k - n - 1] (0 outside 0..2),
 // with c0 = 8 q - 6 for tile column q = 0 .. W / 8: A_i's two 8-column halves are the aligned
-// column blocks q - 1 and q of the staged rows (one ldmatrix.x4), so the output pairs start on
-// even columns. Rows outside the image read the zero row, blocks outside it (tiles 0 and W / 8
-// only) too. Per 128 outputs: 3 ldmatrix + 3 mma instead of 36 multiply-adds a lane.
-// bf16/fp16 products are exact in the float accumulators.
+// column blocks q - 1 and q of the staged rows, so the output pairs start on even columns.
+// Tiles go in pairs (q, q + 1): one ldmatrix.x4 of blocks q and q + 1 is tile q + 1's A_i, and
+// its first half with block q - 1 kept from the pair before is tile q's, so every block is read
+// once per row offset i (two x4 loads a tile had the shared-memory pipe 84% busy on
+// 32x256x56x56 bf16, ncu). Rows outside the image read the zero row, block -1 is zeros in
+// registers, block W / 8 (outside) reads the zero row. bf16/fp16 products are exact in the
+// float accumulators.
 // Outputs: a tile's fragments cover 8 rows x 16 bytes per store instruction, 3x the sectors of
 // whole rows (written straight from the fragments, the stores throttled the warps: 78 us on
-// 32x256x56x56 bf16). So each 16-row band of outputs is staged in shared memory (`stage`, 16
-// rows of W) and written by bulk copies from lane 0 (y_rows16 and an aligned plane; one copy of
-// the band where the rows are contiguous), else
-// element by element through the strides. (Planes whose rows are an even number of 16-byte
-// units, 32 or 64 wide, would need padded rows: copied row by row, measured slower than the
-// multiply-add path, 64x256x32x32 bf16 38.0 against 26.3 us.) Not kept either: persistent warps
-// streaming planes through two slots (the next plane's copy in flight during the mma), one
-// resident wave of 3 blocks an SM: 48.9 us on 32x256x56x56 bf16 against 35.1.
-// A non-finite input would reach outputs outside its window through a zero of B (0 * inf is
-// NaN): a plane holding one returns false, unwritten, and takes the multiply-add path (the
-// test: x * 0 + acc over the plane in packed 16-bit arithmetic stays 0 unless an x is inf/NaN).
-// buf: the staged plane (16-byte aligned, W * 2 an odd multiple of 16 bytes); stage: 16 rows of
-// W after it; zero_row: the shared address of W * 2 zero bytes.
+// 32x256x56x56 bf16). So each 16-row band of outputs is staged in shared memory and written by
+// bulk copies from lane 0 (y_rows16 and an aligned plane), else element by element through the
+// strides. The staging is the plane itself, one row up: output row r goes to staged row r - 1
+// (row -1 is the slot's spare row before the plane). Band m0 reads input rows m0 - 1 .. m0 + 16
+// and writes rows m0 - 1 .. m0 + 14, so within a band a tile pair's outputs wait in registers
+// until the next pair has read its columns (the pairs overlap by two columns); the next band
+// reads rows m0 + 15 .. on. The staged plane goes out at the end, one copy where the output
+// rows are contiguous. (Staging each band in 16 rows of its own, copied out before the next
+// band's outputs, took 1792 more bytes a warp and a wait per band: 31.5 us against 29.6 on
+// 32x256x56x56 bf16, H200, same session.)
+// (Planes whose rows are an even number of 16-byte units, 32 or 64 wide, would need padded
+// rows: copied row by row, measured slower than the multiply-add path, 64x256x32x32 bf16 38.0
+// against 26.3 us.) Not kept either: persistent warps streaming planes through two slots (the
+// next plane's copy in flight during the mma), one resident wave of 3 blocks an SM: 48.9 us on
+// 32x256x56x56 bf16 against 35.1.
+// A non-finite input reaches outputs outside its window through a zero of B (0 * inf is NaN).
+// The loads of row offset 1 hold every element of the plane once: x * 0 + acc over them in
+// packed 16-bit arithmetic stays 0 unless an x is inf/NaN. A plane holding one returns false
+// once its outputs are written (the bulk copies complete): the caller reads the plane again and
+// rewrites every output by the multiply-add path.
+// buf: the staged plane (16-byte aligned, W * 2 an odd multiple of 16 bytes) after one spare
+// row; zero_row: the shared address of W * 2 zero bytes.
 template <typename T>
-__device__ __forceinline__ bool plane_mma3(const T* buf, T* stage, uint32_t zero_row, int H,
-                                           int W, const float (&wr)[3][3], float bias, T* yp,
+__device__ __forceinline__ bool plane_mma3(T* buf, uint32_t zero_row, int H, int W,
+                                           const float (&wr)[3][3], float bias, T* yp,
                                            int64_t y_sh, int64_t y_sw, bool bulk_out, int lane) {
   constexpr int kBand = PlaneTraits::kBandRows;
   static_assert(kBand == 16, "one m16 mma tile of rows");
   using T2 = std::conditional_t<std::is_same_v<T, __half>, __half2, __nv_bfloat162>;
   const T2 zero2 = reinterpret_cast<const T2&>(static_cast<const unsigned&>(0u));
-  T2 nf[4] = {zero2, zero2, zero2, zero2};
-  const uint4* vecs = reinterpret_cast<const uint4*>(buf);
-  for (int q = lane; q < H * W / kVec16<T>; q += 32) {
-    const uint4 v = vecs[q];
-    nf[0] = __hfma2(reinterpret_cast<const T2&>(v.x), zero2, nf[0]);
-    nf[1] = __hfma2(reinterpret_cast<const T2&>(v.y), zero2, nf[1]);
-    nf[2] = __hfma2(reinterpret_cast<const T2&>(v.z), zero2, nf[2]);
-    nf[3] = __hfma2(reinterpret_cast<const T2&>(v.w), zero2, nf[3]);
-  }
-  unsigned bits = 0;
-#pragma unroll
-  for (int e = 0; e < 4; ++e) bits |= reinterpret_cast<const unsigned&>(nf[e]) & 0x7fff7fffu;
-  if (__any_sync(0xffffffffu, bits != 0)) return false;
+  T2 nf = zero2;  // the non-finite test's sum
   const uint32_t base = tma::smem_addr(buf);
 
   const int g = lane >> 2, t = lane & 3;
-  // B_i fragments: b[i][h] = B_i[2t + 8h .. 2t + 8h + 1][g].
-  auto tap = [&](int i, int j) {
-    return j == 0 ? wr[i][0] : j == 1 ? wr[i][1] : j == 2 ? wr[i][2] : 0.f;
-  };
+  // B_i fragments: b[i][h] = B_i[2t + 8h .. 2t + 8h + 1][g] = (w[i][j], w[i][j + 1]) for
+  // j = 2t + 8h - g - 1, zero outside 0..2. The filter row packed as four 16-bit halves
+  // {w0, w1, w2, 0} gives each value by a byte permutation (half 3 for the zeros).
+  unsigned sel[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int j = 2 * t + 8 * h - g - 1;
+    const unsigned h0 = j >= 0 && j <= 2 ? j : 3, h1 = j + 1 >= 0 && j + 1 <= 2 ? j + 1 : 3;
+    sel[h] = (2 * h0) | (2 * h0 + 1) << 4 | (2 * h1) << 8 | (2 * h1 + 1) << 12;
+  }
   unsigned b[3][2];
 #pragma unroll
-  for (int i = 0; i < 3; ++i)
+  for (int i = 0; i < 3; ++i) {
+    const unsigned lo = reg_pack2<T>(wr[i][0], wr[i][1]), hi = reg_pack2<T>(wr[i][2], 0.f);
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int j = 2 * t + 8 * h - g - 1;
-      b[i][h] = reg_pack2<T>(tap(i, j), tap(i, j + 1));
-    }
+    for (int h = 0; h < 2; ++h) b[i][h] = __byte_perm(lo, hi, sel[h]);
+  }
   const float bias4[4] = {bias, bias, bias, bias};
-  // ldmatrix rows of lane l: A row (l % 8) + 8 ((l / 8) % 2), column block q - 1 + l / 16.
+  // ldmatrix rows of lane l: A row (l % 8) + 8 ((l / 8) % 2), column block q + l / 16.
   const int ar = (lane & 7) + 8 * ((lane >> 3) & 1);
   const int kb = lane >> 4;
   const int row_bytes = W * static_cast<int>(sizeof(T));
@@ -1770,54 +1778,75 @@ __device__ __forceinline__ bool plane_mma3(const T* buf, T* stage, uint32_t zero
     constexpr bool kBulk = decltype(bulk)::value;
 #pragma unroll 1
     for (int m0 = 0; m0 < H; m0 += kBand) {
-      uint32_t rows[3];  // the lane's A_i row at block q - 1 + kb for q = 0
+      uint32_t rows[3];  // the lane's A_i row at column block kb
 #pragma unroll
       for (int i = 0; i < 3; ++i) {
         const int r = m0 + ar + i - 1;
-        rows[i] = (r >= 0 && r < H ? base + r * row_bytes : zero_row) + 16 * (kb - 1);
+        rows[i] = (r >= 0 && r < H ? base + r * row_bytes : zero_row) + 16 * kb;
       }
-      // The lane's output rows m0 + g and m0 + g + 8.
+      // The lane's output rows m0 + g and m0 + g + 8 (staged: one row up, shared addresses).
       const bool oka = m0 + g < H, okb = m0 + g + 8 < H;
-      T* const ya = kBulk ? stage + g * W : yp + (oka ? m0 + g : 0) * y_sh;
-      T* const yb = kBulk ? stage + (g + 8) * W : yp + (okb ? m0 + g + 8 : 0) * y_sh;
-      if (kBulk && m0 > 0) {  // the previous band's bulk stores have read the staging rows
-        if (lane == 0) tma::bulk_wait_read<0>();
-        __syncwarp();
-      }
-      // Tiles q and q + 1 together: their ldmatrix loads first, then their mma chains
-      // interleaved (one tile at a time left each chain's latency exposed: the stores to the
-      // staging rows kept the next tile's loads behind them). kEdge: the pair holds tile 0 or
-      // W / 8, whose outer block lies outside the row. W / 8 + 1 tiles: always an even number.
-      auto pair = [&](int q, auto edge) {
-        constexpr bool kEdge = decltype(edge)::value;
-        unsigned a[2][3][4];
+      const uint32_t sa = base + (m0 + g - 1) * row_bytes, sb = sa + 8 * row_bytes;
+      T* const ya = yp + (oka ? m0 + g : 0) * y_sh;
+      T* const yb = yp + (okb ? m0 + g + 8 : 0) * y_sh;
+      unsigned prev[3][2] = {};  // block q - 1 of each A_i (block -1: zeros)
+      unsigned pend[2][2];       // staged path: the previous pair's packed outputs (tile, row)
+      int pend_oc = 0;           // and its first tile's column
+      auto flush = [&]() {  // predicated stores, no branches (columns outside: edge tiles)
 #pragma unroll
         for (int u = 0; u < 2; ++u) {
-          const int blk = q + u - 1 + kb;
-          const bool in = !kEdge || (blk >= 0 && blk < blocks);
+          const int oc = pend_oc + 8 * u;
+          const bool in = static_cast<unsigned>(oc) < static_cast<unsigned>(W);
+          tma::st_shared_b32_if(sa + 2 * oc, pend[u][0], in && oka);
+          tma::st_shared_b32_if(sb + 2 * oc, pend[u][1], in && okb);
+        }
+      };
+      // Tiles q and q + 1 (their mma chains interleaved: one tile at a time left each chain's
+      // latency exposed). kEdge: the pair holds tile W / 8, whose block W / 8 lies outside the
+      // row (W / 8 + 1 tiles: always an even number). kFirst: no outputs pending before it.
+      auto pair = [&](int q, auto edge, auto first) {
+        constexpr bool kEdge = decltype(edge)::value;
+        constexpr bool kFirst = decltype(first)::value;
+        unsigned x[3][4];
+        const bool in = !kEdge || q + kb < blocks;
 #pragma unroll
-          for (int i = 0; i < 3; ++i) ldmatrix_x4(a[u][i], in ? rows[i] + 16 * (q + u) : zero_row);
+        for (int i = 0; i < 3; ++i) ldmatrix_x4(x[i], in ? rows[i] + 16 * q : zero_row);
+        if constexpr (kBulk && !kFirst) {
+          // This pair's loads have read the columns the previous pair's outputs overwrite.
+          __syncwarp();
+          flush();
+        }
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          nf = __hfma2(reinterpret_cast<const T2&>(x[1][e]), zero2, nf);
         }
         float d[2][4];
 #pragma unroll
-        for (int i = 0; i < 3; ++i)
+        for (int i = 0; i < 3; ++i) {
+          if (i == 0) {
+            mma_16816<T>(d[0], prev[i][0], prev[i][1], x[i][0], x[i][1], b[i][0], b[i][1],
+                         bias4);
+            mma_16816<T>(d[1], x[i][0], x[i][1], x[i][2], x[i][3], b[i][0], b[i][1], bias4);
+          } else {
+            mma_16816<T>(d[0], prev[i][0], prev[i][1], x[i][0], x[i][1], b[i][0], b[i][1]);
+            mma_16816<T>(d[1], x[i][0], x[i][1], x[i][2], x[i][3], b[i][0], b[i][1]);
+          }
+          prev[i][0] = x[i][2];
+          prev[i][1] = x[i][3];
+        }
+        const int oc0 = 8 * q - 6 + 2 * t;  // even: both columns in [0, W) or neither
+        if constexpr (kBulk) {
 #pragma unroll
           for (int u = 0; u < 2; ++u) {
-            const unsigned(&f)[4] = a[u][i];
-            if (i == 0) {
-              mma_16816<T>(d[u], f[0], f[1], f[2], f[3], b[i][0], b[i][1], bias4);
-            } else {
-              mma_16816<T>(d[u], f[0], f[1], f[2], f[3], b[i][0], b[i][1]);
-            }
+            pend[u][0] = reg_pack2<T>(d[u][0], d[u][1]);
+            pend[u][1] = reg_pack2<T>(d[u][2], d[u][3]);
           }
+          pend_oc = oc0;
+        } else {
 #pragma unroll
-        for (int u = 0; u < 2; ++u) {
-          const int oc = 8 * (q + u) - 6 + 2 * t;  // even: both columns in [0, W) or neither
-          if (kEdge && (oc < 0 || oc >= W)) continue;
-          if constexpr (kBulk) {  // staging rows past the image are written, never copied out
-            *reinterpret_cast<unsigned*>(ya + oc) = reg_pack2<T>(d[u][0], d[u][1]);
-            *reinterpret_cast<unsigned*>(yb + oc) = reg_pack2<T>(d[u][2], d[u][3]);
-          } else {
+          for (int u = 0; u < 2; ++u) {
+            const int oc = oc0 + 8 * u;
+            if (oc < 0 || oc >= W) continue;  // tiles 0 and W / 8 only
             if (oka) {
               ya[oc * y_sw] = from_float<T>(d[u][0]);
               ya[(oc + 1) * y_sw] = from_float<T>(d[u][1]);
@@ -1829,31 +1858,34 @@ __device__ __forceinline__ bool plane_mma3(const T* buf, T* stage, uint32_t zero
           }
         }
       };
-      pair(0, std::true_type{});
+      if (blocks == 1) {
+        pair(0, std::true_type{}, std::true_type{});
+      } else {
+        pair(0, std::false_type{}, std::true_type{});
 #pragma unroll 1
-      for (int q = 2; q < blocks - 1; q += 2) pair(q, std::false_type{});
-      if (blocks > 1) pair(blocks - 1, std::true_type{});
-      if constexpr (kBulk) {
-        tma::fence_proxy_async();  // the staging writes before the bulk copies read them
-        __syncwarp();
-        // Lane 0 issues the band's copies: a bulk copy takes its operands from uniform
-        // registers, so copies issued by 16 lanes at once ran as a 16-step loop (20% of this
-        // kernel's stall samples). Contiguous output rows (y_sh == W) go out as one copy.
-        if (lane == 0) {
-          const int rows = min(kBand, H - m0);
-          if (y_sh == W) {
-            tma::store_bulk(yp + m0 * y_sh, tma::smem_addr(stage), rows * row_bytes);
-          } else {
-            for (int r = 0; r < rows; ++r) {
-              tma::store_bulk(yp + (m0 + r) * y_sh, tma::smem_addr(stage + r * W), row_bytes);
-            }
-          }
-          tma::bulk_commit();
-        }
+        for (int q = 2; q < blocks - 1; q += 2) pair(q, std::false_type{}, std::false_type{});
+        pair(blocks - 1, std::true_type{}, std::false_type{});
       }
+      if constexpr (kBulk) flush();
     }
-    if constexpr (kBulk) {  // the staging rows stay allocated until the copies have read them
-      if (lane == 0) tma::bulk_wait_read<0>();
+    if constexpr (kBulk) {
+      tma::fence_proxy_async();  // the staging writes before the bulk copies read them
+      __syncwarp();
+      // Lane 0 issues the copies (a bulk copy takes its operands from uniform registers:
+      // copies issued by 16 lanes at once ran as a 16-step loop, 20% of this kernel's stall
+      // samples), once the whole plane is staged: one copy where the output rows are
+      // contiguous (y_sh == W), else one a row.
+      if (lane == 0) {
+        const uint32_t src = base - row_bytes;
+        if (y_sh == W) {
+          tma::store_bulk(yp, src, H * row_bytes);
+        } else {
+          for (int r = 0; r < H; ++r) {
+            tma::store_bulk(yp + r * y_sh, src + r * row_bytes, row_bytes);
+          }
+        }
+        tma::bulk_commit();
+      }
     }
   };
   if (bulk_out) {
@@ -1861,7 +1893,18 @@ __device__ __forceinline__ bool plane_mma3(const T* buf, T* stage, uint32_t zero
   } else {
     run(std::false_type{});
   }
-  return true;
+  const bool finite = !__any_sync(0xffffffffu, (reinterpret_cast<const unsigned&>(nf) &
+                                                0x7fff7fffu) != 0u);
+  if (bulk_out && lane == 0) {
+    if (finite) {
+      tma::bulk_wait_read<0>();  // the slot stays allocated until the copies have read it
+    } else {
+      tma::bulk_wait<0>();  // the outputs are rewritten after the copies' writes
+      tma::fence_proxy_async_all();
+    }
+  }
+  __syncwarp();
+  return finite;
 }
 
 template <typename T, int kK>
@@ -1879,7 +1922,9 @@ __global__ void __launch_bounds__(PlaneTraits::kThreads, PlaneTraits::kMinBlocks
   const int c = plane - n * static_cast<int>(s.channels.d);
   const int H = static_cast<int>(p.H), W = static_cast<int>(p.W);
   const T* xp = ptr<T>(p.x) + n * p.x_sn + c * p.x_sc;
-  T* buf = reinterpret_cast<T*>(smem_raw + PlaneTraits::kSlotsOffset + warp * s.slot_bytes);
+  // The mma path's slot holds a spare row before the plane (its staged outputs, plane_mma3).
+  T* buf = reinterpret_cast<T*>(smem_raw + PlaneTraits::kSlotsOffset + warp * s.slot_bytes) +
+           (s.mma ? static_cast<int>(p.W) : 0);
   const uint32_t bar = tma::smem_addr(smem_raw) + 8 * warp;
   // The zero row (the mma path's rows outside the image): every warp writes all of it, so it is
   // complete for a warp after its own __syncwarp below whatever the other warps do.
@@ -1904,12 +1949,16 @@ __global__ void __launch_bounds__(PlaneTraits::kThreads, PlaneTraits::kMinBlocks
   }
   // The taps and bias while the copy flies.
   float wr[kK][kK];
-  const T* wc = ptr<T>(p.w) + c * p.w_so;
+  float bias;
+  auto load_taps = [&]() {
+    const T* wc = ptr<T>(p.w) + c * p.w_so;
 #pragma unroll
-  for (int kh = 0; kh < kK; ++kh)
+    for (int kh = 0; kh < kK; ++kh)
 #pragma unroll
-    for (int kw = 0; kw < kK; ++kw) wr[kh][kw] = to_float(wc[kh * p.w_sh + kw * p.w_sw]);
-  const float bias = p.b != nullptr ? to_float(ptr<T>(p.b)[c * p.b_s]) : 0.f;
+      for (int kw = 0; kw < kK; ++kw) wr[kh][kw] = to_float(wc[kh * p.w_sh + kw * p.w_sw]);
+    bias = p.b != nullptr ? to_float(ptr<T>(p.b)[c * p.b_s]) : 0.f;
+  };
+  load_taps();
   if (bulk) {
     tma::wait_parity(bar, 0);
   } else {
@@ -1919,9 +1968,17 @@ __global__ void __launch_bounds__(PlaneTraits::kThreads, PlaneTraits::kMinBlocks
   T* yp = static_cast<T*>(p.y) + n * p.y_sn + c * p.y_so;
   if constexpr (sizeof(T) == 2 && kK == 3) {
     const bool bulk_out = s.y_rows16 && reinterpret_cast<uintptr_t>(yp) % 16 == 0;
-    if (s.mma && plane_mma3<T>(buf, buf + H * W, zero_row, H, W, wr, bias, yp, p.y_sh, p.y_sw,
-                               bulk_out, lane)) {
-      return;
+    if (s.mma) {
+      if (plane_mma3<T>(buf, zero_row, H, W, wr, bias, yp, p.y_sh, p.y_sw, bulk_out, lane)) {
+        return;
+      }
+      // A non-finite input: the outputs are done again by the multiply-add path below, from
+      // the plane and taps read again (the mma path staged its outputs over the plane; the
+      // taps, read again, need no registers during it).
+      for (int r = 0; r < H; ++r)
+        for (int col = lane; col < W; col += 32) buf[r * W + col] = xp[r * p.x_sh + col * p.x_sw];
+      load_taps();
+      __syncwarp();
     }
   }
 
