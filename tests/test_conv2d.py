@@ -559,7 +559,7 @@ def _pitched_view(x, col0=3):
 
 # The plane kernel (3x3 'same', W a multiple of 4 up to 128, a plane of at most 16 KB): one band
 # of lanes (W = 128) and many (W = 4: 32 bands), bands past the image's last row (37, 9 and 7
-# rows), fp32 planes of exactly 16 KB, a last block short of warps; 5x5 is refused. 16-bit
+# rows), fp32 planes of exactly 16 KB, an odd number of planes; 5x5 is refused. 16-bit
 # planes whose rows are an odd number of 16-byte units (W = 8, 24, 56, 120) take its
 # tensor-core path: one 8-column block (W = 8), 16-row bands cut by the last row (70, 40, 17).
 PLANE_DW = [
@@ -716,7 +716,7 @@ def test_cuda_large_tma_many_planes():
 def test_cuda_plane_many_planes(dtype):
     """The plane kernel's own choice on benchmark-like shapes: far more planes than resident
     warps (several waves of blocks), and a channel stride that leaves every fourth fp32 plane
-    16-byte aligned (bulk copies and planes staged by hand mixed within a block)."""
+    16-byte aligned (bulk copies and planes staged by hand mixed within a launch)."""
     if not _tma_device():
         pytest.skip("the plane kernel needs sm_90+")
     g = torch.Generator(device="cuda").manual_seed(23)
@@ -743,7 +743,8 @@ def test_cuda_plane_nonfinite_reach_only_their_window(hw, dtype):
     """A NaN or an infinity makes exactly the outputs whose window holds it non-finite. The plane
     kernel's tensor-core path (16-bit rows of an odd number of 16-byte units: W = 24, 56) multiplies
     whole 8-column blocks by banded taps, zeros included (0 * inf is NaN), so a plane holding one
-    must take the exact path; the finite planes beside it (same launch, same block) must stay
+    must be redone by the exact path after its outputs were written (staged and copied out, or
+    stored directly for channels_last); the finite planes beside it (same launch) must stay
     right. W = 28 and 64 run the multiply-add path in every dtype."""
     if not _tma_device():
         pytest.skip("the plane kernel needs sm_90+")
@@ -759,10 +760,11 @@ def test_cuda_plane_nonfinite_reach_only_their_window(hw, dtype):
     xc, wc, bc = x.cuda(), w.cuda(), b.cuda()
     ref = reference(x, w, b, 1, "same", 1, 4)
     assert torch_ops.algorithm("conv2d", xc, wc, bc, 1, "same", 1, 4) == "depthwise_plane"
-    for forced in [False, True]:
+    # forced on channels_last: the mma path's outputs go straight to memory, not staged
+    for forced, xx in [(False, xc), (True, xc), (True, xc.to(memory_format=torch.channels_last))]:
         algo = "depthwise_plane" if forced else "auto"
         with torch_ops.force_algorithm("conv2d", "depthwise_plane") if forced else nullcontext():
-            out = torch_ops.conv2d(xc, wc, bc, 1, "same", 1, 4).cpu()
+            out = torch_ops.conv2d(xx, wc, bc, 1, "same", 1, 4).cpu()
         assert torch.equal(torch.isnan(out), torch.isnan(ref)), f"NaN pattern ({algo})"
         assert torch.equal(torch.isinf(out), torch.isinf(ref)), f"inf pattern ({algo})"
         finite = torch.isfinite(ref)

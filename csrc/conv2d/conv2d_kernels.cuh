@@ -1660,7 +1660,10 @@ __global__ void __launch_bounds__(kThreads, TmaTraits::min_blocks(kK, kThreads))
 //    bf16 43.5 against 37.4: the warps' multiply-adds need the occupancy to hide their latency.
 // ---------------------------------------------------------------------------------------------
 struct PlaneTraits {
-  static constexpr int kWarps = 4;
+  // One warp a block: a block leaves as soon as its plane is done (no waiting for the slowest
+  // warp of four). 32x256x56x56, H200, same session, 4 / 2 / 1 warps a block: fp32 55.7 /
+  // 54.4 / 54.0 us, bf16 28.8 / 28.9 / 28.7.
+  static constexpr int kWarps = 1;
   static constexpr int kThreads = 32 * kWarps;
   static constexpr int kCols = 4;                    // output columns per lane
   static constexpr int kMaxW = 32 * kCols;           // one row across at most a warp
@@ -1669,11 +1672,12 @@ struct PlaneTraits {
   static constexpr int kZeroBytes = 2 * kMaxW;       // then a zero row (the mma path's padding)
   static constexpr int kSlotsOffset = kBarBytes + kZeroBytes;  // then the warps' slots
   static constexpr int kSlotAlign = 128;
-  // Blocks an SM asked of ptxas: 80 registers. Shared memory holds 6 blocks of 16-bit 56x56
-  // planes (4 of fp32). 16-bit at 8 blocks (64 registers, 2 waves of 8192 planes instead of
-  // 2.6) and 7 (72) measured slower, 5 (96) the same: 32x256x56x56 bf16 31.3, 30.8, 29.6,
-  // 30.0 us (H200, same session), the mma chains' interleaving needing the registers.
-  static constexpr int kMinBlocks = 6;
+  // Warps an SM asked of ptxas: 80 registers. Shared memory holds 25 warps of 16-bit 56x56
+  // planes (16 of fp32). 16-bit at 32 warps (64 registers, 2 waves of 8192 planes instead of
+  // 2.6) and 28 (72) measured slower, 20 (96) the same: 32x256x56x56 bf16 31.3, 30.8, 29.6,
+  // 30.0 us (4-warp blocks, H200, same session), the mma chains' interleaving needing the
+  // registers.
+  static constexpr int kMinBlocks = 24 / kWarps;
   static constexpr int kBandRows = 16;               // mma path: output rows of an m16 tile,
                                                      // staged and stored together
 };
