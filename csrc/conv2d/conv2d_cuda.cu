@@ -412,7 +412,9 @@ bool plan_for(Algo a, const Conv2dParams& p, int64_t elem_size, Plan& plan) {
 //     16-bit planes whose rows are an odd number of 16-byte units (W = 8, 24, 40, 56, ...) run
 //     on the tensor cores inside the plane kernel (banded mma tiles, outputs staged per 16 rows
 //     and written by row bulk copies): 32x256x56x56 bf16 38.4 -> 35.1 us (TMA 41.4, same run);
-//     one bulk copy a band from lane 0 and tiles in pairs (round 20): 31.3-32.1 us.
+//     one bulk copy a band from lane 0 and tiles in pairs (round 20): 31.3-32.1 us; each
+//     column block read once per row offset, outputs staged over the plane, one copy a plane,
+//     one warp a block (round 21): 28.4-28.9 us (h200_round21_variants.txt).
 //  3. depthwise_tma (sm_90+): depthwise with multiplier 1 (C == 1: single-channel images), stride
 //     1, dilation 1, square 3x3/5x5/7x7 filter, any padding, unit column stride and rows / planes
 //     / images a multiple of 16 bytes apart (W * element size % 16 == 0 for contiguous NCHW; the
