@@ -1672,11 +1672,11 @@ struct PlaneTraits {
   static constexpr int kZeroBytes = 2 * kMaxW;       // then a zero row (the mma path's padding)
   static constexpr int kSlotsOffset = kBarBytes + kZeroBytes;  // then the warps' slots
   static constexpr int kSlotAlign = 128;
-  // Warps an SM asked of ptxas: 80 registers. Shared memory holds 25 warps of 16-bit 56x56
-  // planes (16 of fp32). 16-bit at 32 warps (64 registers, 2 waves of 8192 planes instead of
-  // 2.6) and 28 (72) measured slower, 20 (96) the same: 32x256x56x56 bf16 31.3, 30.8, 29.6,
-  // 30.0 us (4-warp blocks, H200, same session), the mma chains' interleaving needing the
-  // registers.
+  // Warps an SM asked of ptxas: 80 registers, which hold 25 (shared memory: 29 warps of
+  // 16-bit 56x56 planes, 16 of fp32). 16-bit at 32 warps (64 registers, 2 waves of 8192 planes
+  // instead of 2.6) and 28 (72) measured slower, 20 (96) the same: 32x256x56x56 bf16 31.3,
+  // 30.8, 29.6, 30.0 us (4-warp blocks, H200, same session), the mma chains' interleaving
+  // needing the registers.
   static constexpr int kMinBlocks = 24 / kWarps;
   static constexpr int kBandRows = 16;               // mma path: output rows of an m16 tile,
                                                      // staged and stored together
@@ -1721,13 +1721,13 @@ struct PlaneShape {
 // float accumulators.
 // Outputs: a tile's fragments cover 8 rows x 16 bytes per store instruction, 3x the sectors of
 // whole rows (written straight from the fragments, the stores throttled the warps: 78 us on
-// 32x256x56x56 bf16). So each 16-row band of outputs is staged in shared memory and written by
-// bulk copies from lane 0 (y_rows16 and an aligned plane), else element by element through the
-// strides. The staging is the plane itself, one row up: output row r goes to staged row r - 1
-// (row -1 is the slot's spare row before the plane). Band m0 reads input rows m0 - 1 .. m0 + 16
-// and writes rows m0 - 1 .. m0 + 14, so within a band a tile pair's outputs wait in registers
-// until the next pair has read its columns (the pairs overlap by two columns); the next band
-// reads rows m0 + 15 .. on. The staged plane goes out at the end, one copy where the output
+// 32x256x56x56 bf16). So the outputs are staged in shared memory and written by bulk copies
+// from lane 0 (y_rows16 and an aligned plane), else element by element through the strides.
+// The staging is the plane itself, one row up: output row r goes to staged row r - 1 (row -1 is
+// the slot's spare row before the plane). Band m0 reads input rows m0 - 1 .. m0 + 16 and writes
+// rows m0 - 1 .. m0 + 14, so within a band a tile pair's outputs wait in registers until the
+// next pair has read its columns (the pairs overlap by two columns); the next band reads rows
+// m0 + 15 .. on. The staged plane goes out at the end, one copy where the output
 // rows are contiguous. (Staging each band in 16 rows of its own, copied out before the next
 // band's outputs, took 1792 more bytes a warp and a wait per band: 31.5 us against 29.6 on
 // 32x256x56x56 bf16, H200, same session.)
