@@ -138,6 +138,7 @@ template <int kPending>
 __device__ __forceinline__ void bulk_wait() {
   GK_TMA_ASM("cp.async.bulk.wait_group %0;\n" ::"n"(kPending) : "memory");
 }
+// Orders this thread's async-proxy accesses (all state spaces) with its generic ones after it.
 __device__ __forceinline__ void fence_proxy_async_all() {
   GK_TMA_ASM("fence.proxy.async;\n" ::: "memory");
 }

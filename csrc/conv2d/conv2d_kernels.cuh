@@ -1679,7 +1679,7 @@ struct PlaneTraits {
   // needing the registers.
   static constexpr int kMinBlocks = 24 / kWarps;
   static constexpr int kBandRows = 16;               // mma path: output rows of an m16 tile,
-                                                     // staged and stored together
+                                                     // computed together
 };
 
 // Work decomposition (host: plan_plane()). Warp w of block b takes plane b * kWarps + w. Its
@@ -1791,8 +1791,8 @@ __device__ __forceinline__ bool plane_mma3(T* buf, uint32_t zero_row, int H, int
       // The lane's output rows m0 + g and m0 + g + 8 (staged: one row up, shared addresses).
       const bool oka = m0 + g < H, okb = m0 + g + 8 < H;
       const uint32_t sa = base + (m0 + g - 1) * row_bytes, sb = sa + 8 * row_bytes;
-      T* const ya = yp + (oka ? m0 + g : 0) * y_sh;
-      T* const yb = yp + (okb ? m0 + g + 8 : 0) * y_sh;
+      T* const ya = kBulk ? nullptr : yp + (oka ? m0 + g : 0) * y_sh;  // direct stores only
+      T* const yb = kBulk ? nullptr : yp + (okb ? m0 + g + 8 : 0) * y_sh;
       unsigned prev[3][2] = {};  // block q - 1 of each A_i (block -1: zeros)
       unsigned pend[2][2];       // staged path: the previous pair's packed outputs (tile, row)
       int pend_oc = 0;           // and its first tile's column
@@ -1938,6 +1938,11 @@ __global__ void __launch_bounds__(PlaneTraits::kThreads, PlaneTraits::kMinBlocks
       reinterpret_cast<uint32_t*>(smem_raw + PlaneTraits::kBarBytes)[i] = 0u;
     }
   }
+  // The plane element by element through x's strides (no bulk copy, or read again).
+  auto stage_by_hand = [&]() {
+    for (int r = 0; r < H; ++r)
+      for (int col = lane; col < W; col += 32) buf[r * W + col] = xp[r * p.x_sh + col * p.x_sw];
+  };
   const bool bulk = s.bulk && reinterpret_cast<uintptr_t>(xp) % 16 == 0;  // warp-uniform
   if (bulk) {
     if (lane == 0) {
@@ -1948,8 +1953,7 @@ __global__ void __launch_bounds__(PlaneTraits::kThreads, PlaneTraits::kMinBlocks
     }
     __syncwarp();  // the barrier is initialised before any lane waits on it
   } else {
-    for (int r = 0; r < H; ++r)
-      for (int col = lane; col < W; col += 32) buf[r * W + col] = xp[r * p.x_sh + col * p.x_sw];
+    stage_by_hand();
   }
   // The taps and bias while the copy flies.
   float wr[kK][kK];
@@ -1979,8 +1983,7 @@ __global__ void __launch_bounds__(PlaneTraits::kThreads, PlaneTraits::kMinBlocks
       // A non-finite input: the outputs are done again by the multiply-add path below, from
       // the plane and taps read again (the mma path staged its outputs over the plane; the
       // taps, read again, need no registers during it).
-      for (int r = 0; r < H; ++r)
-        for (int col = lane; col < W; col += 32) buf[r * W + col] = xp[r * p.x_sh + col * p.x_sw];
+      stage_by_hand();
       load_taps();
       __syncwarp();
     }
