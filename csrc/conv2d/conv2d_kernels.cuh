@@ -1237,6 +1237,13 @@ struct TmaTraits {
   // lookahead than the balance gains).
   static constexpr bool claims(int kK) { return kK <= 5; }
   static constexpr int kDynamicMinTiles = 16;
+  // A thread's kRows rows run as row_groups(kK) groups, one after another (tma_tile_rows): one
+  // group per 7x7 thread tile was 1,568 multiply-adds of straight-line code (25 KB), and 21% of
+  // dw2_7's warp samples waited on instruction fetch (ncu). Two groups halve the code for 43%
+  // more shared loads (each group reads its own kK - 1 halo rows). H200, same session, flushed:
+  // dw2_7 37.4 / 37.7 -> 35.2 / 34.6 us (ncu, locked clocks: 67.0k -> 62.8k cycles), c2_7
+  // 153.0 / 152.1 -> 151.1 / 151.2; dw2_7 rotated 38.9 -> 39.2 (h200_round22_variants.txt).
+  static constexpr int row_groups(int kK) { return kK >= 7 ? 2 : 1; }
   // Blocks per SM asked of ptxas (registers: 32 sums, kK*kK taps, the window, addresses).
   static constexpr int min_blocks(int kK, int threads) {
     return threads >= 256 ? (kK <= 3 ? 3 : 2) : (kK <= 3 ? 6 : 4);
@@ -1344,47 +1351,54 @@ __device__ __forceinline__ void store4_global(T* p, const float (&a)[4]) {
   }
 }
 
-// One thread's kR x kC outputs of a staged box (src = its first window row, column 0 of the
-// 4-aligned window block): slides down kR + kK - 1 input rows, reading each once and feeding it
-// to every output row that uses it; an output row is stored as soon as it is complete (the
-// stores spread between the multiply-adds). kFast: all rows, one vector store each at yr; else
-// the first `rows` rows through store_cols (columns o0.., OW, stride y_sw).
+// One thread's kRows x kC outputs of a staged box (src = its first window row, column 0 of the
+// 4-aligned window block), in row_groups(kK) groups of kR rows one after another: each group
+// slides down its kR + kK - 1 input rows, reading each once and feeding it to every output row
+// of the group that uses it; an output row is stored as soon as it is complete (the stores
+// spread between the multiply-adds). kFast: all rows, one vector store each at yr; else the
+// first `rows` rows through store_cols (columns o0.., OW, stride y_sw).
 template <typename T, typename G, int kO, bool kFast>
 __device__ __forceinline__ void tma_tile_rows(const T* src,
                                               const float (&wr)[G::kFilter][G::kFilter],
                                               float bias, T* yr, int64_t y_sh, int rows, int o0,
                                               int OW, int64_t y_sw) {
-  constexpr int kR = TmaTraits::kRows;
-  constexpr int kC = TmaTraits::kCols;
   constexpr int kK = G::kFilter, kBW = G::kBW;
+  constexpr int kGroups = TmaTraits::row_groups(kK);
+  constexpr int kR = TmaTraits::kRows / kGroups;
+  constexpr int kC = TmaTraits::kCols;
   constexpr int kV0 = G::v0(kO), kV1 = G::v1(kO);
-  float acc[kR][kC];
+  static_assert(TmaTraits::kRows % kGroups == 0, "whole row groups");
+#pragma unroll 1
+  for (int g = 0; g < kGroups; ++g, src += kR * kBW, yr += kR * y_sh, rows -= kR) {
+    if (!kFast && rows <= 0) break;
+    float acc[kR][kC];
 #pragma unroll
-  for (int i = 0; i < kR; ++i)
+    for (int i = 0; i < kR; ++i)
 #pragma unroll
-    for (int j = 0; j < kC; ++j) acc[i][j] = bias;
+      for (int j = 0; j < kC; ++j) acc[i][j] = bias;
 #pragma unroll
-  for (int r = 0; r < kR + kK - 1; ++r) {
-    float buf[4 * (kV1 - kV0 + 1)];
+    for (int r = 0; r < kR + kK - 1; ++r) {
+      float buf[4 * (kV1 - kV0 + 1)];
 #pragma unroll
-    for (int v = kV0; v <= kV1; ++v) load4_float<T>(buf + 4 * (v - kV0), src + r * kBW + 4 * v);
-    const float* win = buf + kO - 4 * kV0;  // window column 0 (compile-time offset)
+      for (int v = kV0; v <= kV1; ++v) load4_float<T>(buf + 4 * (v - kV0), src + r * kBW + 4 * v);
+      const float* win = buf + kO - 4 * kV0;  // window column 0 (compile-time offset)
 #pragma unroll
-    for (int i = 0; i < kR; ++i) {
-      const int kh = r - i;
-      if (kh < 0 || kh >= kK) continue;
+      for (int i = 0; i < kR; ++i) {
+        const int kh = r - i;
+        if (kh < 0 || kh >= kK) continue;
 #pragma unroll
-      for (int kw = 0; kw < kK; ++kw)
+        for (int kw = 0; kw < kK; ++kw)
 #pragma unroll
-        for (int j = 0; j < kC; ++j) acc[i][j] = fmaf(wr[kh][kw], win[j + kw], acc[i][j]);
-    }
-    const int done = r - (kK - 1);  // output row complete after this input row
-    if (done < 0) continue;
-    if constexpr (kFast) {
-      static_assert(kC == 4, "one 4-element store a row");
-      store4_global<T>(yr + done * y_sh, acc[done]);
-    } else if (done < rows) {
-      store_cols<T, kC>(yr + done * y_sh, acc[done], o0, OW, y_sw, false);
+          for (int j = 0; j < kC; ++j) acc[i][j] = fmaf(wr[kh][kw], win[j + kw], acc[i][j]);
+      }
+      const int done = r - (kK - 1);  // output row complete after this input row
+      if (done < 0) continue;
+      if constexpr (kFast) {
+        static_assert(kC == 4, "one 4-element store a row");
+        store4_global<T>(yr + done * y_sh, acc[done]);
+      } else if (done < rows) {
+        store_cols<T, kC>(yr + done * y_sh, acc[done], o0, OW, y_sw, false);
+      }
     }
   }
 }
