@@ -662,6 +662,30 @@ def test_cuda_tma_many_tiles(dtype):
         assert torch.equal(torch_ops.conv2d(x, w, b, 1, "same", 1, shape[1]), out)
 
 
+@pytest.mark.cuda
+@pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA device and the CUDA build of gpukern")
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
+def test_cuda_tma_7x7_persistent_and_tile_a_block(dtype):
+    """7x7 on the TMA kernel both ways it launches (TmaTraits::tile_a_block): a few tiles a block
+    (8 x 384 x 64 x 64: one block a tile, one ring slot) and 16+ tiles a block (persistent blocks
+    cycling two slots, planes changing between a block's tiles). The second shape has 16 x 8
+    planes an SM: no block count the launch can choose (at most 8 an SM) brings it under 16 tiles
+    a block."""
+    if not _tma_device():
+        pytest.skip("the TMA kernel needs sm_90+")
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    g = torch.Generator(device="cuda").manual_seed(7)
+    for shape in [(8, 384, 64, 64), (1, 16 * 8 * sms + 5, 64, 64)]:
+        x = torch.randn(shape, device="cuda", generator=g).to(dtype)
+        w = torch.randn(shape[1], 1, 7, 7, device="cuda", generator=g).to(dtype)
+        b = torch.randn(shape[1], device="cuda", generator=g).to(dtype)
+        assert torch_ops.algorithm("conv2d", x, w, b, 1, "same", 1, shape[1]) == "depthwise_tma"
+        out = torch_ops.conv2d(x, w, b, 1, "same", 1, shape[1])
+        assert_close_ref(out, F.conv2d(x.double(), w.double(), b.double(), 1, "same", 1,
+                                       shape[1]), dtype)
+        del x, w, b, out
+
+
 # The large-filter kernel's TMA staging (fp32, W a multiple of 4, 16-byte aligned x): the box
 # starts -pad_w mod 4 = 0, 1, 2, 3 columns before the window (compile-time instances), 'same' and
 # other paddings (beyond the filter too), KH != KW, full and partial 4 x 4 tap chunks, tile edges

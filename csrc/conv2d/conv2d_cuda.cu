@@ -427,7 +427,10 @@ bool plan_for(Algo a, const Conv2dParams& p, int64_t elem_size, Plan& plan) {
 //     stored as they complete and warps release slots without a block barrier: c2_7 168.7 ->
 //     150.6-153.8 us, dw2_7 43.7 -> 37.0-37.7 (h200_round19_tma_variants.txt). Since round 20
 //     3x3 / 5x5 blocks with 16+ tiles claim tiles from a counter: c2_3 153.4 -> 148.9 us, c2_5
-//     152.8 -> 150.2 (same run, h200_round20_variants.txt). Rows whose stride
+//     152.8 -> 150.2 (same run, h200_round20_variants.txt). Since round 22 a 7x7 thread runs
+//     its 8 rows as two groups of 4 (half the unrolled code): c2_7 ~153 -> ~151 us; and 7x7
+//     shapes with under 16 tiles a block launch one block a tile: dw2_7 rotated H100 48.4 ->
+//     42.5 us, H200 39.7 -> 36.0 (TmaTraits; h200_round22_variants.txt). Rows whose stride
 //     is not a multiple of 16 bytes (odd widths) fall through to the kernels below.
 //  4. depthwise_rows: depthwise with multiplier 1 (C == 1: single-channel images, batched or
 //     not), stride 1, dilation 1, square 3x3/5x5 filter, column padding pw with pw <= 4 and
@@ -603,15 +606,18 @@ void launch_tma(const Conv2dParams& p, const Plan& plan, cudaStream_t stream) {
   };
   const int per_sm = std::max(
       1, std::min(resident_blocks_per_sm<kernel>(c10::cuda::current_device(), kThreads), fit(2)));
+  using Tr = conv2d::TmaTraits;
   s.stages = 2;
-  while (s.stages < conv2d::TmaTraits::kMaxStages && fit(s.stages + 1) >= per_sm) ++s.stages;
-  const int64_t blocks =
-      std::min<int64_t>(s.tiles, int64_t{prop.multiProcessorCount} * per_sm);
+  while (s.stages < Tr::kMaxStages && fit(s.stages + 1) >= per_sm) ++s.stages;
+  int64_t blocks = std::min<int64_t>(s.tiles, int64_t{prop.multiProcessorCount} * per_sm);
+  if (Tr::tile_a_block(kK) && s.tiles < int64_t{Tr::kPersistentMinTiles} * blocks) {
+    blocks = s.tiles;  // one tile a block, one slot (TmaTraits::tile_a_block)
+    s.stages = 1;
+  }
   const size_t smem = tma_smem<G>(s.stages, s.slot_bytes);
   // Blocks claim tiles from a counter where they run long enough for it to even out their
   // speeds (TmaShape::dynamic; H200, same run against fixed shares: c2_3, 21 tiles a block,
   // 153.4 -> 148.9 us, c2_5 152.8 -> 150.2; dw2_7, 12 tiles a block, 38.5 -> 41.4).
-  using Tr = conv2d::TmaTraits;
   s.dynamic = Tr::claims(kK) && s.tiles >= int64_t{Tr::kDynamicMinTiles} * blocks;
   // The stream's counters (a table lookup under a lock): only where the kernel claims.
   s.sched = s.dynamic ? ticket_slot_base(c10::cuda::current_device(), stream) / kTicketsPerSlot * 2

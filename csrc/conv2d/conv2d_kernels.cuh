@@ -1210,8 +1210,9 @@ __global__ void __launch_bounds__(LargeTraits::kThreads)
 // ---------------------------------------------------------------------------------------------
 // 5. Depthwise / single-channel NCHW through the TMA (sm_90+): groups == C == O, stride 1,
 //    dilation 1, square kK x kK filter (3/5/7), any padding, unit column stride. Each block runs
-//    persistently over output tiles; the TMA copies a tile's input box (the tile plus its halo,
-//    zeros outside the image) into a ring of shared slots, several tiles ahead, so a few large
+//    persistently over output tiles (7x7 with few tiles a block: one block a tile, one slot);
+//    the TMA copies a tile's input box (the tile plus its halo, zeros outside the image) into
+//    a ring of shared slots, several tiles ahead, so a few large
 //    requests keep the memory system busy with no registers spent on loads in flight. Threads
 //    own 4 columns x kRows rows of the tile and slide down them: every staged row is read once
 //    per thread and fed to the up-to-kK outputs of each column that use it, and each output row
@@ -1244,6 +1245,16 @@ struct TmaTraits {
   // dw2_7 37.4 / 37.7 -> 35.2 / 34.6 us (ncu, locked clocks: 67.0k -> 62.8k cycles), c2_7
   // 153.0 / 152.1 -> 151.1 / 151.2; dw2_7 rotated 38.9 -> 39.2 (h200_round22_variants.txt).
   static constexpr int row_groups(int kK) { return kK >= 7 ? 2 : 1; }
+  // 7x7 runs of fewer than kPersistentMinTiles tiles a block launch one block a tile with one
+  // slot instead (the hardware refills each SM as its blocks finish; a block waits for its own
+  // box while the SM's other blocks compute). Against persistent blocks, dw2_7 (8x384x64x64,
+  // 5.8 tiles a block), same sessions: H100 rotated 48.3 / 48.5 -> 42.6 / 42.5 us, flushed
+  // 42.8 / 42.0 -> 41.6 / 42.4; H200 rotated 39.9 / 39.6 -> 35.9 / 36.0, flushed 35.3 / 35.7
+  // -> 39.2 / 38.4 (back-to-back calls gain, a lone call after an L2 flush loses on the H200).
+  // c2_7 (31 tiles a block) lost, 153.8 -> 198.2 us, so it stays persistent
+  // (h200_round22_variants.txt).
+  static constexpr bool tile_a_block(int kK) { return kK == 7; }
+  static constexpr int kPersistentMinTiles = 16;
   // Blocks per SM asked of ptxas (registers: 32 sums, kK*kK taps, the window, addresses).
   static constexpr int min_blocks(int kK, int threads) {
     return threads >= 256 ? (kK <= 3 ? 3 : 2) : (kK <= 3 ? 6 : 4);
