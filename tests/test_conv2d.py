@@ -642,11 +642,12 @@ def test_cuda_tma_many_tiles(dtype):
     3x3 / 5x5 block cycles its ring slots many times (barrier phases and the slots' arrival
     counters wrap), planes change between a block's tiles (taps fetched a plane ahead), narrow
     and wide instances, 3/5/7 (the 7x7 shapes here run one block a tile; the next test runs
-    7x7 persistent blocks too). 2 x 3 x 2100 x 2048: 528 tiles a plane, more than the grid, so a block's
-    next tile is now on the same plane, now on the next one; its bottom tiles end 4 rows into a
-    thread's 8 (the checked stores). 64 x 1 x 1024 x 1024 3x3 and 40 x 1 x 1024 x 1024 5x5 give a
-    block 16+ tiles: blocks claim them from a counter that the launch's last block puts back to
-    zero, so every shape is run twice and the second output must equal the first."""
+    7x7 persistent blocks too). 2 x 3 x 2100 x 2048: 528 tiles a plane, more than the grid, so
+    a block's next tile is now on the same plane, now on the next one; its bottom tiles end 4
+    rows into a thread's 8 (the checked stores). 64 x 1 x 1024 x 1024 3x3 and 40 x 1 x 1024 x
+    1024 5x5 give a block 16+ tiles: blocks claim them from a counter that the launch's last
+    block puts back to zero, so every shape is run twice and the second output must equal the
+    first."""
     if not _tma_device():
         pytest.skip("the TMA kernel needs sm_90+")
     g = torch.Generator(device="cuda").manual_seed(22)

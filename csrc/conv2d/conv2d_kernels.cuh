@@ -1212,8 +1212,8 @@ __global__ void __launch_bounds__(LargeTraits::kThreads)
 //    dilation 1, square kK x kK filter (3/5/7), any padding, unit column stride. Each block runs
 //    persistently over output tiles (7x7 with few tiles a block: one block a tile, one slot);
 //    the TMA copies a tile's input box (the tile plus its halo, zeros outside the image) into
-//    a ring of shared slots, several tiles ahead, so a few large
-//    requests keep the memory system busy with no registers spent on loads in flight. Threads
+//    a ring of shared slots, several tiles ahead, so a few large requests keep the memory
+//    system busy with no registers spent on loads in flight. Threads
 //    own 4 columns x kRows rows of the tile and slide down them: every staged row is read once
 //    per thread and fed to the up-to-kK outputs of each column that use it, and each output row
 //    is stored as soon as it is complete. Warps do not wait for each other between tiles: each
@@ -1255,7 +1255,8 @@ struct TmaTraits {
   // (h200_round22_variants.txt).
   static constexpr bool tile_a_block(int kK) { return kK == 7; }
   static constexpr int kPersistentMinTiles = 16;
-  // Blocks per SM asked of ptxas (registers: 32 sums, kK*kK taps, the window, addresses).
+  // Blocks per SM asked of ptxas (registers: 32 sums, 16 in two row groups, kK*kK taps, the
+  // window, addresses).
   static constexpr int min_blocks(int kK, int threads) {
     return threads >= 256 ? (kK <= 3 ? 3 : 2) : (kK <= 3 ? 6 : 4);
   }
