@@ -610,7 +610,8 @@ void launch_tma(const Conv2dParams& p, const Plan& plan, cudaStream_t stream) {
   s.stages = 2;
   while (s.stages < Tr::kMaxStages && fit(s.stages + 1) >= per_sm) ++s.stages;
   int64_t blocks = std::min<int64_t>(s.tiles, int64_t{prop.multiProcessorCount} * per_sm);
-  if (Tr::tile_a_block(kK) && s.tiles < int64_t{Tr::kPersistentMinTiles} * blocks) {
+  const bool long_run = s.tiles >= int64_t{Tr::kLongRunTiles} * blocks;
+  if (Tr::tile_a_block(kK) && !long_run) {
     blocks = s.tiles;  // one tile a block, one slot (TmaTraits::tile_a_block)
     s.stages = 1;
   }
@@ -618,7 +619,7 @@ void launch_tma(const Conv2dParams& p, const Plan& plan, cudaStream_t stream) {
   // Blocks claim tiles from a counter where they run long enough for it to even out their
   // speeds (TmaShape::dynamic; H200, same run against fixed shares: c2_3, 21 tiles a block,
   // 153.4 -> 148.9 us, c2_5 152.8 -> 150.2; dw2_7, 12 tiles a block, 38.5 -> 41.4).
-  s.dynamic = Tr::claims(kK) && s.tiles >= int64_t{Tr::kDynamicMinTiles} * blocks;
+  s.dynamic = Tr::claims(kK) && long_run;
   // The stream's counters (a table lookup under a lock): only where the kernel claims.
   s.sched = s.dynamic ? ticket_slot_base(c10::cuda::current_device(), stream) / kTicketsPerSlot * 2
                       : 0;

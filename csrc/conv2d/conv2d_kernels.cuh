@@ -1233,11 +1233,12 @@ struct TmaTraits {
   static constexpr int kCountersOffset = 64;  // kMaxStages barriers (8 B), then the counters
   static constexpr int kTilesOffset = 96;     // then the tile each slot holds (int)
   static constexpr int kClaimsOffset = 112;   // then the tile claimed for each slot's next use
-  // Whether the instance can claim tiles from a counter (TmaShape::dynamic), and from how many
-  // tiles a block on average the host asks it to (shorter runs lose more to the claims'
-  // lookahead than the balance gains).
+  // A launch's run of tiles is long from kLongRunTiles tiles a persistent block on average.
+  // Long runs of the instances that can claim tiles from a counter (TmaShape::dynamic) do so
+  // (shorter runs lose more to the claims' lookahead than the balance gains); short 7x7 runs
+  // launch one block a tile (tile_a_block).
+  static constexpr int kLongRunTiles = 16;
   static constexpr bool claims(int kK) { return kK <= 5; }
-  static constexpr int kDynamicMinTiles = 16;
   // A thread's kRows rows run as row_groups(kK) groups, one after another (tma_tile_rows): one
   // group per 7x7 thread tile was 1,568 multiply-adds of straight-line code (25 KB), and 21% of
   // dw2_7's warp samples waited on instruction fetch (ncu). Two groups halve the code for 43%
@@ -1245,16 +1246,15 @@ struct TmaTraits {
   // dw2_7 37.4 / 37.7 -> 35.2 / 34.6 us (ncu, locked clocks: 67.0k -> 62.8k cycles), c2_7
   // 153.0 / 152.1 -> 151.1 / 151.2; dw2_7 rotated 38.9 -> 39.2 (h200_round22_variants.txt).
   static constexpr int row_groups(int kK) { return kK >= 7 ? 2 : 1; }
-  // 7x7 runs of fewer than kPersistentMinTiles tiles a block launch one block a tile with one
-  // slot instead (the hardware refills each SM as its blocks finish; a block waits for its own
-  // box while the SM's other blocks compute). Against persistent blocks, dw2_7 (8x384x64x64,
+  // Short 7x7 runs (kLongRunTiles) launch one block a tile with one slot instead (the
+  // hardware refills each SM as its blocks finish; a block waits for its own box while the
+  // SM's other blocks compute). Against persistent blocks, dw2_7 (8x384x64x64,
   // 5.8 tiles a block), same sessions: H100 rotated 48.3 / 48.5 -> 42.6 / 42.5 us, flushed
   // 42.8 / 42.0 -> 41.6 / 42.4; H200 rotated 39.9 / 39.6 -> 35.9 / 36.0, flushed 35.3 / 35.7
   // -> 39.2 / 38.4 (back-to-back calls gain, a lone call after an L2 flush loses on the H200).
   // c2_7 (31 tiles a block) lost, 153.8 -> 198.2 us, so it stays persistent
   // (h200_round22_variants.txt).
   static constexpr bool tile_a_block(int kK) { return kK == 7; }
-  static constexpr int kPersistentMinTiles = 16;
   // Blocks per SM asked of ptxas (registers: 32 sums, 16 in two row groups, kK*kK taps, the
   // window, addresses).
   static constexpr int min_blocks(int kK, int threads) {
@@ -1316,7 +1316,7 @@ struct FastDiv {
 // its slots are refilled, so that blocks on faster SMs take more tiles. With a fixed share each,
 // c2_3's SMs sat idle 9% of the kernel's time on average (ncu) while the slowest finished;
 // claims made it 153.4 -> 148.9 us (H200, same run). Not for short runs of tiles a block: dw2_7
-// (12 tiles a block of ~1.3 us each) went 38.5 -> 41.4 us with them (TmaTraits::kDynamicMinTiles).
+// (12 tiles a block of ~1.3 us each) went 38.5 -> 41.4 us with them (TmaTraits::kLongRunTiles).
 // Tile tw covers output columns tw * kTW - lead ..; its box starts at map column
 // tw * kTW + box_col0, a multiple of 16 bytes (TmaGeometry).
 struct TmaShape {
