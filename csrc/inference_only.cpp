@@ -12,7 +12,7 @@
 
 #include <string>
 
-#include "common/checks.h"
+#include "core/checks.h"
 
 namespace gpukern {
 namespace {

@@ -12,9 +12,9 @@
 #include <string_view>
 #include <vector>
 
-#include "common/checks.h"
-#include "common/conv_args.h"
-#include "common/dispatch.h"
+#include "core/checks.h"
+#include "conv/args.h"
+#include "core/dispatch.h"
 
 namespace gpukern {
 
@@ -128,7 +128,7 @@ void conv1d_cpu_launch(const Conv1dParams& p, c10::ScalarType st) {
 namespace {
 
 // gpukern::_algorithm_conv1d: the CUDA algorithm a call with these arguments would run (see
-// common/algo.h). Only sizes, strides and dtype are read; meta tensors work.
+// core/algo_table.h). Only sizes, strides and dtype are read; meta tensors work.
 std::string conv1d_algorithm_run(const ConvArgs& a, const at::Tensor& input,
                                  const at::Tensor& weight) {
 #ifdef GPUKERN_WITH_CUDA

@@ -1,5 +1,5 @@
 // conv1d on CUDA: host entries of both overloads, the algorithm choice and the launchers.
-// Kernels live in conv1d_kernels.cuh; argument checks and output sizes in common/conv_args.
+// Kernels live in conv1d_kernels.cuh; argument checks and output sizes in conv/args.
 #include <ATen/ATen.h>
 #include <torch/library.h>
 
@@ -10,11 +10,11 @@
 #include <string_view>
 #include <vector>
 
-#include "common/algo.h"
-#include "common/checks.h"
-#include "common/conv_args.h"
-#include "common/dispatch.h"
-#include "common/launch.cuh"
+#include "core/algo_table.h"
+#include "core/checks.h"
+#include "conv/args.h"
+#include "core/dispatch.h"
+#include "core/launch.cuh"
 #include "conv1d/conv1d.h"
 #include "conv1d/conv1d_fft.h"
 #include "conv1d/conv1d_kernels.cuh"
@@ -152,7 +152,7 @@ Conv1dAlgo choose_conv1d_algo_auto(const Conv1dParams& p) {
   return p.o_per_group() >= 4 ? Conv1dAlgo::kGeneralOT4 : Conv1dAlgo::kGeneralOT1;
 }
 
-// The automatic choice, or the forced one (common/algo.h) when it can run the shape.
+// The automatic choice, or the forced one (core/algo_table.h) when it can run the shape.
 Conv1dAlgo choose_conv1d_algo(const Conv1dParams& p) {
   const std::string forced = forced_algorithm(kOp);
   if (forced.empty()) return choose_conv1d_algo_auto(p);

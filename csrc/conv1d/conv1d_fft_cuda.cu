@@ -24,9 +24,9 @@
 
 #include <algorithm>
 
-#include "common/checks.h"
-#include "common/dispatch.h"
-#include "common/launch.cuh"
+#include "core/checks.h"
+#include "core/dispatch.h"
+#include "core/launch.cuh"
 #include "conv1d/conv1d.h"
 #include "conv1d/conv1d_fft.h"
 #include "conv1d/conv1d_fft_kernels.cuh"

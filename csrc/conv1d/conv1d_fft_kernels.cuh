@@ -27,7 +27,7 @@
 // equals output l = b*S + n - (K-1).
 #include <cstdint>
 
-#include "common/vec.cuh"
+#include "device/vec.cuh"
 #include "conv1d/conv1d.h"
 
 namespace gpukern {

@@ -25,8 +25,8 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "common/async_mma.cuh"
-#include "common/vec.cuh"
+#include "device/async_mma.cuh"
+#include "device/vec.cuh"
 #include "conv1d/conv1d.h"
 
 namespace gpukern {

@@ -11,7 +11,7 @@
 #include <string_view>
 #include <vector>
 
-#include "common/checks.h"
+#include "core/checks.h"
 #include "conv1d/conv1d.h"
 
 #ifdef GPUKERN_WITH_CUDA

@@ -1,5 +1,5 @@
 // conv2d host side shared by CPU and CUDA (params from the normalised args), the CPU kernel and
-// its registration. Argument checks and output sizes come from common/conv_args.
+// its registration. Argument checks and output sizes come from conv/args.
 #include "conv2d/conv2d.h"
 
 #include <ATen/Parallel.h>
@@ -10,9 +10,9 @@
 #include <string_view>
 #include <vector>
 
-#include "common/checks.h"
-#include "common/conv_args.h"
-#include "common/dispatch.h"
+#include "core/checks.h"
+#include "conv/args.h"
+#include "core/dispatch.h"
 
 namespace gpukern {
 
@@ -140,7 +140,7 @@ struct Conv2dCpu {
 };
 
 // gpukern::_algorithm_conv2d: the CUDA algorithm a call with these arguments would run (see
-// common/algo.h). Only sizes, strides and dtype are read; meta tensors work.
+// core/algo_table.h). Only sizes, strides and dtype are read; meta tensors work.
 std::string conv2d_algorithm_run(const ConvArgs& a, const at::Tensor& input,
                                  const at::Tensor& weight) {
 #ifdef GPUKERN_WITH_CUDA

@@ -42,7 +42,7 @@ Conv2dParams make_conv2d_params(const ConvArgs& args, const at::Tensor& input4d,
                                 const at::Tensor& output4d);
 
 // The name of the CUDA algorithm a call with these params and element size runs (the forced one
-// when set, common/algo.h); defined in conv2d_cuda.cu, in CUDA builds only.
+// when set, core/algo_table.h); defined in conv2d_cuda.cu, in CUDA builds only.
 std::string conv2d_cuda_algorithm(const Conv2dParams& p, int64_t elem_size);
 
 }  // namespace gpukern

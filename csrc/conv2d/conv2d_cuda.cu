@@ -1,4 +1,4 @@
-// conv2d CUDA host side: argument checks (common/conv_args), the algorithm choice, one launch on
+// conv2d CUDA host side: argument checks (conv/args), the algorithm choice, one launch on
 // the current stream, and the CUDA registration of both overloads.
 #include <c10/cuda/CUDAFunctions.h>
 #include <cudaTypedefs.h>
@@ -12,12 +12,13 @@
 #include <type_traits>
 #include <vector>
 
-#include "common/algo.h"
+#include "core/algo_table.h"
 
-#include "common/checks.h"
-#include "common/conv_args.h"
-#include "common/dispatch.h"
-#include "common/launch.cuh"
+#include "core/checks.h"
+#include "conv/args.h"
+#include "core/dispatch.h"
+#include "core/launch.cuh"
+#include "core/tickets.h"
 #include "conv2d/conv2d.h"
 #include "conv2d/conv2d_kernels.cuh"
 
@@ -489,7 +490,7 @@ Plan choose_algo_auto(const Conv2dParams& p, int64_t elem_size) {
   return plan;
 }
 
-// The automatic choice, or the forced one (common/algo.h) when it can run the shape.
+// The automatic choice, or the forced one (core/algo_table.h) when it can run the shape.
 Plan choose_algo(const Conv2dParams& p, int64_t elem_size) {
   const std::string forced = forced_algorithm(kOp);
   if (forced.empty()) return choose_algo_auto(p, elem_size);

@@ -8,11 +8,11 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "common/async_mma.cuh"
-#include "common/pdl.cuh"
-#include "common/tickets.cuh"
-#include "common/tma.cuh"
-#include "common/vec.cuh"
+#include "device/async_mma.cuh"
+#include "device/pdl.cuh"
+#include "device/tickets.cuh"
+#include "device/tma.cuh"
+#include "device/vec.cuh"
 #include "conv2d/conv2d.h"
 
 namespace gpukern {

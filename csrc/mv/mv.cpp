@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "common/checks.h"
-#include "common/dispatch.h"
+#include "core/checks.h"
+#include "core/dispatch.h"
 
 namespace gpukern {
 namespace {
@@ -123,7 +123,7 @@ bool starts_aligned16(const at::Tensor& t) {
 }
 
 // gpukern::_algorithm_mv: the CUDA algorithm a call with these arguments would run (see
-// common/algo.h). Only sizes, strides, dtype and alignment are read; meta tensors work.
+// core/algo_table.h). Only sizes, strides, dtype and alignment are read; meta tensors work.
 std::string mv_algorithm(const at::Tensor& self, const at::Tensor& vec) {
   check_mv_args(self, vec);
 #if defined(GPUKERN_WITH_CUDA)

@@ -19,7 +19,7 @@
 // resident wave (1000x7777 fp32 split in 2 ran 3.8 waves of short blocks, each paying the
 // split's fence and ticket); within the cols kernel, N is split so that
 // row blocks x splits is about one resident wave. Both split paths finish in the last block.
-// Every launch uses programmatic dependent launch (common/pdl.cuh): back to back, the next
+// Every launch uses programmatic dependent launch (device/pdl.cuh): back to back, the next
 // kernel's blocks are scheduled while this one drains (8192^2 fp16: 37.2 us a call from a
 // stream, 35.8 in a CUDA graph, whose launches have no gap between kernels).
 #include <ATen/ATen.h>
@@ -28,10 +28,11 @@
 #include <string>
 #include <vector>
 
-#include "common/algo.h"
-#include "common/checks.h"
-#include "common/dispatch.h"
-#include "common/launch.cuh"
+#include "core/algo_table.h"
+#include "core/checks.h"
+#include "core/dispatch.h"
+#include "core/launch.cuh"
+#include "core/tickets.h"
 #include "mv/mv.h"
 #include "mv/mv_kernels.cuh"
 
@@ -91,7 +92,7 @@ MvAlgo choose_mv_algo_auto(const MvShape& s) {
   return mv_algo_applies(MvAlgo::kRowsVec, s) ? MvAlgo::kRowsVec : MvAlgo::kRows;
 }
 
-// s is normalised. The automatic choice, or the forced one (common/algo.h) when it applies.
+// s is normalised. The automatic choice, or the forced one (core/algo_table.h) when it applies.
 MvAlgo choose_mv_algo(const MvShape& s) {
   const std::string forced = forced_algorithm(kOp);
   if (forced.empty()) return choose_mv_algo_auto(s);

@@ -7,18 +7,18 @@
 //   mv_cols_kernel  column-major A (s0 == 1, A.t() of a contiguous matrix, read in place) and
 //                   very short rows: threads across rows (coalesced along i), the x chunk staged
 //                   in shared memory.
-// Every kernel is launched with programmatic dependent launch (common/pdl.cuh).
+// Every kernel is launched with programmatic dependent launch (device/pdl.cuh).
 // Both can split N across gridDim.y when there are too few rows to fill the GPU: the splits write
 // float32 partials to a workspace and the last block of a row group to arrive (atomic ticket)
 // adds them in split order, so the result is deterministic and no float atomics touch y.
 #include <cstdint>
 #include <type_traits>
 
-#include "common/async_mma.cuh"
-#include "common/pdl.cuh"
-#include "common/reduce.cuh"
-#include "common/tickets.cuh"
-#include "common/vec.cuh"
+#include "device/async_mma.cuh"
+#include "device/pdl.cuh"
+#include "device/block_reduce.cuh"
+#include "device/tickets.cuh"
+#include "device/vec.cuh"
 #include "mv/mv.h"
 
 namespace gpukern {
@@ -30,7 +30,7 @@ constexpr int kRowUnroll = 4;   // rows kernel: 16-byte vectors in flight per la
 constexpr int kColChunk = 4 * kThreads;  // cols kernel: x elements staged per round
 constexpr int kColUnroll = 8;  // cols kernel: 16-byte loads of A in flight per thread
 
-// Arrival counters for the last-block finish (scheme and slots: common/tickets.cuh).
+// Arrival counters for the last-block finish (scheme and slots: device/tickets.cuh).
 __device__ unsigned int g_tickets[kTicketSlots * kTicketsPerSlot];
 
 // The kPeel rows kernel's dot product of row a (any alignment, s1 == 1) with x over columns

@@ -23,8 +23,8 @@
 #include <string_view>
 #include <vector>
 
-#include "common/checks.h"
-#include "common/dispatch.h"
+#include "core/checks.h"
+#include "core/dispatch.h"
 
 namespace gpukern {
 namespace {

@@ -53,10 +53,11 @@
 #include <utility>
 #include <vector>
 
-#include "common/algo.h"
-#include "common/checks.h"
-#include "common/dispatch.h"
-#include "common/launch.cuh"
+#include "core/algo_table.h"
+#include "core/checks.h"
+#include "core/dispatch.h"
+#include "core/launch.cuh"
+#include "core/tickets.h"
 #include "reduce/reduce.h"
 #include "reduce/reduce_kernels.cuh"
 
@@ -148,7 +149,7 @@ RedAlgo choose_reduce_algo_auto(const ReduceLayout& L, const RedInput& in) {
   return L.n_out >= red::kColX ? RedAlgo::kCol : RedAlgo::kSeg;
 }
 
-// The automatic choice, or the forced one (common/algo.h) when it can run the layout.
+// The automatic choice, or the forced one (core/algo_table.h) when it can run the layout.
 RedAlgo choose_reduce_algo(const ReduceLayout& L, const RedInput& in) {
   const std::string forced = forced_algorithm(kOp);
   if (forced.empty()) return choose_reduce_algo_auto(L, in);

@@ -23,10 +23,10 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "common/pdl.cuh"
-#include "common/reduce.cuh"
-#include "common/tickets.cuh"
-#include "common/vec.cuh"
+#include "device/pdl.cuh"
+#include "device/block_reduce.cuh"
+#include "device/tickets.cuh"
+#include "device/vec.cuh"
 #include "reduce/reduce.h"
 
 namespace gpukern {
@@ -86,7 +86,7 @@ constexpr int64_t kSmallMaxElems = int64_t{1} << 30;
 constexpr int64_t kSegBlockVecs = int64_t{kThreads} * kSegUnroll;
 static_assert(kColX * kColY == kThreads, "col block shape");
 
-// Arrival counters for the last-block finish (scheme and slots: common/tickets.cuh).
+// Arrival counters for the last-block finish (scheme and slots: device/tickets.cuh).
 __device__ unsigned int g_tickets[kTicketSlots * kTicketsPerSlot];
 
 struct SumI64Op {

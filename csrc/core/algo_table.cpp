@@ -1,10 +1,10 @@
 // The process-wide table of forced algorithms (see algo.h).
-#include "common/algo.h"
+#include "core/algo_table.h"
 
 #include <map>
 #include <mutex>
 
-#include "common/checks.h"
+#include "core/checks.h"
 
 namespace gpukern {
 namespace {
@@ -39,6 +39,12 @@ int algorithm_index(const char* family, const std::string& name,
   }
   GK_CHECK(false, family, "forced algorithm '", name, "' is not one of: ", all);
   return -1;
+}
+
+void raise_forced_cannot_run(const char* family, const std::string& algo,
+                             const std::string& shape) {
+  C10_THROW_ERROR(Error, detail::check_msg("gpukern::", family, ": forced algorithm '", algo,
+                                            "' cannot run this shape (", shape, ")"));
 }
 
 void set_forced_algorithm(const std::string& family, const std::string& name) {

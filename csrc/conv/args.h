@@ -7,6 +7,8 @@
 #include <string>
 #include <string_view>
 
+#include "conv/problem.h"
+
 namespace gpukern {
 
 struct ConvArgs {
@@ -41,6 +43,11 @@ ConvArgs conv_args(const char* op, int nsp, const at::Tensor& input, const at::T
 // was unbatched). For 2-D, channels_last when the input or the weight is channels_last (torch's
 // rule for convolution outputs).
 at::Tensor conv_output(const ConvArgs& args, const at::Tensor& input, const at::Tensor& weight);
+
+// The problem of normalised args over the batched input x and output y (conv_batched_input /
+// conv_batched_output) and the weight; bias may be absent. 1-D calls become H = 1 problems.
+ConvProblem make_conv_problem(const ConvArgs& args, const at::Tensor& x, const at::Tensor& weight,
+                              const std::optional<at::Tensor>& bias, const at::Tensor& y);
 
 // A 4-D (conv2d) / 3-D (conv1d) view of input with the batch dim, whatever the caller passed.
 at::Tensor conv_batched_input(const ConvArgs& args, const at::Tensor& input);

@@ -1,6 +1,6 @@
 #pragma once
 // Programmatic dependent launch, device side (sm_90; the host side is launch_pdl in
-// common/launch.cuh). A kernel launched with launch_pdl calls pdl_wait_then_release() before it
+// core/launch.cuh). A kernel launched with launch_pdl calls pdl_wait_then_release() before it
 // touches global memory:
 // first it waits until the preceding kernel of the stream has completed and flushed its memory,
 // then it allows the next kernel's blocks to be scheduled: they run their own wait, so they

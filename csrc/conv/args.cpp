@@ -1,8 +1,8 @@
-#include "common/conv_args.h"
+#include "conv/args.h"
 
 #include <string>
 
-#include "common/checks.h"
+#include "core/checks.h"
 
 namespace gpukern {
 namespace {
@@ -131,6 +131,59 @@ at::Tensor conv_batched_input(const ConvArgs& a, const at::Tensor& input) {
 
 at::Tensor conv_batched_output(const ConvArgs& a, const at::Tensor& output) {
   return a.batched ? output : output.unsqueeze(0);
+}
+
+ConvProblem make_conv_problem(const ConvArgs& a, const at::Tensor& x, const at::Tensor& w,
+                              const std::optional<at::Tensor>& bias, const at::Tensor& y) {
+  ConvProblem p;
+  p.nsp = a.nsp;
+  p.N = a.N;
+  p.C = a.C;
+  p.O = a.O;
+  p.groups = a.groups;
+  p.c_per_group = a.c_per_group();
+  p.o_per_group = a.o_per_group();
+  // The last spatial dim is W (a 1-D call's length); a 2-D call's first is H.
+  const int wd = a.nsp - 1;
+  p.W = a.in[wd];
+  p.KW = a.k[wd];
+  p.OW = a.out[wd];
+  p.stride_w = a.stride[wd];
+  p.dil_w = a.dilation[wd];
+  p.pad_w = a.pad_lo[wd];
+  p.x_sn = x.stride(0);
+  p.x_sc = x.stride(1);
+  p.x_sw = x.stride(x.dim() - 1);
+  p.w_so = w.stride(0);
+  p.w_sc = w.stride(1);
+  p.w_sw = w.stride(w.dim() - 1);
+  p.y_sn = y.stride(0);
+  p.y_so = y.stride(1);
+  p.y_sw = y.stride(y.dim() - 1);
+  if (a.nsp == 2) {
+    p.H = a.in[0];
+    p.KH = a.k[0];
+    p.OH = a.out[0];
+    p.stride_h = a.stride[0];
+    p.dil_h = a.dilation[0];
+    p.pad_h = a.pad_lo[0];
+    p.x_sh = x.stride(2);
+    p.w_sh = w.stride(2);
+    p.y_sh = y.stride(2);
+  } else {
+    // H = 1: the row strides are never stepped; the row's extent keeps them well defined.
+    p.x_sh = x.size(2) * p.x_sw;
+    p.w_sh = w.size(2) * p.w_sw;
+    p.y_sh = y.size(2) * p.y_sw;
+  }
+  const bool has_bias = bias.has_value() && bias->defined();
+  p.b_s = has_bias ? bias->stride(0) : 0;
+  p.elem_size = x.element_size();
+  p.x = x.const_data_ptr();
+  p.w = w.const_data_ptr();
+  p.b = has_bias ? bias->const_data_ptr() : nullptr;
+  p.y = y.data_ptr();
+  return p;
 }
 
 }  // namespace gpukern

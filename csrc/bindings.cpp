@@ -4,7 +4,7 @@
 #include <Python.h>
 #include <torch/library.h>
 
-#include "common/algo.h"
+#include "core/algo_table.h"
 
 // GPUKERN_CUDA_ARCHS is the comma-separated list of nvcc codes (sm_90, compute_90) that setup.py
 // compiled the kernels for; stringised whole so the commas survive.
@@ -61,7 +61,7 @@ TORCH_LIBRARY(gpukern, m) {
   m.def("amax(Tensor self, int[1] dim=[], bool keepdim=False) -> Tensor");
   m.def("amin(Tensor self, int[1] dim=[], bool keepdim=False) -> Tensor");
 
-  // Testing and introspection (common/algo.h): force a family's CUDA algorithm by name ("" =
+  // Testing and introspection (core/algo_table.h): force a family's CUDA algorithm by name ("" =
   // automatic), read the setting back, and ask which algorithm a call would run.
   m.def("_set_algorithm(str family, str name) -> ()", &gpukern::set_forced_algorithm);
   m.def("_forced_algorithm(str family) -> str", &gpukern::get_forced_algorithm);

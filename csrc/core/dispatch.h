@@ -4,10 +4,9 @@
 //   GK_DISPATCH_FLOAT_CUDA(dtype, "op", [&] { ... scalar_t ... }) float, __half, __nv_bfloat16
 // The CUDA variant names CUDA's own half types (layout-identical to at::Half/at::BFloat16), so
 // kernels stay torch-free; cast data pointers with reinterpret_cast<scalar_t*>.
-// GK_BOOL_SWITCH / GK_INT_SWITCH turn a run-time value into a compile-time constant.
 #include <ATen/ATen.h>
 
-#include "common/checks.h"
+#include "core/checks.h"
 
 #define GK_DISPATCH_CASE_(ST, T, ...) \
   case ST: {                          \
@@ -57,14 +56,3 @@ struct CpuAcc<double> {
 template <typename T>
 using cpu_acc_t = typename CpuAcc<T>::type;
 }  // namespace gpukern
-
-#define GK_BOOL_SWITCH(COND, NAME, ...)   \
-  [&] {                                   \
-    if (COND) {                           \
-      constexpr static bool NAME = true;  \
-      return __VA_ARGS__();               \
-    } else {                              \
-      constexpr static bool NAME = false; \
-      return __VA_ARGS__();               \
-    }                                     \
-  }()

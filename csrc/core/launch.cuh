@@ -12,6 +12,9 @@
 #include <algorithm>
 #include <atomic>
 
+#include "core/checks.h"
+#include "device/limits.cuh"
+
 #define GK_CHECK_LAUNCH() C10_CUDA_KERNEL_LAUNCH_CHECK()
 
 namespace gpukern {
@@ -22,8 +25,6 @@ struct CudaLaunchContext {
   explicit CudaLaunchContext(const at::Tensor& t)
       : guard(t.device()), stream(at::cuda::getCurrentCUDAStream(t.device().index()).stream()) {}
 };
-
-constexpr size_t kDefaultSmemLimit = 48 * 1024;
 
 template <typename Kernel>
 inline void allow_dynamic_smem(Kernel kernel, size_t bytes) {
@@ -38,7 +39,7 @@ inline const cudaDeviceProp& device_props() { return *at::cuda::getCurrentDevice
 
 // Launch with programmatic stream serialization (sm_90+): the kernel's blocks may be scheduled
 // while the preceding kernel of the stream finishes. Only for kernels that call
-// pdl_wait_then_release() (common/pdl.cuh) before touching memory, so ordering is unchanged.
+// pdl_wait_then_release() (device/pdl.cuh) before touching memory, so ordering is unchanged.
 template <typename... KArgs, typename... Args>
 void launch_pdl(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem,
                 cudaStream_t stream, Args... args) {
@@ -56,6 +57,15 @@ void launch_pdl(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem,
 }
 
 inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// A 1-D or 2-D grid of gx x gy blocks, after checking the hardware's limits: a shape that would
+// need more raises "gpukern::<op>: output too large for the grid (...)" instead of launching a
+// wrong grid.
+inline dim3 checked_grid(const char* op, int64_t gx, int64_t gy = 1) {
+  GK_CHECK(gx <= kMaxGridX && gy <= kMaxGridY, op, "output too large for the grid (", gx, " x ",
+           gy, " blocks)");
+  return dim3(static_cast<unsigned>(gx), static_cast<unsigned>(gy));
+}
 
 // Resident blocks per SM of kKernel at `threads` threads and no dynamic shared memory (registers
 // and threads decide it), read once per device, kernel and warp count: a grid of sms * this is
