@@ -1,38 +1,68 @@
 #!/usr/bin/env bash
 # One call on the GPU machine: build the extension, run the whole test suite, run the benchmark.
 # Logs and results go to $OUT (the device tool's folder) or ./results.
-#   STEPS="build test bench small probe models" (default: build test bench), PYTEST_ARGS, BENCH_ARGS,
-#   MODELS_ARGS (benchmarks/models.py arguments).
+#   STEPS   which steps, in this order (default: "build test bench"):
+#     build    compile the extension in place (setup.py build_ext --inplace)
+#     before   also build the tree in $BEFORE_DIR (default .before: e.g. `git archive <rev>` of the
+#              code before a change) in parallel with `build`, and benchmark it into $OUT/before
+#     test     the whole pytest suite (pytest-xdist's -n 8 when installed)
+#     bench    benchmarks/run.py into $OUT; with `before`, benchmarks/compare.py of the two runs
+#     small    benchmarks/small_sums.py (full reductions from 1K to 1M elements in CUDA graphs)
+#     models   benchmarks/models.py ($MODELS_ARGS)
+#   PYTEST_ARGS, BENCH_ARGS (run.py arguments, e.g. --cases dw2), *_TIMEOUT (seconds).
 set -uo pipefail
+cd "$(dirname "$0")/.."
 OUT=${OUT:-results}
 mkdir -p "$OUT"
 STEPS=${STEPS:-"build test bench"}
+BEFORE_DIR=${BEFORE_DIR:-.before}
 export PYTHONUNBUFFERED=1
-# pytest -n 8 on 16 cores: each worker's CPU float64 references would otherwise use every core
-# (the conv test files took over 9 minutes instead of 31 s).
+# pytest -n 8 on 16 cores: each worker's CPU float64 references would otherwise use every core.
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.mem --format=csv | tee "$OUT/gpu.txt"
 rc=0
+
+build_tree() {  # build_tree DIR LOG JOBS
+  local t0=$(date +%s)
+  (cd "$1" && MAX_JOBS=$3 python3 setup.py build_ext --inplace > "$2" 2>&1) \
+    || { echo "BUILD FAILED in $1"; grep -E "error|Error" "$2" | head -40; return 1; }
+  echo "build of $1: $(( $(date +%s) - t0 )) s"
+}
+
 if [[ $STEPS == *build* ]]; then
-  t0=$(date +%s)
-  MAX_JOBS=${MAX_JOBS:-16} python3 -m pip install --no-build-isolation --no-deps -e . \
-    > "$OUT/build.log" 2>&1 || { echo "BUILD FAILED"; grep -E "error|Error" "$OUT/build.log" | head -40; exit 1; }
-  echo "build: $(( $(date +%s) - t0 )) s"
+  if [[ $STEPS == *before* ]]; then
+    build_tree "$BEFORE_DIR" "$OUT/build_before.log" 8 & bpid=$!
+    build_tree . "$OUT/build.log" 8 || exit 1
+    wait $bpid || exit 1
+  else
+    build_tree . "$OUT/build.log" 16 || exit 1
+  fi
 fi
 if [[ $STEPS == *test* ]]; then
-  timeout ${TEST_TIMEOUT:-420} python3 -m pytest -q -rfEs ${PYTEST_ARGS:-tests} > "$OUT/pytest.log" 2>&1 || rc=1
-  grep -E "^(FAILED|ERROR)" "$OUT/pytest.log" | head -40; grep -E "^SKIPPED" "$OUT/pytest.log" | cut -c1-150 | sort | uniq -c | sort -rn | head -8
+  xdist=""
+  python3 -c "import xdist" 2>/dev/null && xdist="-n 8"
+  timeout ${TEST_TIMEOUT:-480} python3 -m pytest -q $xdist -rfE ${PYTEST_ARGS:-tests} > "$OUT/pytest.log" 2>&1 || rc=1
+  grep -E "^(FAILED|ERROR)" "$OUT/pytest.log" | head -40
   tail -n 3 "$OUT/pytest.log"
 fi
 if [[ $STEPS == *bench* ]]; then
+  if [[ $STEPS == *before* ]]; then
+    mkdir -p "$OUT/before"
+    t0=$(date +%s)
+    timeout ${BENCH_TIMEOUT:-400} python3 "$BEFORE_DIR/benchmarks/run.py" --out "$OUT/before" ${BENCH_ARGS:-} \
+      > "$OUT/bench_before.log" 2>&1 || rc=1
+    echo "bench before: $(( $(date +%s) - t0 )) s"
+  fi
+  t0=$(date +%s)
   timeout ${BENCH_TIMEOUT:-400} python3 benchmarks/run.py --out "$OUT" ${BENCH_ARGS:-} 2>&1 | tee "$OUT/bench.log" || rc=1
+  echo "bench: $(( $(date +%s) - t0 )) s"
+  if [[ $STEPS == *before* ]]; then
+    python3 benchmarks/compare.py "$OUT/before/bench.json" "$OUT/bench.json" | tee "$OUT/compare.txt"
+  fi
 fi
 if [[ $STEPS == *small* ]]; then
   timeout ${SMALL_TIMEOUT:-200} python3 benchmarks/small_sums.py --out "$OUT" > "$OUT/small.log" 2>&1 || rc=1
   grep -cE "BELOW|BAD" "$OUT/small.log"; grep -E "BELOW|BAD" "$OUT/small.log" | head -20
-fi
-if [[ $STEPS == *probe* ]]; then
-  timeout ${PROBE_TIMEOUT:-120} python3 benchmarks/probe.py --out "$OUT" 2>&1 | tee "$OUT/probe.log" || rc=1
 fi
 if [[ $STEPS == *models* ]]; then
   timeout ${MODELS_TIMEOUT:-500} python3 benchmarks/models.py --out "$OUT" ${MODELS_ARGS:-} 2>&1 | tee "$OUT/models.log" || rc=1
