@@ -72,7 +72,7 @@ def plot(result, out_path):
     where = info.get("gpu") or f"CPU ({info.get('device', '?')})"
     fig.suptitle(f"gpukern on {where}, torch {info.get('torch', '?')}, {info.get('time', '')}"
                  "  (red: target missed)", fontsize=10)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0, 1, 1 - 0.45 / height))  # room for the title
     fig.savefig(out_path, dpi=110)
     plt.close(fig)
     return out_path
