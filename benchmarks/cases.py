@@ -1,9 +1,9 @@
-"""The benchmark cases of ../shared/PERF.md: shapes, the bytes that must cross device memory, the
+"""The benchmark cases of docs/performance.md: shapes, the bytes that must cross device memory, the
 flops, our call, the baselines a PyTorch user would otherwise call, and the target.
 
-Each case is built by `case.make(device, scale)`: scale 1 is the PERF.md shape; the CPU run uses a
-small scale so it finishes on a laptop-class machine. Bytes count each input read once and each
-output written once; flops count 2 per multiply-add.
+Each case is built by `case.make(device, scale)`: scale 1 is the documented shape; the CPU run
+uses a small scale so it finishes on a laptop-class machine. Bytes count each input read once and
+each output written once; flops count 2 per multiply-add.
 """
 import math
 from dataclasses import dataclass, field

@@ -1,4 +1,4 @@
-"""gpukern's main job: every PERF.md case against its best torch baseline, one table.
+"""gpukern's main job: every benchmark case against its best torch baseline, one table.
 
     python benchmarks/run.py [--cases c1_ dw2 mv ...] [--out results]
 
@@ -10,8 +10,14 @@ speedup, fraction of the roofline and the target. Cases reading at most 160 MiB 
 with rotated inputs (back-to-back calls over copies that together exceed the L2: rot_us, b.rot_us,
 rot_sp, r.roof; replayed from a CUDA graph, so that neither the fixed cost of timing one call
 between two events nor the host's cost per call is counted), and their status is judged on
-that timing. Without a GPU it says so and times the CPU path
-on scaled-down shapes against torch's CPU ops. Results go to <out>/bench.{json,md}.
+that timing. Without a GPU it says so and times the CPU path on scaled-down shapes against
+torch's CPU ops.
+
+Results go to <out>/<name>.json, <name>.md and <name>.png, named by the GPU (h100, h200, ...; cpu
+without one): the JSON has every number, the markdown the printed table, the PNG
+(benchmarks/plot.py) the speedup and the fraction of the roofline per case; without matplotlib the
+PNG is skipped with a message. `--out benchmarks/results` refreshes the files the repository keeps.
+The method, the cases and their targets are in docs/performance.md.
 """
 import argparse
 import json
@@ -26,6 +32,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import torch_ops  # noqa: E402
 from cases import select  # noqa: E402
+from plot import plot  # noqa: E402
 from timing import (measure_ceilings, time_cpu, time_cuda, time_cuda_graph,  # noqa: E402
                     time_cuda_rotated)
 
@@ -134,6 +141,41 @@ def run_case(case, device, ceilings):
     return row
 
 
+def result_name(info):
+    """The results' file stem: the GPU's short name ("NVIDIA H100 80GB HBM3" -> "h100",
+    "NVIDIA H200" -> "h200"), or "cpu" for a run without a GPU."""
+    gpu = info.get("gpu")
+    if not gpu:
+        return "cpu"
+    words = gpu.lower().replace("-", " ").split()
+    words = [w for w in words if w not in ("nvidia", "geforce", "tesla", "quadro")] or ["gpu"]
+    # "rtx 4090" -> rtx_4090; "h100 80gb hbm3" -> h100
+    stem = "_".join(words[:2]) if words[0].isalpha() and len(words) > 1 else words[0]
+    return "".join(c if c.isalnum() or c == "_" else "_" for c in stem)
+
+
+def write_results(out_dir, name, info, rows):
+    """Writes <out_dir>/<name>.json, .md and .png (the PNG only where matplotlib is installed);
+    returns the paths written."""
+    os.makedirs(out_dir, exist_ok=True)
+    stem = os.path.join(out_dir, name)
+    result = {"info": info, "rows": rows}
+    with open(stem + ".json", "w") as f:
+        json.dump(result, f, indent=1)
+    with open(stem + ".md", "w") as f:
+        f.write(f"{json.dumps(info)}\n\n```\n{HEADER}\n")
+        f.write("\n".join(fmt_row(r) for r in rows) + "\n```\n")
+    written = [stem + ".json", stem + ".md"]
+    try:
+        plot(result, stem + ".png")
+        written.append(stem + ".png")
+    except ImportError:
+        print("matplotlib is not installed (pip install -e .[bench]): no plot written")
+    except ValueError as e:
+        print(f"no plot written: {e}")
+    return written
+
+
 def fmt_row(r):
     def us(ms):
         return f"{ms * 1e3:10.1f}" if ms is not None else f"{'-':>10}"
@@ -163,7 +205,10 @@ HEADER = (f"{'case':<20} {'ours_us':>10} {'best_us':>10} {'best':<10} {'speedup'
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--cases", nargs="*", help="case ids / substrings / families to run")
-    p.add_argument("--out", default="results", help="folder for bench.json and bench.md")
+    p.add_argument("--out", default="results",
+                   help="folder for <name>.json, <name>.md and <name>.png (default: results)")
+    p.add_argument("--name", default=None,
+                   help="file stem of the results (default: the GPU's short name, e.g. h100; cpu)")
     p.add_argument("--device", choices=["cuda", "cpu"], default=None)
     args = p.parse_args(argv)
 
@@ -201,16 +246,11 @@ def main(argv=None):
         if device == "cuda":
             torch.cuda.empty_cache()
 
-    os.makedirs(args.out, exist_ok=True)
-    with open(os.path.join(args.out, "bench.json"), "w") as f:
-        json.dump({"info": info, "rows": rows}, f, indent=1)
-    with open(os.path.join(args.out, "bench.md"), "w") as f:
-        f.write(f"{json.dumps(info)}\n\n```\n{HEADER}\n")
-        f.write("\n".join(fmt_row(r) for r in rows) + "\n```\n")
+    written = write_results(args.out, args.name or result_name(info), info, rows)
     bad = [r["id"] for r in rows if r["status"] in ("WRONG", "ERROR")]
     if bad:
         print(f"wrong or failing outputs: {', '.join(bad)}")
-    print(f"results written to {args.out}/bench.json and bench.md")
+    print(f"results written to {', '.join(written)}")
     return 1 if bad else 0
 
 

@@ -1,4 +1,4 @@
-"""Timers for benchmarks/run.py (method: ../shared/PERF.md).
+"""Timers for benchmarks/run.py (the method: docs/performance.md).
 
 - time_cuda(): CUDA events around each call, the L2 flushed before each one by reading a 256 MiB
   buffer (a read leaves the cache full of clean lines: a flush by writing would leave ~50 MB of
@@ -6,15 +6,15 @@
   bias every short case), warm-up first, median of the repetitions.
 - time_cuda_graph(): for launch-bound cases, many calls captured in one CUDA graph; the replay
   time divided by the number of calls is the per-call kernel time without launch gaps.
-- time_cuda_rotated(): back-to-back calls, each on its own copy of the inputs (the copies
-  together several times the L2, so no call finds its inputs cached), CUDA events around the
-  whole sequence; time / calls. The other method PERF.md allows ("inputs rotated"): the ~4.4 us
-  an H200 takes to time a single one-element kernel between two events after a flush
-  (benchmarks/probe.py) is not added to every call. The sequence is replayed from a CUDA graph:
-  launched from Python, calls whose kernels are shorter than the host's cost of a call (10-15
-  us per torch.sum or gpukern call on the H200 machine's CPU) timed the host instead (the same
-  kernel read 9.9 us in one run and 16.3 in the next). Used alongside time_cuda() for cases
-  with small inputs; the Python-launched timing is kept in the results for comparison.
+- time_cuda_rotated(): back-to-back calls, each on its own copy of the inputs (the copies together
+  several times the L2, so no call finds its inputs cached), CUDA events around the whole sequence;
+  time / calls. The other method docs/performance.md allows ("inputs rotated"): the ~4.4 us an H200
+  takes to time a single one-element kernel between two events after a flush (benchmarks/probe.py)
+  is not added to every call. The sequence is replayed from a CUDA graph: launched from Python,
+  calls whose kernels are shorter than the host's cost of a call (10-15 us per torch.sum or gpukern
+  call on the H200 machine's CPU) timed the host instead (the same kernel read 9.9 us in one run and
+  16.3 in the next). Used alongside time_cuda() for cases with small inputs; the Python-launched
+  timing is kept in the results for comparison.
 - time_cpu(): wall clock median, for machines without a GPU.
 """
 import statistics
