@@ -54,7 +54,7 @@ if [[ $STEPS == *bench* ]]; then
     echo "bench before: $(( $(date +%s) - t0 )) s"
   fi
   t0=$(date +%s)
-  timeout ${BENCH_TIMEOUT:-400} python3 benchmarks/run.py --out "$OUT" ${BENCH_ARGS:-} 2>&1 | tee "$OUT/bench.log" || rc=1
+  timeout ${BENCH_TIMEOUT:-400} python3 benchmarks/run.py --out "$OUT" --name bench ${BENCH_ARGS:-} 2>&1 | tee "$OUT/bench.log" || rc=1
   echo "bench: $(( $(date +%s) - t0 )) s"
   if [[ $STEPS == *before* ]]; then
     python3 benchmarks/compare.py "$OUT/before/bench.json" "$OUT/bench.json" | tee "$OUT/compare.txt"
