@@ -919,7 +919,7 @@ def test_errors(device):
         (lambda: call(x, w, b[:5], groups=2), "expected bias of shape"),
         (lambda: call(x, w, b[None], groups=2), "expected bias of shape"),
         (lambda: call(x, rand(6, 2, 0, device=device), b, groups=2), "kernel size must be"),
-        (lambda: ops.conv1d(x, w, b, [1, 1], [0], [1], 2), "stride must have 1 or 1 values"),
+        (lambda: ops.conv1d(x, w, b, [1, 1], [0], [1], 2), "stride must have 1 value, got 2"),
         (lambda: ops.conv1d(x, w, b, [1], [0, 0], [1], 2), "padding must have"),
         (lambda: ops.conv1d.padding(x, w, b, [1], "same", [1, 2], 2), "dilation must have"),
     ]

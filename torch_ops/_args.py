@@ -1,8 +1,10 @@
 """The one argument normaliser of the Python side: int-or-sequence arguments (stride, padding,
 dilation, kernel sizes, reduction dims) as the lists aten's schemas take, and the per-dim
-expansion the shape rules need. Used by functional, algorithms, _meta/_checks, fastpath and info.
+expansion the shape rules need. Used by functional, algorithms, _checks (and so _meta and the
+override), fastpath and info.
 """
-from typing import Any, List, Sequence, Union
+import operator
+from typing import Any, Sequence, Union
 
 import torch
 
@@ -11,11 +13,28 @@ IntOrSeq = Union[int, Sequence[int]]
 _SEQUENCES = (list, tuple, torch.Size)
 
 
-def int_list(v: Any) -> list:
-    """``v`` as aten's ``int[]`` argument: a list/tuple/torch.Size becomes a list, anything else
-    (an int, a SymInt, a numpy integer) a one-element list. Element types are not checked here:
-    the op's schema parser accepts and rejects them exactly as it does for aten's ops."""
-    return list(v) if isinstance(v, _SEQUENCES) else [v]
+def _as_int(v: Any, what: str):
+    """One int element as torch.nn.functional's argument parser takes it: an int or SymInt (kept
+    as it is; not a bool), a 0-d integer tensor or any object with __index__ (numpy integers)."""
+    if isinstance(v, (int, torch.SymInt)) and not isinstance(v, bool):
+        return v
+    if isinstance(v, torch.Tensor) and v.dim() == 0 and not (v.is_floating_point() or
+                                                             v.is_complex()):
+        return int(v)
+    if not isinstance(v, (bool, float, str, torch.Tensor)) and hasattr(v, "__index__"):
+        return operator.index(v)
+    raise TypeError(f"{what} must be an int or a tuple/list of ints, got "
+                    f"{type(v).__name__} {v!r}")
+
+
+def int_list(v: Any, what: str = "argument") -> list:
+    """``v`` as aten's ``int[]`` argument, accepting what torch.nn.functional accepts: an int
+    (not a bool, not even in a list), a list/tuple/torch.Size of ints, a numpy integer or 0-d integer tensor. Other
+    types raise TypeError, as F.conv1d's argument parser does. Lengths are not checked here (the
+    op's checks name the argument)."""
+    if isinstance(v, _SEQUENCES):
+        return [_as_int(e, what) for e in v]
+    return [_as_int(v, what)]
 
 
 def expand(v: Any, n: int) -> list:
@@ -29,4 +48,3 @@ def expand(v: Any, n: int) -> list:
 def expand_tuple(v: Any, n: int) -> tuple:
     """:func:`expand` as a tuple (hashable, for caches and messages like ``stride (2, 2)``)."""
     return tuple(expand(v, n))
-
