@@ -29,9 +29,9 @@ def _as_int(v: Any, what: str):
 
 def int_list(v: Any, what: str = "argument") -> list:
     """``v`` as aten's ``int[]`` argument, accepting what torch.nn.functional accepts: an int
-    (not a bool, not even in a list), a list/tuple/torch.Size of ints, a numpy integer or 0-d integer tensor. Other
-    types raise TypeError, as F.conv1d's argument parser does. Lengths are not checked here (the
-    op's checks name the argument)."""
+    (not a bool, not even in a list), a list/tuple/torch.Size of ints, a numpy integer or a 0-d
+    integer tensor. Other types raise TypeError, as F.conv1d's argument parser does. Lengths are
+    not checked here (the op's checks name the argument)."""
     if isinstance(v, _SEQUENCES):
         return [_as_int(e, what) for e in v]
     return [_as_int(v, what)]

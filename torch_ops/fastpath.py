@@ -18,8 +18,9 @@ The limits of the specialised kernels (conv1d's row-wise kernels keep one dilati
 thread, up to dilation 128; conv2d's depthwise tile must hold the dilated filter footprint) are
 not copied here: the rule asks the extension's own CUDA algorithm choice
 (``torch_ops.algorithm`` on meta tensors, no GPU needed) for a representative input of the layer
-(batch 2, an output of length 8192 / of 256x256, float32 and bfloat16) and calls the layer fast when every answer is a specialised kernel (a name not starting
-with ``general``). Answers are cached per layer setting. A CPU-only build has no CUDA algorithm
+(batch 2, length 8192 / 256x256 or the dilated filter's footprint where that is larger, padding
+0, float32 and bfloat16: the inputs tests/test_fastpath.py checks the rule on) and calls the
+layer fast when every answer is a specialised kernel (a name not starting with ``general``). Answers are cached per layer setting. A CPU-only build has no CUDA algorithm
 choice; there the structural part alone decides.
 
 What the rule cannot see, because it depends on the input: a Conv1d whose output rows are
@@ -37,7 +38,7 @@ from ._args import expand_tuple
 
 __all__ = ["has_fast_path", "fast_path_reason", "conv_fast_path_reason"]
 
-# The representative output of a layer for the CUDA choice: long enough for the row-wise tiles.
+# The representative input of a layer for the CUDA choice: long enough for the row-wise tiles.
 _QUERY_LENGTH_1D = 8192
 _QUERY_SIZE_2D = 256
 _QUERY_DTYPES = (torch.float32, torch.bfloat16)
@@ -56,19 +57,21 @@ def _cuda_choice_reason(nsp: int, in_channels: int, out_channels: int, groups: i
     from .algorithms import algorithm
     del forced
     spans = [d * (k - 1) + 1 for k, d in zip(kernel_size, dilation)]
-    out = [_QUERY_LENGTH_1D] if nsp == 1 else [_QUERY_SIZE_2D] * 2
-    sizes = [o + span - 1 for o, span in zip(out, spans)]  # padding 0: an output of `out`
+    base = [_QUERY_LENGTH_1D] if nsp == 1 else [_QUERY_SIZE_2D] * 2
+    sizes = [max(b, span) for b, span in zip(base, spans)]  # padding 0
     for dtype in _QUERY_DTYPES:
         x = torch.empty(2, in_channels, *sizes, dtype=dtype, device="meta")
         w = torch.empty(out_channels, in_channels // groups, *kernel_size, dtype=dtype,
                         device="meta")
-        name = algorithm(f"conv{nsp}d", x, w, None, 1, 0, list(dilation), groups)
+        try:
+            name = algorithm(f"conv{nsp}d", x, w, None, 1, 0, list(dilation), groups)
+        except RuntimeError as e:  # e.g. a forced algorithm that cannot run the layer
+            return f"the CUDA algorithm query failed ({str(e).splitlines()[0]})"
         if _is_general(name):
             footprint = "x".join(str(s) for s in spans)
-            return (f"dilated filter footprint {footprint} (dilation "
-                    f"{dilation if nsp == 2 else dilation[0]}) is past the specialised kernels' "
-                    f"limits (CUDA choice '{name}' for {str(dtype).replace('torch.', '')}); "
-                    "runs gpukern's general kernel")
+            return (f"the CUDA choice is '{name}' ({str(dtype).replace('torch.', '')}): the "
+                    f"dilated filter footprint {footprint} is past the specialised kernels' "
+                    "limits; runs gpukern's general kernel")
     return None
 
 

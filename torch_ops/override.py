@@ -176,16 +176,16 @@ class GpukernMode(TorchFunctionMode):
                 return None
         elif not _is_int_list(padding, nsp):
             return None
-        if self._convs_fast and (w.dim() != nsp + 2 or groups < 1 or conv_fast_path_reason(
-                nsp, w.shape[1] * groups, w.shape[0], groups, tuple(w.shape[2:]), stride,
-                dilation) is not None):
-            return None  # torch runs it (and raises what torch raises for a malformed call)
         try:
             _checks.conv_check(f"conv{nsp}d", nsp, x, w, b, stride, padding, dilation, groups)
         except (RuntimeError, IndexError):
             return None  # torch runs it and raises its own error
         if x.numel() == 0:
             return None  # an empty input (zero batch or channels): torch's shapes and layout
+        if self._convs_fast and conv_fast_path_reason(
+                nsp, w.shape[1] * groups, w.shape[0], groups, tuple(w.shape[2:]), stride,
+                dilation) is not None:
+            return None  # no specialised kernel: torch runs it
         return fn(x, w, b, stride, padding, dilation, groups)
 
     def _conv1d(self, args, kwargs):
