@@ -70,11 +70,12 @@ class BuildExt(BuildExtension):
         cuda = any(src.endswith(".cu") for src in ext.sources)
         jobs = os.environ.get("MAX_JOBS") or str(os.cpu_count() or 1)
         clean = not os.path.exists(os.path.join(self.build_temp, "build.ninja"))
-        estimate = ("a clean CUDA build takes about 2.5 minutes on 2 cores (under a minute on 16)"
+        estimate = ("a clean CUDA build takes about 2.5 minutes on 2 cores"
                     if cuda else "a clean CPU-only build takes about 1.5 minutes on 2 cores")
         print(f"gpukern: compiling {len(ext.sources)} files ({'CUDA' if cuda else 'CPU-only'}) "
               f"with {jobs} jobs into {os.path.relpath(self.build_temp, ROOT)}/; "
-              + (estimate if clean else "incremental: only changed files are recompiled"),
+              + (estimate if clean else "incremental: ninja recompiles only the files whose sources "
+                                     "or compile flags changed"),
               flush=True)
         start = time.time()
         super().build_extensions()

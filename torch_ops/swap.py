@@ -30,12 +30,12 @@ from typing import Callable, List, Optional, Tuple
 
 import torch
 
+from . import _checks
 from .fastpath import fast_path_reason, has_fast_path
 from .nn import GPUKERN_CLASS
 
 __all__ = ["swap", "unswap", "SwapResult", "skip_reason"]
 
-_FLOATS = (torch.float32, torch.float16, torch.bfloat16)
 
 
 @dataclasses.dataclass
@@ -97,7 +97,7 @@ def skip_reason(module: torch.nn.Module) -> Optional[str]:
     if weight.dtype == torch.float64:
         if dev.type != "cpu":
             return "float64 runs on CPU only in gpukern"
-    elif weight.dtype not in _FLOATS:
+    elif weight.dtype not in _checks.FLOAT_DTYPES:
         return f"dtype {weight.dtype} is not supported (float32, float16, bfloat16, float64 on CPU)"
     if dev.type == "cuda":
         from . import has_cuda_kernels
