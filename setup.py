@@ -74,8 +74,8 @@ class BuildExt(BuildExtension):
                     if cuda else "a clean CPU-only build takes about 1.5 minutes on 2 cores")
         print(f"gpukern: compiling {len(ext.sources)} files ({'CUDA' if cuda else 'CPU-only'}) "
               f"with {jobs} jobs into {os.path.relpath(self.build_temp, ROOT)}/; "
-              + (estimate if clean else "incremental: ninja recompiles only the files whose sources "
-                                     "or compile flags changed"),
+              + (estimate if clean else "incremental: ninja recompiles only the files whose "
+                                     "sources or compile flags changed"),
               flush=True)
         start = time.time()
         super().build_extensions()

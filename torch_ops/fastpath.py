@@ -20,8 +20,9 @@ not copied here: the rule asks the extension's own CUDA algorithm choice
 (``torch_ops.algorithm`` on meta tensors, no GPU needed) for a representative input of the layer
 (batch 2, length 8192 / 256x256 or the dilated filter's footprint where that is larger, padding
 0, float32 and bfloat16: the inputs tests/test_fastpath.py checks the rule on) and calls the
-layer fast when every answer is a specialised kernel (a name not starting with ``general``). Answers are cached per layer setting. A CPU-only build has no CUDA algorithm
-choice; there the structural part alone decides.
+layer fast when every answer is a specialised kernel (a name not starting with ``general``).
+Answers are cached per layer setting. A CPU-only build has no CUDA algorithm choice; there the
+structural part alone decides.
 
 What the rule cannot see, because it depends on the input: a Conv1d whose output rows are
 shorter than 256 samples still runs the general kernel (its row-wise tiles would mostly compute
