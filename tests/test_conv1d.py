@@ -138,8 +138,13 @@ def test_empty(device):
     w = rand(6, 2, 5, device=device, generator=g)
     out = call(x, w, None, 2, 1, 1, 2)
     assert out.shape == (0, 6, 16) and out.device == x.device
-    out = call(rand(2, 4, 10, device=device, generator=g), rand(0, 4, 3, device=device,
-                                                                 generator=g))
+    # A weight with no output channels is an error, as in aten (issue 30).
+    with pytest.raises(RuntimeError, match="expected weight with at least groups=1 output"):
+        call(rand(2, 4, 10, device=device, generator=g), rand(0, 4, 3, device=device,
+                                                              generator=g))
+    # Zero input channels give zero output channels, as in aten.
+    out = call(rand(2, 0, 10, device=device, generator=g), rand(6, 0, 3, device=device,
+                                                                generator=g))
     assert out.shape == (2, 0, 8)
 
 
@@ -919,7 +924,7 @@ def test_errors(device):
         (lambda: call(x, w, b[:5], groups=2), "expected bias of shape"),
         (lambda: call(x, w, b[None], groups=2), "expected bias of shape"),
         (lambda: call(x, rand(6, 2, 0, device=device), b, groups=2), "kernel size must be"),
-        (lambda: ops.conv1d(x, w, b, [1, 1], [0], [1], 2), "stride must have 1 or 1 values"),
+        (lambda: ops.conv1d(x, w, b, [1, 1], [0], [1], 2), "stride must have 1 value, got 2"),
         (lambda: ops.conv1d(x, w, b, [1], [0, 0], [1], 2), "padding must have"),
         (lambda: ops.conv1d.padding(x, w, b, [1], "same", [1, 2], 2), "dilation must have"),
     ]

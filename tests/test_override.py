@@ -25,7 +25,7 @@ class OpLog(TorchDispatchMode):
 
 
 def _run(fn, ops=None):
-    with OpLog() as log, torch_ops.enabled(ops=ops):
+    with OpLog() as log, torch_ops.enabled(ops=ops, cpu=True):
         out = fn()
     return out, log
 
@@ -122,7 +122,7 @@ def test_fall_through_cases():
         torch.testing.assert_close(out, expected, msg=name)
     # Named tensors (which the dispatch log above cannot see) run torch.
     named = r.refine_names("a", "b")
-    with torch_ops.enabled():
+    with torch_ops.enabled(cpu=True):
         torch.testing.assert_close(named.sum("a").rename(None), r.sum(0))
         torch.testing.assert_close(named.mean(1).rename(None), r.mean(1))
     # The grad-needing call falls through to torch and stays differentiable.
