@@ -50,7 +50,6 @@ struct RowsShape {
   bool x_vec, y_vec;  // 4-element vector staging / stores allowed (unit stride, aligned rows)
 };
 
-
 // Stages input columns [col, col + kItems) of one row (xr = the row's first element; zeros when
 // !row_in or outside [0, W)) at dst: one asynchronous vector copy when allowed and the vector lies
 // inside the row (or the whole row is padding: zero fill), else scalar loads through the column
