@@ -16,6 +16,7 @@
 
 #include "core/checks.h"
 #include "conv/args.h"
+#include "conv/dispatch.h"
 #include "core/dispatch.h"
 #include "core/launch.cuh"
 #include "core/tickets.h"
@@ -766,34 +767,19 @@ void launch(const Conv2dParams& p, const Plan& plan, cudaStream_t stream) {
   }
 }
 
-at::Tensor conv2d_cuda_run(const ConvArgs& args, const at::Tensor& input, const at::Tensor& weight,
-                           const std::optional<at::Tensor>& bias) {
-  GK_CHECK(input.is_cuda(), kOp, "expected a CUDA input, got one on ", input.device());
-  at::Tensor out = conv_output(args, input, weight);
-  if (out.numel() == 0) return out;
-  const Conv2dParams p = make_conv2d_params(args, conv_batched_input(args, input), weight, bias,
-                                            conv_batched_output(args, out));
-  const Plan plan = choose_algo(p, input.element_size());
-  CudaLaunchContext ctx(input);
-  GK_DISPATCH_FLOAT_CUDA(input.scalar_type(), kOp, [&] { launch<scalar_t>(p, plan, ctx.stream); });
-  return out;
-}
-
-struct Conv2dCuda {
-  static constexpr const char* kName = kOp;
-  static constexpr int kDims = 2;
-  static constexpr auto run = &conv2d_cuda_run;
-};
-
 }  // namespace
 
-std::string conv2d_cuda_algorithm(const Conv2dParams& p, int64_t elem_size) {
-  return conv2d_algo_names()[static_cast<int>(choose_algo(p, elem_size).algo)];
+// TEMPORARY bridge on the conv1d branch (the conv2d branch replaces this file): the run entry that
+// conv/ops.cpp calls, with the batched input for its dtype; the host entries and the CUDA
+// registration of conv2d live in conv/ops.cpp.
+void conv2d_cuda_run(const ConvProblem& p, const at::Tensor& x) {
+  const Plan plan = choose_algo(p, p.elem_size);
+  const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
+  GK_DISPATCH_FLOAT_CUDA(x.scalar_type(), kOp, [&] { launch<scalar_t>(p, plan, stream); });
+}
+
+std::string conv2d_cuda_algorithm(const ConvProblem& p) {
+  return conv2d_algo_names()[static_cast<int>(choose_algo(p, p.elem_size).algo)];
 }
 
 }  // namespace gpukern
-
-TORCH_LIBRARY_IMPL(gpukern, CUDA, m) {
-  m.impl("conv2d", &gpukern::ConvSchemas<gpukern::Conv2dCuda>::ints);
-  m.impl("conv2d.padding", &gpukern::ConvSchemas<gpukern::Conv2dCuda>::str);
-}
