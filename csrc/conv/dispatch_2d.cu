@@ -14,11 +14,6 @@
 
 namespace gpukern {
 
-// The run entry. TODO(integrator): conv/dispatch.h declares conv2d_cuda_run(p) without the input,
-// which leaves float16 and bfloat16 (both elem_size 2) apart by nothing; this takes x as
-// conv1d_cuda_run does, for its dtype and device. Declare it in conv/dispatch.h.
-void conv2d_cuda_run(const ConvProblem& p, const at::Tensor& x);
-
 namespace {
 
 constexpr const char* kOp = kConv2dOp;

@@ -1,6 +1,6 @@
-// conv1d's FFT path on CUDA: overlap-save over power-of-two blocks, float32 cuFFT transforms
+// The 1-D FFT path ("fft") on CUDA: overlap-save over power-of-two blocks, float32 cuFFT transforms
 // through ATen (plan cache, workspace from the caching allocator, current stream), our own pack,
-// product and epilogue kernels (conv1d_fft_kernels.cuh explains the packed-real transforms).
+// product and epilogue kernels (overlap_save.cuh explains the packed-real transforms).
 //
 // Block length rule (conv1d_fft_block_length): B = the smallest power of two >= 8 (K - 1),
 // at most kMaxBlock = 32768, at least the smallest power of two >= 2K (so at least about half of
@@ -14,12 +14,8 @@
 //
 // Memory passes, per output (fp32 in and out; o = B / S): x read 4 (+ the K - 1 overlap, mostly
 // L2 hits), pack write 4o, forward c2c read + write 8o, product read + write 8o (filter spectra
-// read from L2), inverse c2c read + write 8o, epilogue read 4o, y write 4: 8 + 28o bytes.
-// At ~3.5 TB/s effective:
-//   c1_k1024_seed (2.1M outputs, B = 8192, o = 1.143): 40 B -> 84 MB -> ~24 us (+ ~5 launches;
-//                 the ~9 MB buffers mostly stay in the 50-60 MB L2, so likely less traffic time)
-//   c1_k1024_16M  (16.8M outputs, same B): 672 MB -> ~190 us
-//   c1_k8191_1M   (1.06M outputs, B = 32768, o = 1.333): 45 B -> 48 MB -> ~14 us (+ launches)
+// read from L2), inverse c2c read + write 8o, epilogue read 4o, y write 4: 8 + 28o bytes (the
+// predicted times of the benchmark cases are in docs/perf_notes/conv1d.md).
 #include <ATen/ATen.h>
 
 #include <algorithm>
@@ -27,9 +23,8 @@
 #include "core/checks.h"
 #include "core/dispatch.h"
 #include "core/launch.cuh"
-#include "conv1d/conv1d.h"
-#include "conv1d/conv1d_fft.h"
-#include "conv1d/conv1d_fft_kernels.cuh"
+#include "conv/fft/overlap_save.cuh"
+#include "conv/launch_1d.h"
 
 namespace gpukern {
 namespace {
@@ -39,7 +34,7 @@ constexpr int64_t kMaxBlock = 32768;
 // Blocks per launch at most; the kernels grid-stride over buffer rows beyond it.
 constexpr int64_t kMaxGrid = int64_t{1} << 20;
 
-using Traits = Conv1dFftDefaultTraits;
+using Traits = conv::Conv1dFftDefaultTraits;
 
 int64_t pow2_ceil(int64_t n) {
   int64_t b = 1;
@@ -56,16 +51,16 @@ dim3 grid_for_rows(int64_t rows, int64_t positions) {
   const int64_t x = std::min(rows, kMaxGrid);
   const int64_t y = std::max<int64_t>(
       1, std::min({ceil_div(kTargetBlocks, x), ceil_div(positions, Traits::kThreads),
-                   int64_t{65535}}));
+                   kMaxGridY}));
   return dim3(static_cast<unsigned>(x), static_cast<unsigned>(y));
 }
 
 template <typename T>
-void fft_launch(const Conv1dParams& p, const at::Tensor& x3, cudaStream_t stream) {
-  Conv1dFftGeom g;
-  g.B = conv1d_fft_block_length(p.K, p.L_out);
-  g.S = g.B - p.K + 1;
-  g.nblk = ceil_div(p.L_out, g.S);
+void fft_launch(const ConvProblem& p, const at::Tensor& x3, cudaStream_t stream) {
+  conv::Conv1dFftGeom g;
+  g.B = conv1d_fft_block_length(p.KW, p.OW);
+  g.S = g.B - p.KW + 1;
+  g.nblk = ceil_div(p.OW, g.S);
   g.xblocks = p.N * p.C * g.nblk;
   g.scale = 1.f / static_cast<float>(4 * g.B);
   TORCH_INTERNAL_ASSERT(g.S >= 1 && g.B % 4 == 0 && g.xblocks >= 1);
@@ -74,7 +69,7 @@ void fft_launch(const Conv1dParams& p, const at::Tensor& x3, cudaStream_t stream
 
   // Pack: x blocks then the C scaled, reversed filters, one float buffer.
   at::Tensor buf = at::empty({rows, g.B}, x3.options().dtype(at::kFloat));
-  conv1d_fft_pack_kernel<T, Traits><<<grid_for_rows(rows, g.B), Traits::kThreads, 0, stream>>>(
+  conv::conv1d_fft_pack_kernel<T, Traits><<<grid_for_rows(rows, g.B), Traits::kThreads, 0, stream>>>(
       p, g, buf.mutable_data_ptr<float>());
   GK_CHECK_LAUNCH();
 
@@ -85,7 +80,7 @@ void fft_launch(const Conv1dParams& p, const at::Tensor& x3, cudaStream_t stream
   TORCH_INTERNAL_ASSERT(spec.is_contiguous() && spec.scalar_type() == at::kComplexFloat);
   float2* spec_ptr = reinterpret_cast<float2*>(spec.mutable_data_ptr());
 
-  conv1d_fft_product_kernel<Traits><<<grid_for_rows(g.xblocks, M / 2 + 1), Traits::kThreads, 0, stream>>>(
+  conv::conv1d_fft_product_kernel<Traits><<<grid_for_rows(g.xblocks, M / 2 + 1), Traits::kThreads, 0, stream>>>(
       g, p.C, spec_ptr);
   GK_CHECK_LAUNCH();
 
@@ -95,7 +90,7 @@ void fft_launch(const Conv1dParams& p, const at::Tensor& x3, cudaStream_t stream
   spec.reset();
   TORCH_INTERNAL_ASSERT(res.is_contiguous() && res.scalar_type() == at::kComplexFloat);
 
-  conv1d_fft_epilogue_kernel<T, Traits><<<grid_for_rows(g.xblocks, g.S), Traits::kThreads, 0,
+  conv::conv1d_fft_epilogue_kernel<T, Traits><<<grid_for_rows(g.xblocks, g.S), Traits::kThreads, 0,
                                            stream>>>(
       p, g, reinterpret_cast<const float*>(res.const_data_ptr()));
   GK_CHECK_LAUNCH();
@@ -110,9 +105,13 @@ int64_t conv1d_fft_block_length(int64_t K, int64_t L_out) {
   return std::max(B, kMinBlock);
 }
 
-void conv1d_fft_launch(const Conv1dParams& p, const at::Tensor& x3, cudaStream_t stream) {
-  TORCH_INTERNAL_ASSERT(p.c_per_group() == 1 && p.o_per_group() == 1 && p.stride == 1 &&
-                        p.dilation == 1 && p.K >= 1 && p.L_out >= 1);
+bool can_run_fft(const ConvProblem& p) {
+  return one_row(p) && p.stride_w == 1 && p.dil_w == 1;
+}
+
+void launch_fft(const ConvProblem& p, const at::Tensor& x3, cudaStream_t stream) {
+  TORCH_INTERNAL_ASSERT(p.c_per_group == 1 && p.o_per_group == 1 && p.stride_w == 1 &&
+                        p.dil_w == 1 && p.KW >= 1 && p.OW >= 1);
   GK_DISPATCH_FLOAT_CUDA(x3.scalar_type(), "conv1d", [&] { fft_launch<scalar_t>(p, x3, stream); });
 }
 

@@ -1,6 +1,7 @@
 #pragma once
-// conv1d's FFT path (overlap-save), the kernels around cuFFT's transforms (torch-free). The host
-// side (conv1d_fft_cuda.cu) runs, on one stream:
+// The 1-D FFT path ("fft", overlap-save): the kernels around cuFFT's transforms (torch-free).
+// A 1-D problem has H = 1; below, L is p.W, K is p.KW and L_out is p.OW. The host side
+// (overlap_save.cu) runs, on one stream:
 //
 //   conv1d_fft_pack_kernel      x blocks and reversed filter rows -> float buffer [xblocks + C, B]
 //   cuFFT c2c, forward          the buffer read as [xblocks + C, B/2] complex (batched, size B/2)
@@ -22,21 +23,22 @@
 //
 // Overlap-save geometry (one output row = one x row and one filter row, stride 1, dilation 1):
 // block b of a row covers outputs l in [b*S, b*S + S), S = B - K + 1, from the B inputs
-// u[i] = x[b*S + i - pad_lo] (zero outside [0, L)). With h[j] = w[K-1-j] (correlation as a
+// u[i] = x[b*S + i - pad_w] (zero outside [0, L)). With h[j] = w[K-1-j] (correlation as a
 // convolution), the circular convolution of u and h at position n in [K-1, B) does not wrap and
 // equals output l = b*S + n - (K-1).
 #include <cstdint>
 
 #include "device/vec.cuh"
-#include "conv1d/conv1d.h"
+#include "conv/problem.h"
 
 namespace gpukern {
+namespace conv {
 
-// Block geometry of one call, chosen by the host (conv1d_fft_cuda.cu documents the rule).
+// Block geometry of one call, chosen by the host (overlap_save.cu documents the rule).
 struct Conv1dFftGeom {
   int64_t B = 0;        // transform length in reals (a power of two >= 16)
   int64_t S = 0;        // valid outputs per block, B - K + 1 >= 1
-  int64_t nblk = 0;     // blocks per output row, ceil(L_out / S)
+  int64_t nblk = 0;     // blocks per output row, ceil(OW / S)
   int64_t xblocks = 0;  // N * C * nblk: x blocks, the first rows of the buffer
   float scale = 0.f;    // 1 / (4 B): the inverse's 1/B and both splits' 1/2, folded into h
 };
@@ -53,10 +55,10 @@ using Conv1dFftDefaultTraits = Conv1dFftTraits<256>;
 // divisions happen once): rows r < xblocks hold block b = r % nblk of output row r / nblk
 // (= n*C + c); rows xblocks + c hold scale * w[c, 0, K-1-j] for j < K, zero after. Threads step
 // through the row one float at a time: consecutive threads read consecutive x elements (when
-// x_sl == 1) and write consecutive floats, both coalesced, whatever the alignment of x.
+// x_sw == 1) and write consecutive floats, both coalesced, whatever the alignment of x.
 template <typename T, typename Traits>
 __global__ void __launch_bounds__(Traits::kThreads)
-    conv1d_fft_pack_kernel(const Conv1dParams p, const Conv1dFftGeom g, float* __restrict__ buf) {
+    conv1d_fft_pack_kernel(const ConvProblem p, const Conv1dFftGeom g, float* __restrict__ buf) {
   const T* __restrict__ x = static_cast<const T*>(p.x);
   const T* __restrict__ w = static_cast<const T*>(p.w);
   const int64_t rows = g.xblocks + p.C;
@@ -72,15 +74,15 @@ __global__ void __launch_bounds__(Traits::kThreads)
       const int64_t n = row / p.C;
       const int64_t c = row - n * p.C;
       const T* __restrict__ xr = x + n * p.x_sn + c * p.x_sc;
-      const int64_t m0 = b * g.S - p.pad_lo;  // x index of u[0]
+      const int64_t m0 = b * g.S - p.pad_w;  // x index of u[0]
       for (int64_t i = lane0; i < g.B; i += lanes) {
         const int64_t m = m0 + i;
-        dst[i] = (m >= 0 && m < p.L) ? to_float(xr[m * p.x_sl]) : 0.f;
+        dst[i] = (m >= 0 && m < p.W) ? to_float(xr[m * p.x_sw]) : 0.f;
       }
     } else {
       const T* __restrict__ wr = w + (r - g.xblocks) * p.w_so;
       for (int64_t j = lane0; j < g.B; j += lanes) {
-        dst[j] = j < p.K ? g.scale * to_float(wr[(p.K - 1 - j) * p.w_sk]) : 0.f;
+        dst[j] = j < p.KW ? g.scale * to_float(wr[(p.KW - 1 - j) * p.w_sw]) : 0.f;
       }
     }
   }
@@ -146,12 +148,12 @@ __global__ void __launch_bounds__(Traits::kThreads)
 }
 
 // Epilogue. Grid-stride over the x blocks (one block's valid outputs per iteration, divisions
-// once per block): output l = b*S + i, i < min(S, L_out - b*S), is the inverse's real element
+// once per block): output l = b*S + i, i < min(S, OW - b*S), is the inverse's real element
 // K - 1 + i of row r (floats, contiguous rows of B). Consecutive threads read consecutive floats
-// and write consecutive outputs (coalesced when y_sl == 1).
+// and write consecutive outputs (coalesced when y_sw == 1).
 template <typename T, typename Traits>
 __global__ void __launch_bounds__(Traits::kThreads)
-    conv1d_fft_epilogue_kernel(const Conv1dParams p, const Conv1dFftGeom g,
+    conv1d_fft_epilogue_kernel(const ConvProblem p, const Conv1dFftGeom g,
                                const float* __restrict__ res) {
   const T* __restrict__ bias = static_cast<const T*>(p.b);
   T* __restrict__ y = static_cast<T*>(p.y);
@@ -165,14 +167,15 @@ __global__ void __launch_bounds__(Traits::kThreads)
     const int64_t n = row / p.C;
     const int64_t c = row - n * p.C;
     const int64_t l0 = b * g.S;
-    const int64_t count = p.L_out - l0 < g.S ? p.L_out - l0 : g.S;
+    const int64_t count = p.OW - l0 < g.S ? p.OW - l0 : g.S;
     const float bv = bias != nullptr ? to_float(bias[c * p.b_s]) : 0.f;
-    const float* __restrict__ src = res + r * g.B + (p.K - 1);
-    T* __restrict__ dst = y + n * p.y_sn + c * p.y_so + l0 * p.y_sl;
+    const float* __restrict__ src = res + r * g.B + (p.KW - 1);
+    T* __restrict__ dst = y + n * p.y_sn + c * p.y_so + l0 * p.y_sw;
     for (int64_t i = lane0; i < count; i += lanes) {
-      dst[i * p.y_sl] = from_float<T>(src[i] + bv);
+      dst[i * p.y_sw] = from_float<T>(src[i] + bv);
     }
   }
 }
 
+}  // namespace conv
 }  // namespace gpukern
