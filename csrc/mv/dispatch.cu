@@ -110,7 +110,6 @@ MvAlgo choose(const MvProblem& s) {
       });
 }
 
-
 // The launch of algorithm `algo` for the normalised problem s, on `stream` with ticket slot
 // `tbase` (core/tickets.h).
 template <typename T>

@@ -30,6 +30,7 @@ void check_mv_args(const at::Tensor& self, const at::Tensor& vec) {
   check_floating(kOp, self, "self");
 }
 
+#if defined(GPUKERN_WITH_CUDA)
 // Whether t's data starts on a 16-byte boundary; meta tensors have no address, so their storage
 // is taken as aligned (as fresh allocations are) and only the offset counts.
 bool starts_aligned16(const at::Tensor& t) {
@@ -50,6 +51,7 @@ MvProblem make_mv_problem(const at::Tensor& self, const at::Tensor& vec) {
   p.x_aligned = starts_aligned16(vec);
   return p;
 }
+#endif
 
 // gpukern::mv (CPU and CUDA keys).
 at::Tensor mv_op(const at::Tensor& self, const at::Tensor& vec) {

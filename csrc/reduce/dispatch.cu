@@ -4,7 +4,7 @@
 //
 // Algorithms (names accepted by torch_ops.force_algorithm("reduce", name), returned by
 // torch_ops.algorithm("sum"|"mean"|"amax"|"amin", x, dim)), with what each can run:
-//   small       one block (32, 256 or 512 threads), no workspace, no ticket: full reductions
+//   small       one block (32 to 512 threads), no workspace, no ticket: full reductions
 //               (n_out == 1) of contiguous data
 //   flat        flat kernel: full reductions of contiguous data, blocks split the run, lean
 //               parameters; block 0 polls the others' flagged partials (float accumulators, up
@@ -47,8 +47,6 @@
 
 namespace gpukern {
 namespace {
-
-constexpr const char* kOp = "reduce";
 
 enum class RedAlgo { kSmall, kSegContig, kSeg, kRow, kColVec, kCol, kRowVec, kSegRuns, kFlat };
 

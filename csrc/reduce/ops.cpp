@@ -227,12 +227,14 @@ at::Tensor amin(const at::Tensor& self, at::IntArrayRef dim, bool keepdim) {
   return reduce_entry(ReduceKind::kMin, self, dim, keepdim, std::nullopt);
 }
 
+#if defined(GPUKERN_WITH_CUDA)
 // Whether t's data starts on a 16-byte boundary; meta tensors have no address, so their storage
 // is taken as aligned (as fresh allocations are) and only the offset counts.
 bool starts_aligned16(const at::Tensor& t) {
   if (t.is_meta()) return (t.storage_offset() * t.element_size()) % 16 == 0;
   return (reinterpret_cast<uintptr_t>(t.const_data_ptr()) & 15u) == 0;
 }
+#endif
 
 // gpukern::_algorithm_reduce(self, dim, kind): the CUDA algorithm torch_ops.<kind>(self, dim)
 // (no dtype argument) would run; kind is sum, mean, amax or amin. Only sizes, strides, dtype and
