@@ -1,19 +1,14 @@
 #pragma once
-// Reductions (sum, mean, amax, amin): the normalised problem shared by the host entry, the CPU
-// kernel and the CUDA kernels. Torch-free on purpose (the CUDA kernels include it); at::Tensor is
-// only forward-declared for the CUDA launcher's prototype.
+// Reductions (sum, mean, amax, amin): the normalised problem shared by the host entry
+// (reduce/ops.cpp, which builds it), the CPU kernel and the CUDA kernels. Torch-free on purpose:
+// the kernel headers include it.
 #include <cstdint>
-#include <string>
 
 #if defined(__CUDACC__)
 #define GK_HD __host__ __device__ __forceinline__
 #else
 #define GK_HD inline
 #endif
-
-namespace at {
-class Tensor;
-}
 
 namespace gpukern {
 
@@ -51,20 +46,22 @@ GK_HD int64_t offset_of(int64_t idx, int n, const int64_t* size, const int64_t* 
 
 enum class ReduceKind : int { kSum = 0, kMean = 1, kMax = 2, kMin = 3 };
 
+// The op name of a kind, as messages print it ("gpukern::<name>: ...").
+inline const char* kind_name(ReduceKind k) {
+  switch (k) {
+    case ReduceKind::kSum:
+      return "sum";
+    case ReduceKind::kMean:
+      return "mean";
+    case ReduceKind::kMax:
+      return "amax";
+    default:
+      return "amin";
+  }
+}
+
 // How the result is stored: in the kernel's element type, in float32 (half/bfloat16 summed to
 // float32 by dtype=), or as int64 (integer sums).
 enum class ReduceOutKind : int { kSame = 0, kFloat = 1, kInt64 = 2 };
-
-#if defined(GPUKERN_WITH_CUDA)
-// CUDA launcher (reduce_cuda.cu): x holds the (already cast) input, out the allocated output of
-// layout.n_out elements; kind/out_kind as above; R > 0 and n_out > 0.
-void reduce_cuda(const ReduceLayout& layout, ReduceKind kind, ReduceOutKind out_kind,
-                 const at::Tensor& x, const at::Tensor& out);
-// Name of the algorithm reduce_cuda runs for this layout (honours a forced one; raises like the
-// call): float_acc = the kernel reads a float type (else an integer type summed in int64),
-// elem_size = bytes per element read, aligned = the data starts on a 16-byte boundary.
-std::string reduce_cuda_algorithm(const ReduceLayout& layout, bool float_acc, int elem_size,
-                                  bool aligned);
-#endif
 
 }  // namespace gpukern
