@@ -27,10 +27,10 @@ from ._args import expand, int_list
 FLOAT_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 #: Floating dtypes computed on CPU only.
 CPU_ONLY_FLOAT_DTYPES = (torch.float64,)
-#: Input dtypes ``sum`` reduces in its integer kernels (to int64), CPU and CUDA. Other integer
-#: dtypes (uint16, uint32, uint64) are rejected by the kernels; update this list where they add
-#: them. ``mean``/``amax``/``amin`` take floating inputs only; complex inputs are not supported.
-SUM_INT_DTYPES = (torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64)
+#: Input dtypes ``sum`` reduces in its integer kernels (to int64, as torch.sum), CPU and CUDA.
+#: ``mean``/``amax``/``amin`` take floating inputs only; complex inputs are not supported.
+SUM_INT_DTYPES = (torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64,
+                  torch.uint16, torch.uint32, torch.uint64)
 
 
 def float_supported(dtype: torch.dtype, device_type: str) -> bool:

@@ -74,7 +74,7 @@ def sum(input: torch.Tensor, dim: Optional[IntOrSeq] = None, keepdim: bool = Fal
     """Like torch.sum: bool/integer inputs sum to int64, float16/bfloat16 accumulate in float32.
 
     Input dtypes: float32, float16, bfloat16 (CPU and CUDA), float64 (CPU only), and bool, uint8,
-    int8, int16, int32, int64 (``torch_ops._checks.SUM_INT_DTYPES``). uint16/uint32/uint64 and
+    uint16, uint32, uint64, int8, int16, int32, int64 (``torch_ops._checks.SUM_INT_DTYPES``).
     complex inputs are rejected (``torch_ops.enabled()`` hands them to torch)."""
     if dim is None:
         return _ops.sum(input, dtype=dtype) if not keepdim else \
