@@ -351,7 +351,7 @@ def reduce_check(op: str, x: torch.Tensor, dim, keepdim: bool,
         [s for d, s in enumerate(x.shape) if not mask[d]]
     if (_is_int_like(kernel_t) and kernel_t not in SUM_INT_DTYPES and x.numel() > 0
             and _numel(shape) > 0):
-        # The kernels' integer dispatch (reduce.cpp reduce_cpu / reduce_cuda.cu).
+        # The kernels' integer dispatch (csrc/reduce/cpu.cpp and csrc/reduce/dispatch.cu).
         if dev == "cuda":
             raise RuntimeError(f"gpukern::reduce: unsupported dtype {dtype_name(kernel_t)} on "
                                "CUDA")
