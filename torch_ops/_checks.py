@@ -303,6 +303,10 @@ def reduce_check(op: str, x: torch.Tensor, dim, keepdim: bool,
         out_t = dtype if dtype is not None else (torch.int64 if _is_int_like(in_t) else in_t)
         if out_t.is_complex:
             fail(op, "complex dtype is not supported")
+        if out_t in (torch.uint16, torch.uint32, torch.uint64):
+            raise NotImplementedError(
+                f"gpukern::{op}: dtype={dtype_name(out_t)} is not supported as the result dtype; "
+                "unsigned inputs sum to int64")
     elif op == "mean":
         if dtype is not None:
             if not dtype.is_floating_point:

@@ -76,6 +76,10 @@ def _cuda_choice_reason(nsp: int, in_channels: int, out_channels: int, groups: i
     return None
 
 
+# Under torch.compile the answer is computed eagerly while tracing and kept as a constant: it is a
+# pure function of the layer's settings and the forced algorithm, and the extension queries it
+# makes (meta tensors, the forced-algorithm op) return strings, which dynamo cannot trace.
+@torch._dynamo.assume_constant_result
 def conv_fast_path_reason(nsp: int, in_channels: int, out_channels: int, groups: int,
                           kernel_size: Sequence[int], stride, dilation) -> Optional[str]:
     """None when a ``nsp``-d convolution with these settings has a specialised gpukern kernel,

@@ -138,6 +138,12 @@ at::Tensor reduce_entry(ReduceKind kind, const at::Tensor& self, at::OptionalInt
   if (kind == ReduceKind::kSum) {
     out_t = dtype.has_value() ? *dtype : (is_int_like(in_t) ? at::kLong : in_t);
     GK_CHECK(!at::isComplexType(out_t), op, "complex dtype is not supported");
+    // torch.sum has no unsigned 16/32/64-bit result (NotImplementedError); such inputs sum to
+    // int64.
+    TORCH_CHECK_NOT_IMPLEMENTED(
+        out_t != at::kUInt16 && out_t != at::kUInt32 && out_t != at::kUInt64,
+        detail::check_msg("gpukern::", op, ": dtype=", c10::toString(out_t),
+                          " is not supported as the result dtype; unsigned inputs sum to int64"));
   } else if (kind == ReduceKind::kMean) {
     if (dtype.has_value()) {
       GK_CHECK(at::isFloatingType(*dtype), op, "dtype must be a floating point dtype, got ",
