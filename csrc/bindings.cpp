@@ -4,6 +4,7 @@
 #include <Python.h>
 #include <torch/library.h>
 
+#include "conv/igemm/igemm.h"
 #include "core/algo_table.h"
 
 // GPUKERN_CUDA_ARCHS is the comma-separated list of nvcc codes (sm_90, compute_90) that setup.py
@@ -77,6 +78,8 @@ TORCH_LIBRARY(gpukern, m) {
   m.def(
       "_algorithm_conv2d.padding(Tensor input, Tensor weight, SymInt[2] stride=1, "
       "str padding=\"valid\", SymInt[2] dilation=1, SymInt groups=1) -> str");
+  // Whether this build has the tensor-core implicit-GEMM conv path ("igemm", conv/igemm/igemm.h).
+  m.def("_has_igemm() -> bool", [] { return gpukern::igemm_built(); });
   m.def("_algorithm_mv(Tensor self, Tensor vec) -> str");
   m.def("_algorithm_reduce(Tensor self, int[1]? dim, str kind=\"sum\") -> str");
 }
