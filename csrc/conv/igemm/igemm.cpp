@@ -112,8 +112,9 @@ bool dtype_of(const ConvProblem& p, bool tf32_allowed, IgemmDtype& d) {
 }
 
 // The (sn, sh, sw) strides of a [N, C, H, W] view t when it can be read or written in place as
-// NHWC (channels unit-stride, the other strides and the base 16-byte aligned); a size-1 dim's
-// stride, never stepped, is replaced by the packed one. Empty when t must be copied.
+// NHWC (channels unit-stride, the other strides and the base 16-byte aligned, each stride at
+// least the packed one, as CUTLASS's ConvProblemShape assumes); a size-1 dim's stride, never
+// stepped, is replaced by the packed one. Empty when t must be copied.
 std::optional<std::array<int64_t, 3>> nhwc_strides(const at::Tensor& t) {
   const int64_t align = kTmaBytes / static_cast<int64_t>(t.element_size());
   if (t.stride(1) != 1 || reinterpret_cast<uintptr_t>(t.const_data_ptr()) % kTmaBytes != 0) {
@@ -123,12 +124,18 @@ std::optional<std::array<int64_t, 3>> nhwc_strides(const at::Tensor& t) {
   const int64_t sh = t.size(2) == 1 ? t.size(3) * sw : t.stride(2);
   const int64_t sn = t.size(0) == 1 ? t.size(2) * sh : t.stride(0);
   if (sw % align != 0 || sh % align != 0 || sn % align != 0) return std::nullopt;
+  if (sw < t.size(1) || sh < t.size(3) * sw || sn < t.size(2) * sh) return std::nullopt;
   return std::array<int64_t, 3>{sn, sh, sw};
 }
 
-at::Tensor as_nhwc(const at::Tensor& t) {
-  return nhwc_strides(t) ? t : t.contiguous(at::MemoryFormat::ChannelsLast);
+// A fresh packed channels_last tensor (from the caching allocator: aligned) like t.
+at::Tensor empty_nhwc(const at::Tensor& t) {
+  return at::empty(t.sizes(), t.options().memory_format(at::MemoryFormat::ChannelsLast));
 }
+
+// t itself when NHWC-usable, else one copy (not t.contiguous(ChannelsLast), which returns a
+// channels_last view as it is even when its base is not 16-byte aligned).
+at::Tensor as_nhwc(const at::Tensor& t) { return nhwc_strides(t) ? t : empty_nhwc(t).copy_(t); }
 
 void run4(const ConvProblem& p, const at::Tensor& x4, const at::Tensor& w4,
           const std::optional<at::Tensor>& bias, const at::Tensor& y4) {
@@ -156,8 +163,7 @@ void run4(const ConvProblem& p, const at::Tensor& x4, const at::Tensor& w4,
   ip.w_ss = ws[2];
   // Output: in place when NHWC-aligned, else a channels_last temporary copied back.
   const bool y_direct = nhwc_strides(y4).has_value();
-  const at::Tensor yc = y_direct ? y4 : at::empty(y4.sizes(), y4.options().memory_format(
-                                                                  at::MemoryFormat::ChannelsLast));
+  const at::Tensor yc = y_direct ? y4 : empty_nhwc(y4);
   const auto ys = *nhwc_strides(yc);
   ip.y_sn = ys[0];
   ip.y_sh = ys[1];
