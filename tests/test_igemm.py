@@ -61,7 +61,7 @@ def _rand(*shape, dtype, gen):
 
 def _ref(x, w, b, stride, padding, dilation, groups=1):
     d = lambda t: None if t is None else t.double()  # noqa: E731
-    conv = F.conv1d if x.dim() == 3 else F.conv2d
+    conv = F.conv1d if w.dim() == 3 else F.conv2d  # by the weight: an unbatched 2-D x is 3-D
     return conv(d(x), d(w), d(b), stride, padding, dilation, groups)
 
 
