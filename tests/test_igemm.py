@@ -1,7 +1,7 @@
 """The tensor-core implicit-GEMM path ("igemm", csrc/conv/igemm) against F.conv1d / F.conv2d in
 float64: ResNet / MobileNet / ConvNeXt-like shapes, odd sizes, bias or none, NCHW and
 channels_last, bf16, fp16 and fp32 as TF32; the fall-backs (TF32 off, C = 3, groups); conv1d as
-H = 1; views, misaligned and strided tensors; CUDA graph capture.
+H = 1; views, misaligned and strided tensors; CUDA graph capture; each tile configuration.
 
 Every parity test forces the algorithm by name (torch_ops.force_algorithm(family, "igemm")), so a
 pass proves the path ran. Skipped without a CUDA sm_90 device, in a build without the igemm path
@@ -44,6 +44,15 @@ _STATE = _igemm_state()
 pytestmark = [pytest.mark.cuda, pytest.mark.skipif(_STATE is not None, reason=str(_STATE))]
 
 DTYPES = [torch.bfloat16, torch.float16, torch.float32]
+# The tile configurations (csrc/conv/igemm/config.h), forced through GPUKERN_IGEMM_CONFIG; "auto"
+# leaves the shape-bucket rule to choose.
+CONFIGS = ["large", "small"]
+
+
+@pytest.fixture(params=CONFIGS)
+def config(request, monkeypatch):
+    monkeypatch.setenv("GPUKERN_IGEMM_CONFIG", request.param)
+    return request.param
 
 
 @pytest.fixture(autouse=True)
@@ -108,7 +117,7 @@ def _ids(s):
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("bias", [True, False], ids=["bias", "nobias"])
 @pytest.mark.parametrize("channels_last", [True, False], ids=["cl", "nchw"])
-def test_conv2d_parity(shape, dtype, bias, channels_last):
+def test_conv2d_parity(shape, dtype, bias, channels_last, config):
     n, c, h, wd, o, k, stride, padding, dilation = shape
     gen = torch.Generator().manual_seed(SHAPES_2D.index(shape) * 8 + DTYPES.index(dtype) * 2 + bias)
     x = _rand(n, c, h, wd, dtype=dtype, gen=gen)
@@ -128,7 +137,7 @@ def test_conv2d_parity(shape, dtype, bias, channels_last):
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
-def test_conv2d_mixed_layouts_and_views(dtype):
+def test_conv2d_mixed_layouts_and_views(dtype, config):
     """NCHW input with a channels_last weight (output channels_last), a sliced input (copied), a
     misaligned channels_last view (copied), a strided bias (copied), an unbatched input."""
     gen = torch.Generator().manual_seed(7)
@@ -211,7 +220,7 @@ SHAPES_1D = [
                          ids=lambda s: f"n{s[0]}c{s[1]}_l{s[2]}_o{s[3]}_k{s[4]}_s{s[5]}")
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("nlc", [False, True], ids=["ncl", "nlc"])
-def test_conv1d_parity(shape, dtype, nlc):
+def test_conv1d_parity(shape, dtype, nlc, config):
     n, c, length, o, k, stride, padding, dilation = shape
     gen = torch.Generator().manual_seed(11)
     x = _rand(n, c, length, dtype=dtype, gen=gen)
@@ -226,7 +235,7 @@ def test_conv1d_parity(shape, dtype, nlc):
     assert err <= REL_TOL[dtype], f"relative error {err:.3e} > {REL_TOL[dtype]}"
 
 
-def test_conv1d_wav2vec2_full_size():
+def test_conv1d_wav2vec2_full_size(config):
     """The real wav2vec2 layer: B4, 512->512, K=3, stride 2, L=12,799, bf16."""
     gen = torch.Generator().manual_seed(13)
     x = _rand(4, 512, 12799, dtype=torch.bfloat16, gen=gen)
@@ -235,7 +244,7 @@ def test_conv1d_wav2vec2_full_size():
     assert _rel_err(out, _ref(x, w, None, 2, 0, 1)) <= REL_TOL[torch.bfloat16]
 
 
-def test_cuda_graph_capture():
+def test_cuda_graph_capture(config):
     """A forced igemm call captures into a CUDA graph and replays on new data."""
     gen = torch.Generator().manual_seed(17)
     x = _rand(4, 64, 28, 28, dtype=torch.bfloat16, gen=gen).contiguous(

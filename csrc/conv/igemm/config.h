@@ -57,14 +57,18 @@ struct IgemmKernel {
   int (*run)(const IgemmProblem& p, const IgemmBuffers& b, void* stream);  // stream: cudaStream_t
 };
 
-// The configurations, named by the shape bucket they serve. This slice has one per dtype, a
-// 128x128 output tile (M x N) with a K step of 128 bytes of operand (64 16-bit or 32 fp32
-// elements), cluster 1x1x1, the non-persistent warp-specialised schedule (CUTLASS 4.2 disables
-// the persistent ones for conv). Defined in igemm_<dtype>.cu.
+// The configurations, named by the shape bucket they serve, two per dtype: "large", a 128x128
+// output tile (M x N), and "small", 64x64 (layers whose 128x128 grid is under one wave of the
+// GPU, or O <= 64, where half of a 128-wide N tile would be padding). Both take a K step of 128
+// bytes of operand (64 16-bit or 32 fp32 elements), cluster 1x1x1 and the non-persistent
+// warp-specialised schedule (CUTLASS 4.2 disables the persistent ones for conv). Defined in
+// igemm_<dtype>.cu.
+enum class IgemmBucket { kLarge, kSmall };
+
 #ifdef GPUKERN_WITH_CUTLASS
-extern const IgemmKernel kIgemmBf16Large;  // igemm_bf16.cu
-extern const IgemmKernel kIgemmF16Large;   // igemm_f16.cu
-extern const IgemmKernel kIgemmTf32Large;  // igemm_tf32.cu
+extern const IgemmKernel kIgemmBf16Large, kIgemmBf16Small;  // igemm_bf16.cu
+extern const IgemmKernel kIgemmF16Large, kIgemmF16Small;    // igemm_f16.cu
+extern const IgemmKernel kIgemmTf32Large, kIgemmTf32Small;  // igemm_tf32.cu
 #endif
 
 }  // namespace conv

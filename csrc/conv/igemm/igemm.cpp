@@ -6,6 +6,8 @@
 #include <ATen/ATen.h>
 
 #include <array>
+#include <cstdlib>
+#include <cstring>
 #include <limits>
 
 #include "core/checks.h"
@@ -24,6 +26,7 @@ namespace gpukern {
 
 namespace {
 
+using conv::IgemmBucket;
 using conv::IgemmBuffers;
 using conv::IgemmDtype;
 using conv::IgemmKernel;
@@ -32,14 +35,38 @@ using conv::IgemmProblem;
 constexpr int64_t kMaxInt = std::numeric_limits<int32_t>::max();
 constexpr int64_t kTmaBytes = 16;  // TMA: base addresses and strides in 16-byte units
 
-// The configuration for a dtype (this slice: one per dtype, the 128x128 tile).
-const IgemmKernel& kernel_for(IgemmDtype d) {
+// SMs assumed by a query without a GPU (an H100 SXM).
+constexpr int64_t kQuerySmCount = 132;
+
+const IgemmKernel& kernel_for(IgemmDtype d, IgemmBucket b) {
+  const bool small = b == IgemmBucket::kSmall;
   switch (d) {
-    case IgemmDtype::kBf16: return conv::kIgemmBf16Large;
-    case IgemmDtype::kF16: return conv::kIgemmF16Large;
+    case IgemmDtype::kBf16: return small ? conv::kIgemmBf16Small : conv::kIgemmBf16Large;
+    case IgemmDtype::kF16: return small ? conv::kIgemmF16Small : conv::kIgemmF16Large;
     case IgemmDtype::kTf32: break;
   }
-  return conv::kIgemmTf32Large;
+  return small ? conv::kIgemmTf32Small : conv::kIgemmTf32Large;
+}
+
+int64_t sm_count() {
+  if (at::cuda::device_count() == 0) return kQuerySmCount;
+  return at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
+}
+
+// The shape bucket: small (64x64 tiles) when 128x128 tiles would not fill one wave of the GPU or
+// O <= 64 would leave half of each 128-wide N tile empty; large otherwise. A first rule from
+// tile arithmetic, not yet from measurements (benchmarks/igemm_layers.py times both). The
+// environment variable GPUKERN_IGEMM_CONFIG=large|small overrides it (for benchmarks; read on
+// every call).
+IgemmBucket bucket_of(const ConvProblem& p) {
+  if (const char* env = std::getenv("GPUKERN_IGEMM_CONFIG")) {
+    if (std::strcmp(env, "large") == 0) return IgemmBucket::kLarge;
+    if (std::strcmp(env, "small") == 0) return IgemmBucket::kSmall;
+  }
+  const int64_t m_tiles = (p.N * p.OH * p.OW + 127) / 128;
+  const int64_t n_tiles = (p.O + 127) / 128;
+  if (p.O <= 64 || m_tiles * n_tiles < sm_count()) return IgemmBucket::kSmall;
+  return IgemmBucket::kLarge;
 }
 
 // The problem's GEMM sizes in int32 and its paddings after the input, with x, w, y as packed
@@ -147,7 +174,7 @@ void run4(const ConvProblem& p, const at::Tensor& x4, const at::Tensor& w4,
   GK_CHECK(make_igemm_problem(p, ip) && dtype_of(p, true, d), "conv",
            "igemm: the problem is outside the path (igemm_can_run is false)");
   if (x4.scalar_type() == at::kHalf) d = IgemmDtype::kF16;
-  const IgemmKernel& k = kernel_for(d);
+  const IgemmKernel& k = kernel_for(d, bucket_of(p));
 
   // Activations: in place when NHWC-aligned, else converted once.
   const at::Tensor xc = as_nhwc(x4);
@@ -212,7 +239,7 @@ bool igemm_can_run(const ConvProblem& p, bool tf32_allowed) {
   const int64_t align = kTmaBytes / p.elem_size;
   if (p.C % align != 0 || p.O % align != 0) return false;
   if (!make_igemm_problem(p, ip) || !device_ok()) return false;
-  return kernel_for(d).can_implement(ip);
+  return kernel_for(d, bucket_of(p)).can_implement(ip);
 }
 
 bool igemm_can_run(const ConvProblem& p) {
@@ -220,7 +247,8 @@ bool igemm_can_run(const ConvProblem& p) {
 }
 
 std::string igemm_config_name(const ConvProblem& p) {
-  return igemm_can_run(p) ? "large_128x128" : "";
+  if (!igemm_can_run(p)) return "";
+  return bucket_of(p) == IgemmBucket::kSmall ? "small_64x64" : "large_128x128";
 }
 
 void igemm_run(const ConvProblem& p, const at::Tensor& x, const at::Tensor& w,

@@ -42,7 +42,9 @@ bool igemm_can_run(const ConvProblem& p, bool tf32_allowed);
 // The same with torch's setting for convolutions (at::globalContext().allowTF32CuDNN()).
 bool igemm_can_run(const ConvProblem& p);
 
-// The configuration igemm_run would use for p (e.g. "bf16_128x128x64"); "" when it cannot run.
+// The shape bucket igemm_run would use for p ("large_128x128" or "small_64x64", conv/igemm/
+// config.h); "" when it cannot run. GPUKERN_IGEMM_CONFIG=large|small in the environment forces
+// the bucket (benchmarks and tests).
 std::string igemm_config_name(const ConvProblem& p);
 
 // Runs y = conv(x, w) + bias for a problem igemm_can_run accepts. x, w, y: the batched input,

@@ -9,9 +9,12 @@
 namespace gpukern {
 namespace conv {
 
-// Large layers (the one bucket of this slice): 128x128 output tiles, K step 32.
+// Large layers: 128x128 output tiles, K step 32.
 const IgemmKernel kIgemmTf32Large =
     igemm_kernel<IgemmConv<float, 128, 128, 32>>("tf32_128x128x32", IgemmDtype::kTf32);
+// Small layers (under one wave of 128x128 tiles, or O <= 64): 64x64 output tiles, K step 32.
+const IgemmKernel kIgemmTf32Small =
+    igemm_kernel<IgemmConv<float, 64, 64, 32>>("tf32_64x64x32", IgemmDtype::kTf32);
 
 }  // namespace conv
 }  // namespace gpukern
