@@ -54,11 +54,14 @@ IGEMM_ARCH_LIST = "9.0a"
 
 
 def _cutlass_include_dirs():
-    try:
-        import cutlass_library
-    except ImportError:
+    # Located, not imported: the headers are all the build needs, and importing cutlass_library
+    # would pull in its Python dependencies (networkx, scipy, ...), which `pip install --no-deps
+    # nvidia-cutlass==4.2.0.0` leaves out.
+    import importlib.util
+    spec = importlib.util.find_spec("cutlass_library")
+    if spec is None or not spec.submodule_search_locations:
         return None
-    src = os.path.join(os.path.dirname(cutlass_library.__file__), "source")
+    src = os.path.join(list(spec.submodule_search_locations)[0], "source")
     dirs = [os.path.join(src, "include"), os.path.join(src, "tools", "util", "include")]
     return dirs if all(os.path.isdir(d) for d in dirs) else None
 
