@@ -1,5 +1,7 @@
 """Shared test fixtures: devices (cpu always, cuda when present), the per-dtype tolerance table
 and the float64-reference comparison every parity test uses."""
+import collections
+
 import pytest
 import torch
 
@@ -73,3 +75,19 @@ def assert_close_ref(out: torch.Tensor, ref: torch.Tensor, dtype: torch.dtype = 
 @pytest.fixture(params=DEVICE_PARAMS)
 def device(request):
     return request.param
+
+
+def pytest_terminal_summary(terminalreporter):
+    """One line per skip reason with its count (pyproject's addopts leave out -ra's line per
+    skipped test; -rs still lists them one by one)."""
+    skipped = terminalreporter.stats.get("skipped", [])
+    if not skipped:
+        return
+    reasons = collections.Counter()
+    for report in skipped:
+        longrepr = report.longrepr
+        reason = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)
+        reasons[reason.removeprefix("Skipped: ")] += 1
+    terminalreporter.write_sep("-", f"{len(skipped)} skipped, by reason")
+    for reason, count in reasons.most_common():
+        terminalreporter.write_line(f"{count:6d}  {reason}")

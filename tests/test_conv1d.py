@@ -1,6 +1,6 @@
 """gpukern::conv1d / conv1d.padding against torch.nn.functional.conv1d (float64 references).
 
-CUDA kernel paths (see choose_conv1d_algo in csrc/conv1d/conv1d_cuda.cu):
+CUDA kernel paths (the rules of csrc/conv/dispatch_1d.cu):
   rowwise16       stride 1, C == O == groups, dilation 1, L_out >= 256, fp32, any K below the FFT
                   thresholds (one warp per tile of up to 2048 outputs; taps in steps of 1024;
                   forceable for fp16/bf16)
@@ -138,8 +138,13 @@ def test_empty(device):
     w = rand(6, 2, 5, device=device, generator=g)
     out = call(x, w, None, 2, 1, 1, 2)
     assert out.shape == (0, 6, 16) and out.device == x.device
-    out = call(rand(2, 4, 10, device=device, generator=g), rand(0, 4, 3, device=device,
-                                                                 generator=g))
+    # A weight with no output channels is an error, as in aten (issue 30).
+    with pytest.raises(RuntimeError, match="expected weight with at least groups=1 output"):
+        call(rand(2, 4, 10, device=device, generator=g), rand(0, 4, 3, device=device,
+                                                              generator=g))
+    # Zero input channels give zero output channels, as in aten.
+    out = call(rand(2, 0, 10, device=device, generator=g), rand(6, 0, 3, device=device,
+                                                                generator=g))
     assert out.shape == (2, 0, 8)
 
 
@@ -210,7 +215,7 @@ def test_cuda_k8191_chunked(device):
     check(x, w, b, 1, 8190, 1, 1)
 
 
-# FFT path (overlap-save, csrc/conv1d/conv1d_fft_cuda.cu): one input row per output row, stride 1,
+# FFT path (overlap-save, csrc/conv/fft/overlap_save.cu): one input row per output row, stride 1,
 # dilation 1; float32 transforms of B-point blocks (B from fft_block_length below, the C++ rule),
 # B - K + 1 valid outputs per block. Tested forced, on its own. The float64 reference is a float64
 # FFT correlation on the CPU (F.conv1d in float64 would be slow for K = 8191); its error is
@@ -882,7 +887,7 @@ def test_cuda_large_index(device):
 
 
 # ------------------------------------------------------------------------------------------------
-# Errors (every check in common/conv_args.cpp reachable from conv1d)
+# Errors (every check in csrc/conv/args.cpp reachable from conv1d)
 # ------------------------------------------------------------------------------------------------
 
 def _xwb(device, dtype=torch.float32):
@@ -919,7 +924,7 @@ def test_errors(device):
         (lambda: call(x, w, b[:5], groups=2), "expected bias of shape"),
         (lambda: call(x, w, b[None], groups=2), "expected bias of shape"),
         (lambda: call(x, rand(6, 2, 0, device=device), b, groups=2), "kernel size must be"),
-        (lambda: ops.conv1d(x, w, b, [1, 1], [0], [1], 2), "stride must have 1 or 1 values"),
+        (lambda: ops.conv1d(x, w, b, [1, 1], [0], [1], 2), "stride must have 1 value, got 2"),
         (lambda: ops.conv1d(x, w, b, [1], [0, 0], [1], 2), "padding must have"),
         (lambda: ops.conv1d.padding(x, w, b, [1], "same", [1, 2], 2), "dilation must have"),
     ]

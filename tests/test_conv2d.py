@@ -15,7 +15,7 @@ pytestmark = pytest.mark.filterwarnings("ignore:Using padding='same' with even k
 
 ALL_DTYPES = FLOAT_DTYPES + [torch.float64]
 
-# Tile sizes of the CUDA kernels (conv2d_kernels.cuh): general 32x32, depthwise NCHW 64x64
+# Tile sizes of the CUDA kernels (csrc/conv/direct/*.cuh): general 32x32, depthwise NCHW 64x64
 # (the rows kernel's strips are 128 columns, segments 4 * 2^k columns: see FORCED_DW below).
 GENERAL_TILE = 32
 DEPTHWISE_TILE = 64
@@ -183,7 +183,7 @@ def test_empty(device):
 
 
 # --------------------------------------------------------------------------------------------
-# Each CUDA kernel path (choose_algo in conv2d_cuda.cu); the shapes also run on CPU, kept small.
+# Each CUDA kernel path (the rules of csrc/conv/dispatch_2d.cu); the shapes also run on CPU, kept small.
 # --------------------------------------------------------------------------------------------
 PATHS = {
     # square 3/5/7, dilation 1: rows 16 bytes apart take the TMA kernel (dw_nchw_k7 here; sm_90),
@@ -375,7 +375,7 @@ def test_opcheck(device):
 
 
 # --------------------------------------------------------------------------------------------
-# Algorithm choice (choose_algo in conv2d_cuda.cu): the query op, forcing, and each path on its
+# Algorithm choice (the rules of csrc/conv/dispatch_2d.cu): the query op, forcing, and each path on its
 # own over edge shapes.
 # --------------------------------------------------------------------------------------------
 ALGOS = ["depthwise_nhwc", "depthwise_rows", "depthwise_tma", "depthwise_plane", "depthwise_large",

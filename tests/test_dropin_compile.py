@@ -51,7 +51,7 @@ def test_swapped_model_compiles_fullgraph():
     model, x = _model("cpu"), torch.randn(2, 8, 32)
     with torch.no_grad():
         ref = model(x)
-        torch_ops.swap(model)
+        torch_ops.swap(model, cpu=True)
         torch._dynamo.reset()
         cap = Capture()
         out = torch.compile(model, fullgraph=True, backend=cap)(x)
@@ -68,7 +68,7 @@ def test_override_compiles_fullgraph():
     torch._dynamo.reset()
     with torch.no_grad():
         ref = model(x)
-        with torch_ops.enabled():
+        with torch_ops.enabled(cpu=True):
             explain = torch._dynamo.explain(model)(x)
             torch._dynamo.reset()
             cap = Capture()

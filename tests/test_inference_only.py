@@ -1,4 +1,4 @@
-"""gpukern is forward only: every op has an Autograd-key kernel (csrc/inference_only.cpp) that
+"""gpukern is forward only: every op has an Autograd-key kernel (csrc/bindings.cpp) that
 raises when an input requires grad under grad mode, and otherwise runs the op below autograd, so
 outputs never require grad."""
 import pytest

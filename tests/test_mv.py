@@ -106,7 +106,7 @@ def test_mv_error_cuda(device):
         torch_ops.mv(a.double(), v.double())
 
 
-# Shapes chosen to select each CUDA path (see mv_cuda.cu): warp per row (M >= 32 * SMs), block per
+# Shapes chosen to select each CUDA path (see csrc/mv/dispatch.cu): warp per row (M >= 32 * SMs), block per
 # row with N split (few rows), short rows (N <= 16), column-major with and without split, general
 # strides, skinny 1xN / Nx1 / 3x1000000 / 1000x7777.
 CUDA_CASES = [

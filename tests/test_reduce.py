@@ -14,7 +14,8 @@ import torch_ops
 from conftest import CPU_ONLY_DTYPES, DEVICE_PARAMS, FLOAT_DTYPES, HAS_CUDA, TOL, rand, skip_unsupported
 
 ALL_FLOAT = FLOAT_DTYPES + CPU_ONLY_DTYPES
-INT_DTYPES = [torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64]
+INT_DTYPES = [torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64,
+              torch.uint16, torch.uint32, torch.uint64]
 
 
 def _rand(shape, **kw):
@@ -126,6 +127,20 @@ def test_int64_exact_large_values():
     _exact(torch_ops.sum(x), torch.sum(x))
 
 
+@pytest.mark.parametrize("device", DEVICE_PARAMS)
+def test_unsigned_sum_large_values(device):
+    """uint16/uint32/uint64 sum to int64 as torch.sum does (modulo 2^64 for uint64), with values
+    whose sum leaves the input type's range."""
+    cases = [(torch.uint16, [65535] * 5), (torch.uint32, [2**32 - 1, 2**31 + 5, 7] * 3),
+             (torch.uint64, [2**64 - 1, 2**63 + 11, 3, 2**40])]
+    for dtype, values in cases:
+        x = torch.tensor(values, dtype=dtype)
+        expected = torch.sum(x)
+        assert expected.dtype == torch.int64
+        _exact(torch_ops.sum(x.to(device)), expected)
+        _exact(torch_ops.sum(x.to(device).reshape(-1, 1), [0]), torch.sum(x.reshape(-1, 1), 0))
+
+
 def _strided(kind, dtype, device, g):
     if kind == "transposed":
         return rand(45, 37, dtype=dtype, device=device, generator=g).t()
@@ -227,17 +242,13 @@ def test_empty(device):
 def test_errors(device):
     x = torch.randn(3, 4, device=device)
     for op in ("sum", "mean", "amax", "amin"):
-        with pytest.raises(RuntimeError, match=rf"gpukern::{op}: dimension 2 out of range"):
-            _call(op, x, [2], False)
-        with pytest.raises(RuntimeError, match=rf"gpukern::{op}: dimension -3 out of range"):
-            _call(op, x, [-3], False)
         with pytest.raises(RuntimeError, match=rf"gpukern::{op}: dim 1 appears multiple times"):
             _call(op, x, [1, -1], False)
-        with pytest.raises(RuntimeError, match=rf"gpukern::{op}: dimension 1 out of range"):
-            _call(op, torch.tensor(1.0, device=device), [1], False)
     xi = torch.ones(3, 4, dtype=torch.int32, device=device)
     with pytest.raises(RuntimeError, match=r"gpukern::mean: expected a floating point input"):
         torch_ops.mean(xi)
+    with pytest.raises(RuntimeError):  # what torch raises for the mean of an integer tensor
+        torch.mean(xi)
     with pytest.raises(RuntimeError, match=r"gpukern::mean: dtype must be a floating point"):
         torch_ops.mean(x, dtype=torch.int64)
     with pytest.raises(RuntimeError, match=r"gpukern::amax: expected a floating point input"):
@@ -255,6 +266,23 @@ def test_errors(device):
         torch_ops.sum(torch.ones(3, dtype=torch.complex64, device=device))
 
 
+@pytest.mark.parametrize("device", DEVICE_PARAMS)
+@pytest.mark.parametrize("op", ["sum", "mean", "amax", "amin"])
+def test_dim_out_of_range_is_index_error(device, op):
+    """A dim out of range raises IndexError, as torch does (issue 30 defect 3), naming the op."""
+    x = torch.randn(3, 4, device=device)
+    for t, d, lo, hi in ((x, 2, -2, 1), (x, -3, -2, 1), (torch.tensor(1.0, device=device), 1, -1, 0)):
+        with pytest.raises(IndexError):
+            getattr(torch, op)(t, d)
+        msg = rf"gpukern::{op}: dimension {d} out of range \(expected to be in range of \[{lo}, {hi}\]\)"
+        with pytest.raises(IndexError, match=msg):
+            _call(op, t, [d], False)
+        with pytest.raises(IndexError, match=msg):
+            getattr(torch.ops.gpukern, op)(t, [d])
+    with pytest.raises(IndexError, match=r"gpukern::_algorithm_reduce: dimension 2 out of range"):
+        torch.ops.gpukern._algorithm_reduce(x, [2], op)
+
+
 @pytest.mark.cuda
 @pytest.mark.parametrize("device", DEVICE_PARAMS[1:])
 def test_errors_cuda_float64(device):
@@ -266,7 +294,7 @@ def test_errors_cuda_float64(device):
         torch_ops.sum(x, dtype=torch.float64)
 
 
-# Shapes that select each CUDA path (reduce_cuda.cu): full single block / many blocks / one
+# Shapes that select each CUDA path (csrc/reduce/dispatch.cu): full single block / many blocks / one
 # partial round per thread (1M), rows (lane groups of 16, 32 and 1; misaligned row heads and
 # partial last rounds: 301, 1000; row_vec: whole-vector rows, ragged lanes, sliced, one vector),
 # few long rows (blocks per row), columns (16-byte vectors of
@@ -359,7 +387,7 @@ def test_cuda_deterministic():
 
 
 # Vector counts (16 bytes each) around every boundary of the small kernel's configuration tables
-# (reduce_kernels.cuh: one warp x 4 or 8 vectors, 128 x 8 and x 16, 256 x 8, 512 x 8 in one and
+# (csrc/reduce/kernels/reduce_small.cuh: one warp x 4 or 8 vectors, 128 x 8 and x 16, 256 x 8, 512 x 8 in one and
 # two rounds), up to the largest run it takes (8192 vectors).
 SMALL_VECS = [1, 127, 128, 129, 255, 256, 257, 1023, 1024, 1025, 2047, 2048, 2049, 4095, 4096,
               4097, 8191, 8192]

@@ -61,7 +61,7 @@ def test_swap_replaces_in_place_and_matches(device):
     keys_before = list(net.state_dict())
     layer_ids = {n: id(m) for n, m in net.named_modules()}
 
-    result = torch_ops.swap(net)
+    result = torch_ops.swap(net, cpu=True)
 
     names = [n for n, _ in result.replaced]
     assert names == ["blocks.0.dw", "blocks.0.pw", "blocks.1.dw", "blocks.1.pw", "proj",

@@ -1,39 +1,50 @@
 """Typed, documented wrappers over ``torch.ops.gpukern``: the public API. Each mirrors the torch
 function of the same name (arguments, defaults, result) and runs gpukern's own kernels, on CPU
-and CUDA. Forward only."""
-from typing import Optional, Sequence, Union
+and CUDA. Forward only.
+
+The wrappers take every argument form the torch functions take: ``torch_ops.conv1d`` /
+``conv2d`` accept stride, padding and dilation as an int, a tuple or a list (one value per
+spatial dim, or one for all), and padding ``'same'`` / ``'valid'``, like ``F.conv1d`` /
+``F.conv2d``. The raw ops ``torch.ops.gpukern.conv1d`` / ``conv2d`` take aten's schema instead
+(the schema of ``torch.ops.aten.conv1d``): stride, padding and dilation are lists, e.g.
+``torch.ops.gpukern.conv1d(x, w, None, [1], [15], [1], 64)``; a bare int there is rejected, as
+aten rejects it."""
+from typing import Optional, Union
 
 import torch
 
+from ._args import IntOrSeq, int_list
+
 _ops = torch.ops.gpukern
-
-IntOrSeq = Union[int, Sequence[int]]
-
-
-def _seq(v: IntOrSeq) -> list:
-    return [v] if isinstance(v, int) else list(v)
 
 
 def conv1d(input: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor] = None,
            stride: IntOrSeq = 1, padding: Union[IntOrSeq, str] = 0, dilation: IntOrSeq = 1,
            groups: int = 1) -> torch.Tensor:
     """Like torch.nn.functional.conv1d (cross-correlation): input [N, C, L] or [C, L], weight
-    [O, C/groups, K]; padding an int, a 1-tuple, 'same' or 'valid'."""
+    [O, C/groups, K]; stride, padding and dilation an int or a 1-element tuple/list, padding also
+    'same' or 'valid' (every form F.conv1d takes). The raw op ``torch.ops.gpukern.conv1d`` takes
+    aten's schema: lists, ``(x, w, None, [1], [0], [1], 1)``."""
+    stride, dilation = int_list(stride, "stride"), int_list(dilation, "dilation")
     if isinstance(padding, str):
-        return _ops.conv1d.padding(input, weight, bias, _seq(stride), padding, _seq(dilation),
-                                   groups)
-    return _ops.conv1d(input, weight, bias, _seq(stride), _seq(padding), _seq(dilation), groups)
+        return _ops.conv1d.padding(input, weight, bias, stride, padding, dilation, groups)
+    return _ops.conv1d(input, weight, bias, stride, int_list(padding, "padding"), dilation,
+                        groups)
 
 
 def conv2d(input: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor] = None,
            stride: IntOrSeq = 1, padding: Union[IntOrSeq, str] = 0, dilation: IntOrSeq = 1,
            groups: int = 1) -> torch.Tensor:
     """Like torch.nn.functional.conv2d: input [N, C, H, W] or [C, H, W] (contiguous or
-    channels_last), weight [O, C/groups, KH, KW]; padding an int, a 2-tuple, 'same' or 'valid'."""
+    channels_last), weight [O, C/groups, KH, KW]; stride, padding and dilation an int or a tuple/
+    list of 1 or 2 values, padding also 'same' or 'valid' (every form F.conv2d takes). The raw op
+    ``torch.ops.gpukern.conv2d`` takes aten's schema: lists, ``(x, w, None, [1, 1], [0, 0],
+    [1, 1], 1)``."""
+    stride, dilation = int_list(stride, "stride"), int_list(dilation, "dilation")
     if isinstance(padding, str):
-        return _ops.conv2d.padding(input, weight, bias, _seq(stride), padding, _seq(dilation),
-                                   groups)
-    return _ops.conv2d(input, weight, bias, _seq(stride), _seq(padding), _seq(dilation), groups)
+        return _ops.conv2d.padding(input, weight, bias, stride, padding, dilation, groups)
+    return _ops.conv2d(input, weight, bias, stride, int_list(padding, "padding"), dilation,
+                        groups)
 
 
 def convolve(x: torch.Tensor, h: torch.Tensor, mode: str = "full") -> torch.Tensor:
@@ -60,27 +71,34 @@ def mv(input: torch.Tensor, vec: torch.Tensor) -> torch.Tensor:
 
 def sum(input: torch.Tensor, dim: Optional[IntOrSeq] = None, keepdim: bool = False, *,  # noqa: A001
         dtype: Optional[torch.dtype] = None) -> torch.Tensor:
-    """Like torch.sum: bool/integer inputs sum to int64, float16/bfloat16 accumulate in float32."""
+    """Like torch.sum: bool/integer inputs sum to int64, float16/bfloat16 accumulate in float32.
+
+    Input dtypes: float32, float16, bfloat16 (CPU and CUDA), float64 (CPU only), and bool, uint8,
+    uint16, uint32, uint64, int8, int16, int32, int64 (``torch_ops._checks.SUM_INT_DTYPES``).
+    complex inputs are rejected (``torch_ops.enabled()`` hands them to torch)."""
     if dim is None:
         return _ops.sum(input, dtype=dtype) if not keepdim else \
             _ops.sum.dim_IntList(input, None, True, dtype=dtype)
-    return _ops.sum.dim_IntList(input, _seq(dim), keepdim, dtype=dtype)
+    return _ops.sum.dim_IntList(input, int_list(dim, "dim"), keepdim, dtype=dtype)
 
 
 def mean(input: torch.Tensor, dim: Optional[IntOrSeq] = None, keepdim: bool = False, *,
          dtype: Optional[torch.dtype] = None) -> torch.Tensor:
-    """Like torch.mean, for floating inputs."""
+    """Like torch.mean, for floating inputs: float32, float16, bfloat16, float64 on CPU only
+    (an integer input needs a floating ``dtype=``)."""
     if dim is None:
         return _ops.mean(input, dtype=dtype) if not keepdim else \
             _ops.mean.dim(input, None, True, dtype=dtype)
-    return _ops.mean.dim(input, _seq(dim), keepdim, dtype=dtype)
+    return _ops.mean.dim(input, int_list(dim, "dim"), keepdim, dtype=dtype)
 
 
 def amax(input: torch.Tensor, dim: IntOrSeq = (), keepdim: bool = False) -> torch.Tensor:
-    """Like torch.amax (NaN propagates), for floating inputs."""
-    return _ops.amax(input, _seq(dim), keepdim)
+    """Like torch.amax (NaN propagates), for floating inputs: float32, float16, bfloat16,
+    float64 on CPU only."""
+    return _ops.amax(input, int_list(dim, "dim"), keepdim)
 
 
 def amin(input: torch.Tensor, dim: IntOrSeq = (), keepdim: bool = False) -> torch.Tensor:
-    """Like torch.amin (NaN propagates), for floating inputs."""
-    return _ops.amin(input, _seq(dim), keepdim)
+    """Like torch.amin (NaN propagates), for floating inputs: float32, float16, bfloat16,
+    float64 on CPU only."""
+    return _ops.amin(input, int_list(dim, "dim"), keepdim)

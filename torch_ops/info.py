@@ -2,14 +2,16 @@
 
 Without arguments it prints the build: torch and CUDA versions, the GPU (if one is visible), the
 CUDA architectures the kernels were compiled for, and which ops have CUDA kernels. Given an op
-and shapes, it builds meta tensors (no GPU and no memory needed) and prints the output shape and
-the CUDA algorithm the op would choose (``torch_ops.algorithm``); an op family whose choice is not
-queryable in this build prints ``unknown``. Examples::
+and shapes, it builds meta tensors (no GPU and no memory needed) and prints the output shape (or the
+error the op raises for these arguments: the fake kernels run the real kernels' checks) and the
+CUDA algorithm the op would choose (``torch_ops.algorithm``); an op whose choice is not queryable
+in this build prints ``unknown``. Examples::
 
     python -m torch_ops.info conv1d --input 8,4096,4096 --weight 4096,1,4 --groups 4096 \\
         --padding same --dtype bfloat16
     python -m torch_ops.info conv2d --input 32,96,56,56 --weight 96,1,7,7 --groups 96 \\
         --padding 3 --channels-last
+    python -m torch_ops.info convolve --input 8,4096 --filter 8,31 --mode same
     python -m torch_ops.info mv --input 8192,8192 --transposed
     python -m torch_ops.info sum --input 4096,4096 --dim 1
 """
@@ -89,6 +91,14 @@ def query(args: argparse.Namespace) -> str:
                      f"{', channels_last' if args.channels_last else ''})")
         out_fn = lambda: getattr(torch_ops, op)(x, w, None, **kwargs)  # noqa: E731
         algo_fn = lambda: torch_ops.algorithm(op, *call, **kwargs)  # noqa: E731
+    elif op == "convolve":
+        if not args.filter:
+            raise SystemExit("convolve needs --filter (the shape of h)")
+        x, h = meta(args.input), meta(args.filter)
+        described = (f"convolve(x {list(x.shape)}, h {list(h.shape)}, mode={args.mode!r}, "
+                     f"{args.dtype})")
+        out_fn = lambda: torch_ops.convolve(x, h, args.mode)  # noqa: E731
+        algo_fn = lambda: torch_ops.algorithm("convolve", x, h, mode=args.mode)  # noqa: E731
     elif op == "mv":
         shape = _shape(args.input)
         m = meta(args.input) if not args.transposed else meta(
@@ -130,10 +140,13 @@ def query(args: argparse.Namespace) -> str:
 def main(argv: Optional[List[str]] = None) -> int:
     p = argparse.ArgumentParser(prog="python -m torch_ops.info", description=__doc__.split("\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("op", nargs="?", choices=("conv1d", "conv2d", "mv") + _REDUCE,
+    p.add_argument("op", nargs="?", choices=("conv1d", "conv2d", "convolve", "mv") + _REDUCE,
                    help="op to query (omit for the build information)")
-    p.add_argument("--input", help="input shape, e.g. 8,64,4096 (mv: the matrix M,N)")
+    p.add_argument("--input", help="input shape, e.g. 8,64,4096 (mv: the matrix M,N; convolve: x)")
     p.add_argument("--weight", help="conv weight shape, e.g. 64,1,31")
+    p.add_argument("--filter", help="convolve: the filter h's shape, e.g. 8,31")
+    p.add_argument("--mode", default="full", choices=("full", "same", "valid"),
+                   help="convolve mode (default full)")
     p.add_argument("--vec", help="mv vector shape (default: N)")
     p.add_argument("--stride", help="conv stride (int or comma list)")
     p.add_argument("--padding", default="0", help="conv padding: int, comma list, same, valid")
@@ -145,7 +158,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     p.add_argument("--dim", help="reduction dims, e.g. 1 or 0,2 (default: all)")
     p.add_argument("--keepdim", action="store_true")
     p.add_argument("--dtype", default="float32",
-                   choices=("float32", "float16", "bfloat16", "float64"))
+                   choices=("float32", "float16", "bfloat16", "float64", "int64", "int32",
+                            "int16", "int8", "uint8", "bool", "uint16", "complex64"))
     args = p.parse_args(argv)
     if args.op is None:
         print(build_info())

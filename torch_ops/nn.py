@@ -5,6 +5,11 @@ They subclass ``torch.nn.Conv1d`` / ``torch.nn.Conv2d``, so the constructor, the
 gpukern's kernel. ``padding_mode`` other than ``'zeros'`` is handled as torch does: ``F.pad`` with
 that mode, then the convolution with padding 0.
 
+CPU inputs: a layer built directly (``torch_ops.nn.Conv1d(...)``, ``from_module``) runs
+gpukern's CPU kernel; a layer converted by :func:`torch_ops.swap` runs torch's own convolution on
+CPU unless swapped with ``cpu=True`` (gpukern's CPU kernels are reference kernels, slower than
+torch's). The attribute ``gpukern_cpu`` (True / False) holds the choice per layer.
+
 Forward only: called with grad mode on while the weight (a Parameter: ``requires_grad=True`` by
 default) or the input requires grad, the op raises a RuntimeError saying gpukern is
 inference-only. Run the model under ``torch.inference_mode()`` or ``torch.no_grad()`` (or call
@@ -35,6 +40,8 @@ def _share_state(new: torch.nn.Module, old: torch.nn.Module) -> None:
 
 class _FromModule:
     _torch_class: type
+    #: Whether CPU inputs run gpukern's CPU kernel (True) or torch's convolution (False).
+    gpukern_cpu: bool = True
 
     @classmethod
     def from_module(cls: type, module: torch.nn.Module):
@@ -57,6 +64,8 @@ class Conv1d(_FromModule, torch.nn.Conv1d):
 
     def _conv_forward(self, input: torch.Tensor, weight: torch.Tensor,
                       bias: Optional[torch.Tensor]) -> torch.Tensor:
+        if input.device.type == "cpu" and not self.gpukern_cpu:
+            return self._torch_class._conv_forward(self, input, weight, bias)
         if self.padding_mode != "zeros":
             input = F.pad(input, self._reversed_padding_repeated_twice, mode=self.padding_mode)
             return gk.conv1d(input, weight, bias, self.stride, 0, self.dilation, self.groups)
@@ -71,6 +80,8 @@ class Conv2d(_FromModule, torch.nn.Conv2d):
 
     def _conv_forward(self, input: torch.Tensor, weight: torch.Tensor,
                       bias: Optional[torch.Tensor]) -> torch.Tensor:
+        if input.device.type == "cpu" and not self.gpukern_cpu:
+            return self._torch_class._conv_forward(self, input, weight, bias)
         if self.padding_mode != "zeros":
             input = F.pad(input, self._reversed_padding_repeated_twice, mode=self.padding_mode)
             return gk.conv2d(input, weight, bias, self.stride, 0, self.dilation, self.groups)

@@ -12,20 +12,28 @@ decided from the arguments alone, in this order; anything else falls through to 
 * the call form is one gpukern's schema covers (positional or keyword arguments by aten's names;
   no ``out=``, no named dims, no unknown keyword);
 * every tensor argument is a plain ``torch.Tensor`` / ``nn.Parameter`` (no subclass, no named
-  dims), all on one device, cpu or (in a CUDA build) cuda;
-* the dtypes are ones gpukern computes in: float32, float16, bfloat16, and float64 on CPU only;
-  ``sum`` also takes bool and integer inputs (summed to int64) and a ``dtype=`` of those kinds;
+  dims), all on one device: cuda (in a CUDA build), and cpu only with ``enabled(cpu=True)``.
+  By default CPU calls run torch: gpukern's CPU kernels are reference kernels, slower than
+  torch's, and a drop-in must not make a model slower;
+* the dtypes are ones gpukern computes in (one list, :func:`torch_ops._checks.supported_dtypes`):
+  float32, float16, bfloat16, and float64 on CPU only; ``sum`` also takes bool, uint8, int8,
+  int16, int32 and int64 inputs (summed to int64). Anything else (uint16/32/64, complex, float8)
+  runs torch;
 * no gradient is needed: grad mode off (``torch.no_grad()``, ``torch.inference_mode()``) or no
   tensor argument requires grad. gpukern is forward only, so a training step inside the block
-  simply runs torch.
+  simply runs torch;
+* gpukern's own argument checks (:mod:`torch_ops._checks`, the mirror of the C++ ones) accept the
+  call, and it is not an edge case gpukern leaves to torch (a convolution of an empty input).
+  A call gpukern would reject (a dim out of range, mismatched shapes, bad groups, a weight with
+  zero output channels) runs torch, so the exception is torch's own (IndexError for a dim out of
+  range, as torch raises).
 
 ``enabled(convs="fast")`` routes only the convolutions gpukern has a specialised kernel for
 (depthwise with multiplier 1 or single-channel, stride 1: the rule of :mod:`torch_ops.fastpath`,
 applied to the call's weight shape, groups, stride and dilation); dense and grouped convolutions,
 whose general gpukern kernel is slower than cuDNN for now, then run torch.
 
-Argument errors that torch would raise too (mismatched shapes, bad groups) are raised by gpukern,
-with messages naming the op. The mode traces under ``torch.compile(fullgraph=True)`` when it is
+The mode traces under ``torch.compile(fullgraph=True)`` when it is
 entered outside the compiled function.
 """
 import contextlib
@@ -35,6 +43,7 @@ import torch
 import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 
+from . import _checks
 from . import functional as gk
 from .fastpath import conv_fast_path_reason
 
@@ -43,8 +52,6 @@ __all__ = ["enabled", "GpukernMode", "OPS", "CONV_POLICIES"]
 OPS = ("conv1d", "conv2d", "mv", "sum", "mean", "amax", "amin")
 CONV_POLICIES = ("all", "fast")
 
-_FLOATS = (torch.float32, torch.float16, torch.bfloat16)
-_INTS = (torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64)
 _PLAIN = (torch.Tensor, torch.nn.Parameter)
 
 _CONV_ARGS = ("input", "weight", "bias", "stride", "padding", "dilation", "groups")
@@ -83,9 +90,9 @@ def _is_dim(v) -> bool:
 class GpukernMode(TorchFunctionMode):
     """The mode behind :func:`enabled`; ``ops`` is the subset of :data:`OPS` it routes,
     ``convs`` one of :data:`CONV_POLICIES` ("fast": only convolutions with a specialised
-    kernel)."""
+    kernel); ``cpu`` routes CPU calls too (default: only CUDA calls)."""
 
-    def __init__(self, ops: Iterable[str] = OPS, convs: str = "all"):
+    def __init__(self, ops: Iterable[str] = OPS, convs: str = "all", cpu: bool = False):
         super().__init__()
         if isinstance(ops, str):
             ops = (ops,)
@@ -99,7 +106,7 @@ class GpukernMode(TorchFunctionMode):
                              f"{list(CONV_POLICIES)}")
         self._convs_fast = convs == "fast"
         from . import has_cuda_kernels
-        self._devices = ("cpu", "cuda") if has_cuda_kernels() else ("cpu",)
+        self._devices = (("cpu",) if cpu else ()) + (("cuda",) if has_cuda_kernels() else ())
         handlers = {
             "conv1d": {F.conv1d: self._conv1d},
             "conv2d": {F.conv2d: self._conv2d},
@@ -124,9 +131,9 @@ class GpukernMode(TorchFunctionMode):
 
     # ------------------------------------------------------------------ eligibility
 
-    def _tensors_ok(self, tensors, cpu_only_f64: bool = True, ints: bool = False) -> bool:
-        """All plain tensors on one supported device, of a dtype gpukern computes in, and no
-        gradient needed."""
+    def _tensors_ok(self, op: str, tensors) -> bool:
+        """All plain tensors on one routed device, the first of a dtype ``op`` computes in, and
+        no gradient needed."""
         first = tensors[0]
         dev = first.device
         if dev.type not in self._devices:
@@ -139,19 +146,13 @@ class GpukernMode(TorchFunctionMode):
                 return False
             if grad and t.requires_grad:
                 return False
-        dt = first.dtype
-        if dt in _FLOATS or (dt == torch.float64 and dev.type == "cpu"):
-            return True
-        return ints and dt in _INTS
+        return first.dtype in _checks.supported_dtypes(op, dev.type)
 
-    def _result_dtype_ok(self, dtype, device, ints: bool) -> bool:
+    def _result_dtype_ok(self, op: str, dtype, device) -> bool:
         if dtype is None:
             return True
-        if not isinstance(dtype, torch.dtype):
-            return False
-        if dtype in _FLOATS or (dtype == torch.float64 and device.type == "cpu"):
-            return True
-        return ints and dtype in _INTS
+        return isinstance(dtype, torch.dtype) and dtype in _checks.supported_dtypes(op,
+                                                                                   device.type)
 
     # ------------------------------------------------------------------ handlers
     # Each returns gpukern's result, or None to let torch run the call.
@@ -162,7 +163,8 @@ class GpukernMode(TorchFunctionMode):
             return None
         x, w, b = a["input"], a["weight"], a.get("bias")
         tensors = [x, w] if b is None else [x, w, b]
-        if not self._tensors_ok(tensors) or any(t.dtype != x.dtype for t in tensors):
+        if not self._tensors_ok(f"conv{nsp}d", tensors) or any(t.dtype != x.dtype
+                                                                 for t in tensors):
             return None
         stride, padding = a.get("stride", 1), a.get("padding", 0)
         dilation, groups = a.get("dilation", 1), a.get("groups", 1)
@@ -174,10 +176,16 @@ class GpukernMode(TorchFunctionMode):
                 return None
         elif not _is_int_list(padding, nsp):
             return None
-        if self._convs_fast and (w.dim() != nsp + 2 or groups < 1 or conv_fast_path_reason(
+        try:
+            _checks.conv_check(f"conv{nsp}d", nsp, x, w, b, stride, padding, dilation, groups)
+        except (RuntimeError, IndexError):
+            return None  # torch runs it and raises its own error
+        if x.numel() == 0:
+            return None  # an empty input (zero batch or channels): torch's shapes and layout
+        if self._convs_fast and conv_fast_path_reason(
                 nsp, w.shape[1] * groups, w.shape[0], groups, tuple(w.shape[2:]), stride,
-                dilation) is not None):
-            return None  # torch runs it (and raises what torch raises for a malformed call)
+                dilation) is not None:
+            return None  # no specialised kernel: torch runs it
         return fn(x, w, b, stride, padding, dilation, groups)
 
     def _conv1d(self, args, kwargs):
@@ -191,11 +199,15 @@ class GpukernMode(TorchFunctionMode):
         if a is None or len(a) != 2:
             return None
         m, v = a["input"], a["vec"]
-        if not self._tensors_ok([m, v]) or v.dtype != m.dtype:
+        if not self._tensors_ok("mv", [m, v]) or v.dtype != m.dtype:
+            return None
+        try:
+            _checks.mv_check(m, v)
+        except RuntimeError:
             return None
         return gk.mv(m, v)
 
-    def _reduce(self, fn, names, args, kwargs, ints: bool, dtype_arg: bool):
+    def _reduce(self, op, fn, names, args, kwargs, dtype_arg: bool):
         a = _bind(names, args, kwargs)
         if a is None or "input" not in a:
             return None
@@ -204,33 +216,42 @@ class GpukernMode(TorchFunctionMode):
         dim, keepdim = a.get("dim", None if dtype_arg else ()), a.get("keepdim", False)
         if not isinstance(keepdim, bool) or not _is_dim(dim):
             return None
-        if not self._tensors_ok([x], ints=ints):
+        if not self._tensors_ok(op, [x]):
             return None
-        if not dtype_arg:
-            return None if dim is None else fn(x, dim, keepdim)
-        dtype = a.get("dtype")
-        if not self._result_dtype_ok(dtype, x.device, ints):
+        if not dtype_arg and dim is None:
             return None
-        return fn(x, dim, keepdim, dtype=dtype)
+        dtype = a.get("dtype") if dtype_arg else None
+        if not self._result_dtype_ok(op, dtype, x.device):
+            return None
+        try:
+            _checks.reduce_check(op, x, dim, keepdim, dtype)
+        except (RuntimeError, IndexError):
+            return None  # e.g. a dim out of range: torch raises its IndexError
+        return fn(x, dim, keepdim, dtype=dtype) if dtype_arg else fn(x, dim, keepdim)
 
     def _sum(self, args, kwargs):
-        return self._reduce(gk.sum, _SUM_ARGS, args, kwargs, ints=True, dtype_arg=True)
+        return self._reduce("sum", gk.sum, _SUM_ARGS, args, kwargs, dtype_arg=True)
 
     def _mean(self, args, kwargs):
-        return self._reduce(gk.mean, _SUM_ARGS, args, kwargs, ints=False, dtype_arg=True)
+        return self._reduce("mean", gk.mean, _SUM_ARGS, args, kwargs, dtype_arg=True)
 
     def _amax(self, args, kwargs):
-        return self._reduce(gk.amax, _MAX_ARGS, args, kwargs, ints=False, dtype_arg=False)
+        return self._reduce("amax", gk.amax, _MAX_ARGS, args, kwargs, dtype_arg=False)
 
     def _amin(self, args, kwargs):
-        return self._reduce(gk.amin, _MAX_ARGS, args, kwargs, ints=False, dtype_arg=False)
+        return self._reduce("amin", gk.amin, _MAX_ARGS, args, kwargs, dtype_arg=False)
 
 
 @contextlib.contextmanager
-def enabled(ops: Optional[Iterable[str]] = None, convs: str = "all") -> Iterator[GpukernMode]:
+def enabled(ops: Optional[Iterable[str]] = None, convs: str = "all",
+            cpu: bool = False) -> Iterator[GpukernMode]:
     """Route the torch calls of ``ops`` (default: all of :data:`OPS`) made inside the block to
     gpukern; calls gpukern cannot serve exactly run torch. ``convs="fast"`` routes only the
     convolutions gpukern has a specialised kernel for (see :mod:`torch_ops.fastpath`); the
-    default ``"all"`` routes every convolution it can run. See the module docstring."""
-    with GpukernMode(OPS if ops is None else ops, convs) as mode:
+    default ``"all"`` routes every convolution it can run.
+
+    By default only CUDA calls are routed and CPU calls run torch (gpukern's CPU kernels are
+    reference kernels, several times slower than torch's); ``cpu=True`` routes CPU calls to
+    gpukern's CPU kernels too (for testing them). See the module docstring."""
+    with GpukernMode(OPS if ops is None else ops, convs, cpu) as mode:
         yield mode

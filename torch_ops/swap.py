@@ -14,6 +14,12 @@ lazy layers), complex or non-floating weights, float64 on CUDA, devices other th
 tensors in a build without CUDA kernels. The check looks at the weight as it is now: swap after
 moving the model to its final device and dtype.
 
+CPU: by default a converted layer runs torch's own convolution on CPU inputs (gpukern's CPU
+kernels are reference kernels, several times slower than torch's: a drop-in must not make a
+model slower); ``swap(model, cpu=True)`` makes CPU inputs run gpukern's CPU kernels too. CUDA
+inputs always run gpukern. The choice is made per call from the input's device, so a model swapped
+on CPU and moved to CUDA afterwards runs gpukern there.
+
 gpukern's fast kernels are the depthwise / single-channel ones; dense and grouped convolutions run
 a general kernel that is slower than cuDNN for now. ``swap(model, filter=torch_ops.has_fast_path)``
 converts only the layers with a specialised kernel (see :mod:`torch_ops.fastpath`), listing the
@@ -24,12 +30,12 @@ from typing import Callable, List, Optional, Tuple
 
 import torch
 
+from . import _checks
 from .fastpath import fast_path_reason, has_fast_path
 from .nn import GPUKERN_CLASS
 
 __all__ = ["swap", "unswap", "SwapResult", "skip_reason"]
 
-_FLOATS = (torch.float32, torch.float16, torch.bfloat16)
 
 
 @dataclasses.dataclass
@@ -55,6 +61,7 @@ class SwapResult:
             cls = self.original_class.get(id(layer))
             if cls is not None:
                 layer.__class__ = cls
+                layer.__dict__.pop("gpukern_cpu", None)
 
     def summary(self) -> str:
         lines = [f"gpukern.swap: replaced {len(self.replaced)} layer(s), "
@@ -90,7 +97,7 @@ def skip_reason(module: torch.nn.Module) -> Optional[str]:
     if weight.dtype == torch.float64:
         if dev.type != "cpu":
             return "float64 runs on CPU only in gpukern"
-    elif weight.dtype not in _FLOATS:
+    elif weight.dtype not in _checks.FLOAT_DTYPES:
         return f"dtype {weight.dtype} is not supported (float32, float16, bfloat16, float64 on CPU)"
     if dev.type == "cuda":
         from . import has_cuda_kernels
@@ -100,9 +107,13 @@ def skip_reason(module: torch.nn.Module) -> Optional[str]:
 
 
 def swap(model: torch.nn.Module,
-         filter: Optional[Callable[[str, torch.nn.Module], bool]] = None) -> SwapResult:  # noqa: A002
+         filter: Optional[Callable[[str, torch.nn.Module], bool]] = None,  # noqa: A002
+         cpu: bool = False) -> SwapResult:
     """Convert, in place and recursively, the ``torch.nn.Conv1d`` / ``Conv2d`` layers of
     ``model`` (``model`` itself included) that gpukern can run into ``torch_ops.nn`` layers.
+
+    CUDA inputs then run gpukern; CPU inputs run torch's convolution unless ``cpu=True``, which
+    routes them to gpukern's CPU kernels (reference kernels, slower than torch's).
 
     ``filter(qualified_name, layer) -> bool`` limits the conversion to the layers it accepts
     (the others are listed as skipped, "excluded by filter"). ``filter=torch_ops.has_fast_path``
@@ -128,6 +139,7 @@ def swap(model: torch.nn.Module,
             continue
         result.original_class[id(module)] = type(module)
         module.__class__ = GPUKERN_CLASS[type(module)]
+        module.gpukern_cpu = bool(cpu)
         result.replaced.append((name, module))
     return result
 
@@ -141,5 +153,6 @@ def unswap(model: torch.nn.Module) -> int:
         cls = back.get(type(module))
         if cls is not None:
             module.__class__ = cls
+            module.__dict__.pop("gpukern_cpu", None)
             n += 1
     return n

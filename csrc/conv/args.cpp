@@ -8,10 +8,12 @@ namespace gpukern {
 namespace {
 
 // One entry per spatial dim: a single value applies to every dim, as in torch.
+// "stride must have 1 value, got 2" (conv1d), "stride must have 1 or 2 values, got 3" (conv2d).
 void expand_list(const char* op, const char* name, at::IntArrayRef values, int nsp,
                  int64_t* dst) {
   GK_CHECK(values.size() == 1 || static_cast<int>(values.size()) == nsp, op, name,
-           " must have 1 or ", nsp, " values, got ", values.size());
+           nsp == 1 ? " must have 1 value, got " : " must have 1 or 2 values, got ",
+           values.size());
   for (int i = 0; i < nsp; ++i) dst[i] = values.size() == 1 ? values[0] : values[i];
 }
 
@@ -24,8 +26,8 @@ ConvArgs check_tensors(const char* op, int nsp, const at::Tensor& input,
   check_defined(op, weight, "weight");
   check_dim_in(op, input, "input", nsp + 1, nsp + 2);
   GK_CHECK(weight.dim() == nsp + 2, op, "expected weight with ", nsp + 2,
-           " dimensions [out_channels, in_channels/groups, kernel...], got shape ",
-           weight.sizes());
+           " dimensions [out_channels, in_channels / groups, kernel size...], got weight of "
+           "shape ", weight.sizes());
   check_same_device(op, input, "input", weight, "weight");
   check_same_dtype(op, input, "input", weight, "weight");
   check_floating(op, input, "input");
@@ -43,10 +45,13 @@ ConvArgs check_tensors(const char* op, int nsp, const at::Tensor& input,
     GK_CHECK(a.k[i] > 0, op, "kernel size must be positive, got weight of shape ",
              weight.sizes());
   }
-  GK_CHECK(a.C % groups == 0, op, "groups=", groups, " must divide the input channels (",
-           a.C, ")");
-  GK_CHECK(a.O % groups == 0, op, "groups=", groups, " must divide the output channels (",
-           a.O, ")");
+  GK_CHECK(a.C % groups == 0, op, "groups=", groups, " must divide the input channels, got ",
+           a.C, " input channels");
+  GK_CHECK(a.O % groups == 0, op, "groups=", groups, " must divide the output channels, got ",
+           a.O, " output channels (weight of shape ", weight.sizes(), ")");
+  // As aten: a weight with no output channels is an error (O % groups == 0 already holds).
+  GK_CHECK(a.O >= groups, op, "expected weight with at least groups=", groups,
+           " output channels (weight.size(0)), got weight of shape ", weight.sizes());
   GK_CHECK(weight.size(1) * groups == a.C, op, "expected weight.size(1) * groups == ",
            "input channels, got weight of shape ", weight.sizes(), ", groups=", groups,
            " and ", a.C, " input channels");
@@ -54,8 +59,15 @@ ConvArgs check_tensors(const char* op, int nsp, const at::Tensor& input,
     check_same_device(op, input, "input", *bias, "bias");
     check_same_dtype(op, input, "input", *bias, "bias");
     GK_CHECK(bias->dim() == 1 && bias->size(0) == a.O, op, "expected bias of shape [", a.O,
-             "], got ", bias->sizes());
+             "], got bias of shape ", bias->sizes());
   }
+  // As aten: an empty input is fine only through a zero batch or zero channels (the output is
+  // then empty too); a zero-size spatial dim of a non-empty batch is an error even with padding.
+  bool empty_spatial = false;
+  for (int i = 0; i < nsp; ++i) empty_spatial = empty_spatial || a.in[i] == 0;
+  GK_CHECK(!empty_spatial || a.N == 0 || a.C == 0, op,
+           "expected an input with non-zero spatial sizes (only a zero batch or zero channels "
+           "may make it empty), got input of shape ", input.sizes());
   expand_list(op, "stride", stride, nsp, a.stride);
   expand_list(op, "dilation", dilation, nsp, a.dilation);
   for (int i = 0; i < nsp; ++i) {
@@ -70,7 +82,8 @@ void finish_output_sizes(const char* op, ConvArgs& a) {
     const int64_t padded = a.in[i] + a.pad_lo[i] + a.pad_hi[i];
     const int64_t span = a.dilation[i] * (a.k[i] - 1) + 1;
     GK_CHECK(span <= padded, op, "the (dilated) kernel size ", span,
-             " is larger than the padded input size ", padded, " in spatial dim ", i);
+             " is larger than the padded input size ", padded, " in spatial dim ", i,
+             "; expected dilation * (kernel size - 1) + 1 <= input size + padding");
     a.out[i] = (padded - span) / a.stride[i] + 1;
   }
 }
@@ -99,7 +112,7 @@ ConvArgs conv_args(const char* op, int nsp, const at::Tensor& input, const at::T
   } else if (padding == "same") {
     for (int i = 0; i < nsp; ++i) {
       GK_CHECK(a.stride[i] == 1, op, "padding='same' is not supported for strided ",
-               "convolutions (stride ", stride, ")");
+               "convolutions, got stride ", stride);
       const int64_t total = a.dilation[i] * (a.k[i] - 1);
       a.pad_lo[i] = total / 2;
       a.pad_hi[i] = total - a.pad_lo[i];
@@ -114,10 +127,12 @@ ConvArgs conv_args(const char* op, int nsp, const at::Tensor& input, const at::T
 at::Tensor conv_output(const ConvArgs& a, const at::Tensor& input, const at::Tensor& weight) {
   std::vector<int64_t> shape;
   if (a.batched) shape.push_back(a.N);
-  shape.push_back(a.O);
+  // As aten: an input with zero channels gives zero output channels (not O channels of bias),
+  // and an empty input (zero batch or channels) a contiguous output.
+  shape.push_back(a.C == 0 ? 0 : a.O);
   for (int i = 0; i < a.nsp; ++i) shape.push_back(a.out[i]);
   auto opts = input.options();
-  if (a.nsp == 2 && a.batched &&
+  if (a.nsp == 2 && a.batched && a.N > 0 && a.C > 0 &&
       (input.suggest_memory_format() == at::MemoryFormat::ChannelsLast ||
        weight.suggest_memory_format() == at::MemoryFormat::ChannelsLast)) {
     return at::empty(shape, opts.memory_format(at::MemoryFormat::ChannelsLast));

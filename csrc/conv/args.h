@@ -40,8 +40,9 @@ ConvArgs conv_args(const char* op, int nsp, const at::Tensor& input, const at::T
                    std::string_view padding, at::IntArrayRef dilation, int64_t groups);
 
 // The output tensor for args on input's device and dtype: [N, O, out...] (without N when the input
-// was unbatched). For 2-D, channels_last when the input or the weight is channels_last (torch's
-// rule for convolution outputs).
+// was unbatched; [N, 0, out...] when the input has zero channels, as aten). For 2-D with a
+// non-empty input, channels_last when the input or the weight is channels_last (torch's rule for
+// convolution outputs); an empty input gives a contiguous output, as aten.
 at::Tensor conv_output(const ConvArgs& args, const at::Tensor& input, const at::Tensor& weight);
 
 // The problem of normalised args over the batched input x and output y (conv_batched_input /

@@ -19,8 +19,9 @@ namespace gpukern {
 std::string conv1d_cuda_algorithm(const ConvProblem& p);
 void conv1d_cuda_run(const ConvProblem& p, const at::Tensor& x);
 
-// 2-D problems (nsp == 2).
+// 2-D problems (nsp == 2). x is the batched input: its dtype tells float16 from bfloat16, which
+// the problem's elem_size cannot.
 std::string conv2d_cuda_algorithm(const ConvProblem& p);
-void conv2d_cuda_run(const ConvProblem& p);
+void conv2d_cuda_run(const ConvProblem& p, const at::Tensor& x);
 
 }  // namespace gpukern

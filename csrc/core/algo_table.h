@@ -1,7 +1,7 @@
 #pragma once
 // Algorithm forcing and naming, shared by every op family.
 //
-// Each family picks its CUDA algorithm from the shape alone (choose_* in <family>_cuda.cu). Tests
+// Each family picks its CUDA algorithm from the shape alone (the dispatch file of each family). Tests
 // and benchmarks can force one by name, per family, through the op gpukern::_set_algorithm
 // (torch_ops.force_algorithm in Python): the family's choice function then returns the forced
 // algorithm if it can run the shape, and raises "gpukern::<op>: forced algorithm '<name>' ..."

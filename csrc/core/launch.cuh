@@ -1,5 +1,5 @@
 #pragma once
-// Host-side launch helpers, the same for every op (include from *_cuda.cu only):
+// Host-side launch helpers, the same for every op (include from .cu files only):
 //   CudaLaunchContext ctx(input);  // device guard on the input's device + its current stream
 //   kernel<<<grid, block, smem, ctx.stream>>>(...);
 //   GK_CHECK_LAUNCH();             // surfaces launch errors at the call that caused them

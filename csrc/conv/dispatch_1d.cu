@@ -1,0 +1,128 @@
+// The 1-D algorithm choice and the run switch (conv/dispatch.h): conv1d, and convolve through it.
+// The rules read the problem alone, one per line in priority order; the measurements behind each
+// crossover are in docs/perf_notes/conv1d.md. Forcing by name goes through the AlgorithmTable
+// (core/algo_table.h) under the family "conv1d".
+#include <ATen/ATen.h>
+#include <ATen/cuda/CUDAContext.h>
+
+#include <string>
+
+#include "conv/dispatch.h"
+#include "conv/launch_1d.h"
+#include "core/algo_table.h"
+#include "core/checks.h"
+#include "core/dispatch.h"
+
+namespace gpukern {
+namespace {
+
+// Values 0..n-1 in the order of the table's names below.
+enum class Conv1dAlgo {
+  kRowwise8,
+  kRowwise16,
+  kRowwise8Dilated,
+  kGeneralOT1,
+  kGeneralOT4,
+  kFft,
+  kRowwiseReg,
+  kRowwiseMma,
+};
+
+// What torch_ops.force_algorithm("conv1d", name) accepts and _algorithm_conv1d returns.
+const AlgorithmTable<Conv1dAlgo>& algo_table() {
+  static const AlgorithmTable<Conv1dAlgo> table(
+      "conv1d", {{Conv1dAlgo::kRowwise8, "rowwise8"},
+                 {Conv1dAlgo::kRowwise16, "rowwise16"},
+                 {Conv1dAlgo::kRowwise8Dilated, "rowwise8_dilated"},
+                 {Conv1dAlgo::kGeneralOT1, "general_ot1"},
+                 {Conv1dAlgo::kGeneralOT4, "general_ot4"},
+                 {Conv1dAlgo::kFft, "fft"},
+                 {Conv1dAlgo::kRowwiseReg, "rowwise_reg"},
+                 {Conv1dAlgo::kRowwiseMma, "rowwise_mma"}});
+  return table;
+}
+
+// Crossovers of the automatic choice.
+constexpr int64_t kFftMinTaps = 512;                 // FFT from this many taps ...
+constexpr int64_t kFftMinMacs = int64_t{1} << 30;    // ... and this many multiply-adds
+constexpr int64_t kMmaMinK = 8;                      // 16-bit rows: rowwise_mma from this K
+static_assert(kMmaMinK - 1 <= kRowwiseRegMaxK,
+              "rowwise_reg covers the 16-bit filters below rowwise_mma");
+
+// Whether an algorithm can run the problem at all (forcing checks this; the choice adds speed).
+bool can_run(Conv1dAlgo a, const ConvProblem& p) {
+  switch (a) {
+    case Conv1dAlgo::kFft: return can_run_fft(p);
+    case Conv1dAlgo::kRowwise8: return can_run_rowwise8(p);
+    case Conv1dAlgo::kRowwise16: return can_run_rowwise16(p);
+    case Conv1dAlgo::kRowwise8Dilated: return can_run_rowwise8_dilated(p);
+    case Conv1dAlgo::kRowwiseReg: return can_run_rowwise_reg(p);
+    case Conv1dAlgo::kRowwiseMma: return can_run_rowwise_mma(p);
+    case Conv1dAlgo::kGeneralOT1:
+    case Conv1dAlgo::kGeneralOT4: return true;
+  }
+  return false;
+}
+
+// The automatic choice. "Long rows": at least a quarter of a 1024-output row-wise tile (shorter
+// rows would mostly compute padding; the general kernel sizes its tile to the row instead).
+Conv1dAlgo choose_auto(const ConvProblem& p) {
+  using A = Conv1dAlgo;
+  const bool long_rows = p.OW * 4 >= kRowwiseTile;
+  const bool half = p.elem_size == 2;
+  const int64_t outputs = p.N * p.C * p.OW;
+  // Long filters on long signals: O(N log N) beats the FMA-bound direct kernels.
+  if (can_run_fft(p) && p.KW >= kFftMinTaps && outputs >= kFftMinMacs / p.KW) return A::kFft;
+  // Dilated rows: one dilation phase per thread group, scalar shared reads.
+  if (can_run_rowwise8_dilated(p) && p.dil_w > 1 && long_rows) return A::kRowwise8Dilated;
+  // 16-bit rows, K >= 8: the filter as a banded matrix on the tensor cores.
+  if (can_run_rowwise_mma(p) && p.KW >= kMmaMinK && long_rows) return A::kRowwiseMma;
+  // 16-bit rows, K < 8: registers and shuffles, no shared memory.
+  if (can_run_rowwise_reg(p) && half && p.KW < kMmaMinK && long_rows) return A::kRowwiseReg;
+  // Other rows (fp32, any K): 16x16 register blocks, one warp per tile.
+  if (can_run_rowwise16(p) && long_rows) return A::kRowwise16;
+  // Everything else; 4 output channels a block reuse each staged input tile when a group has 4.
+  if (p.o_per_group >= 4) return A::kGeneralOT4;
+  return A::kGeneralOT1;
+}
+
+// The automatic choice, or the forced algorithm when it can run the problem.
+Conv1dAlgo choose(const ConvProblem& p) {
+  return algo_table().choose<Conv1dAlgo>(
+      [&](Conv1dAlgo a, Conv1dAlgo& plan) {
+        plan = a;
+        return can_run(a, p);
+      },
+      [&] { return choose_auto(p); },
+      [&] {
+        return detail::check_msg("C=", p.C, ", O=", p.O, ", groups=", p.groups,
+                                 ", stride=", p.stride_w, ", dilation=", p.dil_w, ", K=", p.KW,
+                                 ", element size ", p.elem_size);
+      });
+}
+
+template <typename T>
+void run(Conv1dAlgo algo, const ConvProblem& p, const at::Tensor& x, cudaStream_t stream) {
+  switch (algo) {
+    case Conv1dAlgo::kFft: return launch_fft(p, x, stream);
+    case Conv1dAlgo::kRowwiseReg: return launch_rowwise_reg<T>(p, stream);
+    case Conv1dAlgo::kRowwiseMma: return launch_rowwise_mma<T>(p, stream);
+    case Conv1dAlgo::kRowwise8: return launch_rowwise<T, true>(p, stream);
+    case Conv1dAlgo::kRowwise16: return launch_rowwise16<T>(p, stream);
+    case Conv1dAlgo::kRowwise8Dilated: return launch_rowwise<T, false>(p, stream);
+    case Conv1dAlgo::kGeneralOT4: return launch_general1d<T, 4>(p, stream);
+    case Conv1dAlgo::kGeneralOT1: return launch_general1d<T, 1>(p, stream);
+  }
+}
+
+}  // namespace
+
+std::string conv1d_cuda_algorithm(const ConvProblem& p) { return algo_table().name(choose(p)); }
+
+void conv1d_cuda_run(const ConvProblem& p, const at::Tensor& x) {
+  const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
+  const Conv1dAlgo algo = choose(p);
+  GK_DISPATCH_FLOAT_CUDA(x.scalar_type(), "conv1d", [&] { run<scalar_t>(algo, p, x, stream); });
+}
+
+}  // namespace gpukern

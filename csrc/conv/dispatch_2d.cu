@@ -1,0 +1,132 @@
+// conv2d on CUDA: which direct algorithm runs a problem (the rules below, or the forced one) and
+// the run itself. Each algorithm's planner, launcher and instantiations live in
+// conv/direct/<algo>.cu; the measurements behind each rule in docs/performance.md.
+#include <ATen/ATen.h>
+#include <ATen/cuda/CUDAContext.h>
+
+#include <string>
+
+#include "conv/direct/direct2d.h"
+#include "conv/dispatch.h"
+#include "core/algo_table.h"
+#include "core/checks.h"
+#include "core/dispatch.h"
+
+namespace gpukern {
+
+namespace {
+
+constexpr const char* kOp = kConv2dOp;
+
+enum class Algo {
+  kDepthwiseNhwc,
+  kDepthwiseRows,
+  kDepthwiseTma,
+  kDepthwisePlane,
+  kDepthwiseLarge,
+  kDepthwiseNchw,
+  kGeneralStaged,
+  kGeneralDirect,
+};
+
+// Names in Algo order: what _set_algorithm("conv2d", ...) accepts and _algorithm_conv2d returns.
+const AlgorithmTable<Algo> kTable("conv2d", {
+                                               {Algo::kDepthwiseNhwc, "depthwise_nhwc"},
+                                               {Algo::kDepthwiseRows, "depthwise_rows"},
+                                               {Algo::kDepthwiseTma, "depthwise_tma"},
+                                               {Algo::kDepthwisePlane, "depthwise_plane"},
+                                               {Algo::kDepthwiseLarge, "depthwise_large"},
+                                               {Algo::kDepthwiseNchw, "depthwise_nchw"},
+                                               {Algo::kGeneralStaged, "general_staged"},
+                                               {Algo::kGeneralDirect, "general_direct"},
+                                           });
+
+// fp32 filters from this many taps on (beyond 7x7) take depthwise_large.
+constexpr int64_t kLargeMinTaps = 50;
+
+// Whether algorithm a can run the shape.
+bool can_run(Algo a, const ConvProblem& p) {
+  switch (a) {
+    case Algo::kDepthwiseNhwc: return depthwise_nhwc_can_run(p);  // any strides
+    case Algo::kDepthwiseRows: return depthwise_rows_can_run(p);
+    case Algo::kDepthwiseTma: return depthwise_tma_can_run(p);
+    case Algo::kDepthwisePlane: return depthwise_plane_can_run(p);
+    case Algo::kDepthwiseLarge: return depthwise_large_can_run(p);
+    case Algo::kDepthwiseNchw: return depthwise_nchw_can_run(p);
+    case Algo::kGeneralStaged: return general_staged_can_run(p);
+    case Algo::kGeneralDirect: return true;
+  }
+  return false;
+}
+
+// Depthwise with multiplier 1 over a channels_last input (C > 1: channels the contiguous dim).
+bool nhwc_depthwise(const ConvProblem& p) {
+  return p.depthwise1() && p.C > 1 && p.x_sc == 1 && p.x_sw != 1;
+}
+
+// The automatic choice: first match wins. A pure function of the shape, strides and dtype, and
+// of the device's architecture only for the TMA kernels (sm_90+; the query without a GPU answers
+// for sm_90). Never of the data pointers: alignment only switches vector accesses on or off
+// inside a kernel, or moves the TMA map's base.
+Algo choose_auto(const ConvProblem& p) {
+  // Channels_last depthwise: threads own 16-byte channel vectors, the input read in place.
+  if (nhwc_depthwise(p) && depthwise_nhwc_can_run(p)) return Algo::kDepthwiseNhwc;
+  // Small 3x3 'same' planes that 64x64 tiles do not cover exactly: one warp stages a whole plane.
+  if (!tma_tiles_cover_plane(p) && depthwise_plane_can_run(p)) return Algo::kDepthwisePlane;
+  // Square 3/5/7, stride 1, sm_90+, rows 16 bytes apart: persistent tiles fed by the TMA.
+  if (depthwise_tma_can_run(p)) return Algo::kDepthwiseTma;
+  // 3x3 / 5x5 the TMA cannot describe: row strips streamed by warps (its 7x7 spills registers).
+  if ((p.KH != 7 || p.KW != 7) && depthwise_rows_can_run(p)) return Algo::kDepthwiseRows;
+  // fp32 beyond 7x7: taps in 4x4 register chunks (16-bit staging converts element by element).
+  if (p.elem_size == 4 && p.KH * p.KW >= kLargeMinTaps && depthwise_large_can_run(p)) {
+    return Algo::kDepthwiseLarge;
+  }
+  // Other stride-1 depthwise (larger or dilated filters, other paddings): a 64x64 tile + halo.
+  if (depthwise_nchw_can_run(p)) return Algo::kDepthwiseNchw;
+  // Grouped / dense channels, strides, multipliers: one filter row's input region staged.
+  if (general_staged_can_run(p)) return Algo::kGeneralStaged;
+  // Everything else (huge stride or dilation): direct reads.
+  return Algo::kGeneralDirect;
+}
+
+// The automatic choice, or the forced one (core/algo_table.h) when it can run the shape.
+Algo choose(const ConvProblem& p) {
+  return kTable.choose<Algo>(
+      [&](Algo a, Algo& chosen) {
+        chosen = a;
+        return can_run(a, p);
+      },
+      [&] { return choose_auto(p); },
+      [&] {
+        return detail::check_msg("C=", p.C, ", O=", p.O, ", groups=", p.groups, ", kernel=", p.KH,
+                                 "x", p.KW, ", stride=", p.stride_h, "x", p.stride_w,
+                                 ", dilation=", p.dil_h, "x", p.dil_w, ", padding=", p.pad_h,
+                                 "x", p.pad_w);
+      });
+}
+
+template <typename T>
+void run(Algo a, const ConvProblem& p, cudaStream_t stream) {
+  switch (a) {
+    case Algo::kDepthwiseNhwc: return depthwise_nhwc_run<T>(p, stream);
+    case Algo::kDepthwiseRows: return depthwise_rows_run<T>(p, stream);
+    case Algo::kDepthwiseTma: return depthwise_tma_run<T>(p, stream);
+    case Algo::kDepthwisePlane: return depthwise_plane_run<T>(p, stream);
+    case Algo::kDepthwiseLarge: return depthwise_large_run<T>(p, stream);
+    case Algo::kDepthwiseNchw: return depthwise_nchw_run<T>(p, stream);
+    case Algo::kGeneralStaged: return general_staged_run<T>(p, stream);
+    case Algo::kGeneralDirect: return general_direct_run<T>(p, stream);
+  }
+}
+
+}  // namespace
+
+std::string conv2d_cuda_algorithm(const ConvProblem& p) { return kTable.name(choose(p)); }
+
+void conv2d_cuda_run(const ConvProblem& p, const at::Tensor& x) {
+  const Algo a = choose(p);
+  const cudaStream_t stream = at::cuda::getCurrentCUDAStream(x.device().index()).stream();
+  GK_DISPATCH_FLOAT_CUDA(x.scalar_type(), kOp, [&] { run<scalar_t>(a, p, stream); });
+}
+
+}  // namespace gpukern

@@ -1,0 +1,240 @@
+// mv on CUDA: the algorithm choice (a pure function of the problem: sizes, strides, dtype size and
+// alignment) and the launch of each algorithm, one launch on the current stream. Kernels in
+// mv/kernels/, checks in mv/ops.cpp, the crossovers behind each rule in docs/performance.md (mv).
+//
+// Algorithms (names accepted by torch_ops.force_algorithm("mv", name), returned by
+// torch_ops.algorithm("mv", A, x)), with what each can run:
+//   rows_vec  rows kernel, 16-byte loads of A: s1 == 1 (rows that are not all 16-byte aligned,
+//             odd row strides or storage offsets, take the instantiation that walks each row's
+//             aligned span, peel_row_dot)
+//   rows      rows kernel, scalar strided loads: any layout
+//   cols_vec  cols kernel, 16-byte vectors of V rows: s0 == 1, A aligned, s1 % V == 0
+//   cols      cols kernel, a thread per row, scalar loads: any layout
+//   rows_mma  tensor-core rows kernel: 16-bit types, s1 == 1, A aligned, s0 % V == 0, N % V == 0,
+//             x contiguous and aligned
+// Within the rows kernel: a warp per row when M >= 32 * SMs, else a block per row, with N split
+// across blocks only when the rows fill less than half a resident wave; within the cols kernel,
+// N is split so that row blocks x splits is about one resident wave. Both split paths finish in
+// the last block to arrive. Every launch uses programmatic dependent launch (device/pdl.cuh):
+// back to back, the next kernel's blocks are scheduled while this one drains.
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <string>
+
+#include "core/algo_table.h"
+#include "core/checks.h"
+#include "core/dispatch.h"
+#include "core/launch.cuh"
+#include "core/tickets.h"
+#include "mv/dispatch.h"
+#include "mv/kernels/mv_cols.cuh"
+#include "mv/kernels/mv_rows.cuh"
+#include "mv/kernels/mv_rows_mma.cuh"
+#include "mv/problem.h"
+
+namespace gpukern {
+namespace {
+
+enum class MvAlgo { kRowsVec, kRows, kColsVec, kCols, kRowsMma };
+
+const AlgorithmTable<MvAlgo> kTable("mv", {{MvAlgo::kRowsVec, "rows_vec"},
+                                           {MvAlgo::kRows, "rows"},
+                                           {MvAlgo::kColsVec, "cols_vec"},
+                                           {MvAlgo::kCols, "cols"},
+                                           {MvAlgo::kRowsMma, "rows_mma"}});
+
+// Strides of size-1 dims are arbitrary: make them harmless for the layout tests.
+MvProblem normalised(MvProblem s) {
+  if (s.N == 1) s.s1 = 0;
+  if (s.M == 1) s.s0 = 0;
+  return s;
+}
+
+// Whether algorithm a can run the normalised problem s.
+bool can_run(MvAlgo a, const MvProblem& s) {
+  const int64_t V = 16 / s.elem_size;
+  switch (a) {
+    case MvAlgo::kRowsVec:
+      return s.s1 == 1;
+    case MvAlgo::kColsVec:
+      return s.s0 == 1 && s.a_aligned && s.s1 % V == 0;
+    case MvAlgo::kRowsMma:
+      return s.elem_size == 2 && s.s1 == 1 && s.a_aligned && s.s0 % V == 0 && s.N % V == 0 &&
+             s.xs == 1 && s.x_aligned;
+    case MvAlgo::kRows:
+    case MvAlgo::kCols:
+      return true;
+  }
+  return false;
+}
+
+// The shapes where rows_mma beats rows_vec: many short rows, where rows_vec runs a block per row
+// (M < 32 * SMs) and each warp sees only a few vectors; not on long rows nor on large matrices,
+// where rows_vec's warps read 512 contiguous bytes of one row per load and the mma tiles 64
+// bytes of each of 8 rows.
+bool mma_wins(const MvProblem& s) {
+  if (s.M * s.N > (int64_t{1} << 25)) return false;
+  return (s.N <= 4096 && s.M >= 2048) || (s.N <= 1024 && s.M >= 512);
+}
+
+// The vector form of a kernel wherever it can run, else its scalar form.
+MvAlgo vec_or(MvAlgo vec, MvAlgo scalar, const MvProblem& s) {
+  return can_run(vec, s) ? vec : scalar;
+}
+
+// The automatic choice: one rule per line, in priority order.
+MvAlgo choose_auto(const MvProblem& s) {
+  // Short rows: each thread keeps its whole row in registers, all threads busy.
+  if (s.N <= 16) return vec_or(MvAlgo::kColsVec, MvAlgo::kCols, s);
+  // Column-major (A.t()) with enough rows: threads across rows read A coalesced.
+  if (s.s1 != 1 && s.s0 == 1 && s.M >= 256) return vec_or(MvAlgo::kColsVec, MvAlgo::kCols, s);
+  // 16-bit, many short rows: tensor-core tiles instead of a block per short row.
+  if (mma_wins(s) && can_run(MvAlgo::kRowsMma, s)) return MvAlgo::kRowsMma;
+  // Everything else: warps along the rows (16-byte loads when s1 == 1).
+  return vec_or(MvAlgo::kRowsVec, MvAlgo::kRows, s);
+}
+
+// s is normalised. The automatic choice, or the forced one when it can run s (raises
+// "gpukern::mv: forced algorithm 'x' cannot run this shape (...)" otherwise).
+MvAlgo choose(const MvProblem& s) {
+  return kTable.choose<MvAlgo>(
+      [&](MvAlgo a, MvAlgo& plan) {
+        plan = a;
+        return can_run(a, s);
+      },
+      [&] { return choose_auto(s); },
+      [&] {
+        return detail::check_msg("M=", s.M, ", N=", s.N, ", strides=(", s.s0, ", ", s.s1,
+                                 "), 16-byte aligned=", s.a_aligned);
+      });
+}
+
+// The launch of algorithm `algo` for the normalised problem s, on `stream` with ticket slot
+// `tbase` (core/tickets.h).
+template <typename T>
+void launch_mv(const MvProblem& s, MvAlgo algo, const at::Tensor& self, const at::Tensor& vec,
+               const at::Tensor& out, cudaStream_t stream, int tbase) {
+  constexpr int V = kVec16<T>;
+  constexpr int kThreads = mv::kThreads;
+  const int64_t sms = device_props().multiProcessorCount;
+  const int64_t target_blocks = sms * (2048 / kThreads);
+  const T* A = reinterpret_cast<const T*>(self.data_ptr());
+  const T* x = reinterpret_cast<const T*>(vec.data_ptr());
+  T* y = reinterpret_cast<T*>(out.data_ptr());
+  MvParams p;
+  p.M = s.M;
+  p.N = s.N;
+  p.s0 = s.s0;
+  p.s1 = s.s1;
+  p.xs = s.xs;
+  const auto ws_opts = self.options().dtype(at::kFloat);
+
+  if (algo == MvAlgo::kColsVec || algo == MvAlgo::kCols) {
+    const bool vec_a = algo == MvAlgo::kColsVec;
+    const int64_t rows_per_block = vec_a ? mv::ColsShape<true, V>::kRowsPerBlock
+                                         : mv::ColsShape<false, V>::kRowsPerBlock;
+    const int64_t nrb = ceil_div(p.M, rows_per_block);
+    // One resident wave: __launch_bounds__(kThreads, 4) guarantees 4 blocks per SM.
+    const int64_t wave = sms * 4;
+    int64_t splits = 1;
+    if (nrb < wave && nrb <= kTicketsPerSlot) {
+      // Row blocks x splits ~ one wave (rounded, so 64 row blocks on 132 SMs take 8 splits: 512
+      // blocks, not 9 and a partial second wave); at least 64 columns per split; at most 64
+      // partials per row (the finishing block loads them 16 at a time).
+      splits = std::min({(wave + nrb / 2) / nrb, ceil_div(p.N, int64_t{64}), int64_t{64}});
+      splits = std::max<int64_t>(splits, 1);
+    }
+    p.split_len = ceil_div(p.N, splits);
+    splits = ceil_div(p.N, p.split_len);
+    at::Tensor ws;
+    float* wsp = nullptr;
+    if (splits > 1) {
+      ws = at::empty({splits * p.M}, ws_opts);
+      wsp = ws.data_ptr<float>();
+    }
+    const int64_t gx = splits > 1 ? nrb : std::min(nrb, sms * 64);
+    const dim3 grid(static_cast<unsigned>(gx), static_cast<unsigned>(splits));
+    if (vec_a) {
+      launch_pdl(mv::mv_cols_kernel<T, true>, grid, dim3(kThreads), 0, stream, A, x, y, wsp, p,
+                 tbase);
+    } else {
+      launch_pdl(mv::mv_cols_kernel<T, false>, grid, dim3(kThreads), 0, stream, A, x, y, wsp, p,
+                 tbase);
+    }
+    GK_CHECK_LAUNCH();
+    return;
+  }
+
+  if (algo == MvAlgo::kRowsMma) {
+    if constexpr (sizeof(T) == 2) {
+      const int64_t tiles = ceil_div(p.M, int64_t{16});
+      const int64_t gx = std::min(tiles, sms * 4);  // one resident wave, tiles in a loop
+      launch_pdl(mv::mv_rows_mma_kernel<T>, dim3(static_cast<unsigned>(gx)), dim3(kThreads), 0,
+                 stream, A, x, y, p);
+      GK_CHECK_LAUNCH();
+    } else {
+      TORCH_INTERNAL_ASSERT(false, "rows_mma chosen for a 32-bit type");
+    }
+    return;
+  }
+  const bool vec_a = algo == MvAlgo::kRowsVec;
+  const bool peel = !(s.a_aligned && s.s0 % V == 0);  // rows_vec on rows not all aligned
+  const bool x_vec = p.xs == 1 && s.x_aligned;
+  // A warp per row once rows alone give about 32 warps per SM; otherwise a block per row.
+  int rpb = p.M >= sms * 32 ? mv::kWarps : 1;
+  int64_t groups = ceil_div(p.M, rpb);
+  int64_t splits = 1;
+  const int64_t align = static_cast<int64_t>(kWarpSize) * V;  // keeps split starts vector-aligned
+  // One resident wave of the rows kernel: __launch_bounds__(kThreads, 4) gives 4 blocks per SM.
+  const int64_t wave = sms * 4;
+  const int64_t min_cols = static_cast<int64_t>(mv::kThreads) * V * 2;
+  if (rpb == 1 && groups < target_blocks && 2 * groups < wave) {
+    splits = std::min({ceil_div(target_blocks, groups), ceil_div(p.N, min_cols), int64_t{65535}});
+    splits = std::max<int64_t>(splits, 1);
+  } else if (rpb == 1 && p.M >= wave && p.M < 2 * wave) {
+    // One to two waves of one-row blocks would leave the second wave partly empty. Instead 2, 4
+    // or 8 rows a block and the split of N that fill one wave best (ties: fewer splits).
+    int64_t best = 0;
+    for (int r = 2; r <= mv::kWarps; r *= 2) {
+      const int64_t gr = ceil_div(p.M, int64_t{r});
+      const int64_t sp = std::max<int64_t>(1, std::min(wave / gr, ceil_div(p.N, min_cols)));
+      if (gr * sp > best) best = gr * sp, rpb = r, splits = sp;
+    }
+    groups = ceil_div(p.M, int64_t{rpb});
+  }
+  p.split_len = ceil_div(ceil_div(p.N, splits), align) * align;
+  splits = ceil_div(p.N, p.split_len);
+  at::Tensor ws;
+  float* wsp = nullptr;
+  if (splits > 1) {
+    TORCH_INTERNAL_ASSERT(groups <= kTicketsPerSlot);
+    ws = at::empty({splits * p.M}, ws_opts);
+    wsp = ws.data_ptr<float>();
+  }
+  const int64_t gx = splits > 1 ? groups : std::min(groups, sms * 64);
+  const dim3 grid(static_cast<unsigned>(gx), static_cast<unsigned>(splits));
+  auto kernel = vec_a ? (peel ? mv::mv_rows_kernel<T, true, true>
+                               : mv::mv_rows_kernel<T, true, false>)
+                      : mv::mv_rows_kernel<T, false, false>;
+  launch_pdl(kernel, grid, dim3(kThreads), 0, stream, A, x, y, wsp, p, rpb, x_vec, tbase);
+  GK_CHECK_LAUNCH();
+}
+
+
+}  // namespace
+
+void mv_cuda_run(const MvProblem& p, const at::Tensor& self, const at::Tensor& vec,
+                 const at::Tensor& out) {
+  CudaLaunchContext ctx(self);
+  const int tbase = ticket_slot_base(self.device().index(), ctx.stream);
+  const MvProblem s = normalised(p);
+  const MvAlgo algo = choose(s);
+  GK_DISPATCH_FLOAT_CUDA(self.scalar_type(), "mv", [&] {
+    launch_mv<scalar_t>(s, algo, self, vec, out, ctx.stream, tbase);
+  });
+}
+
+std::string mv_cuda_algorithm(const MvProblem& p) { return kTable.name(choose(normalised(p))); }
+
+}  // namespace gpukern

@@ -1,0 +1,437 @@
+// Reductions on CUDA: the algorithm choice from the normalised layout, and the launch of each
+// algorithm, one launch on the current stream (kernels in reduce/kernels/, checks and dtype rules
+// in reduce/ops.cpp).
+//
+// Algorithms (names accepted by torch_ops.force_algorithm("reduce", name), returned by
+// torch_ops.algorithm("sum"|"mean"|"amax"|"amin", x, dim)), with what each can run:
+//   small       one block (32 to 512 threads), no workspace, no ticket: full reductions
+//               (n_out == 1) of contiguous data
+//   flat        flat kernel: full reductions of contiguous data, blocks split the run, lean
+//               parameters; block 0 polls the others' flagged partials (float accumulators, up
+//               to 256 blocks) or the last block to take an acquire-release ticket finishes
+//   seg_contig  seg kernel, blocks split each contiguous segment (reduced dims one stride-1 run)
+//   seg         seg kernel with the general index decode: any layout
+//   seg_runs    seg kernel over contiguous runs: the innermost reduced dim has stride 1 (e.g.
+//               NCHW over (0, 2, 3): N runs of H*W per channel), 1..8 runs at once per block
+//   row         row kernel, 1..32 lanes per contiguous row: reduced dims one stride-1 run
+//   col_vec     col kernel with a 16-byte vector of outputs per thread: float types, one kept dim
+//               of stride 1, one reduced dim with stride % V == 0, n_out % V == 0, data aligned
+//   col         col kernel, threads across outputs: any layout
+//   row_vec     row_vec kernel (float types): one kept dim, rows 16-byte aligned whole vectors
+//               (data aligned, row stride % V == 0, R % V == 0), R <= 128 * V (<= 4 vectors per
+//               lane of a warp)
+// The automatic choice is a pure function of the layout, dtype and alignment: choose_auto below,
+// one rule per line in priority order; the crossovers behind the rules are in
+// docs/performance.md (reductions). Non-mergeable reduced dims (e.g. dims (0, 2) of a [A, B, C]
+// tensor) take the same kernels through the general index decode instead of one stride.
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <optional>
+#include <string>
+#include <type_traits>
+
+#include "core/algo_table.h"
+#include "core/checks.h"
+#include "core/dispatch.h"
+#include "core/launch.cuh"
+#include "core/tickets.h"
+#include "reduce/dispatch.h"
+#include "reduce/kernels/reduce_col.cuh"
+#include "reduce/kernels/reduce_common.cuh"
+#include "reduce/kernels/reduce_flat.cuh"
+#include "reduce/kernels/reduce_row.cuh"
+#include "reduce/kernels/reduce_seg.cuh"
+#include "reduce/kernels/reduce_small.cuh"
+#include "reduce/problem.h"
+
+namespace gpukern {
+namespace {
+
+enum class RedAlgo { kSmall, kSegContig, kSeg, kRow, kColVec, kCol, kRowVec, kSegRuns, kFlat };
+
+const AlgorithmTable<RedAlgo> kTable("reduce", {{RedAlgo::kSmall, "small"},
+                                                {RedAlgo::kSegContig, "seg_contig"},
+                                                {RedAlgo::kSeg, "seg"},
+                                                {RedAlgo::kRow, "row"},
+                                                {RedAlgo::kColVec, "col_vec"},
+                                                {RedAlgo::kCol, "col"},
+                                                {RedAlgo::kRowVec, "row_vec"},
+                                                {RedAlgo::kSegRuns, "seg_runs"},
+                                                {RedAlgo::kFlat, "flat"}});
+
+// What the choice reads besides the layout.
+struct RedInput {
+  bool float_acc;
+  int elem_size;
+  bool aligned;
+};
+
+bool contiguous_run(const ReduceLayout& L) { return L.nr == 1 && L.rstride[0] == 1; }
+
+// The innermost reduced dim is stride 1 with at least 32 16-byte vectors (a warp's worth):
+// seg_runs reads it coalesced.
+bool long_runs(const ReduceLayout& L, int64_t V) {
+  return L.rstride[L.nr - 1] == 1 && L.rsize[L.nr - 1] >= 32 * V;
+}
+
+// Whether algorithm a can run the layout.
+bool can_run(RedAlgo a, const ReduceLayout& L, const RedInput& in) {
+  const int64_t V = 16 / in.elem_size;
+  switch (a) {
+    case RedAlgo::kSmall:  // 32-bit indices
+      return L.n_out == 1 && contiguous_run(L) && L.R <= reduce::kSmallMaxElems;
+    case RedAlgo::kFlat:
+      return L.n_out == 1 && contiguous_run(L);
+    case RedAlgo::kSegContig:
+    case RedAlgo::kRow:
+      return contiguous_run(L);
+    case RedAlgo::kColVec:
+      return in.float_acc && L.nk == 1 && L.kstride[0] == 1 && L.nr == 1 && L.rstride[0] % V == 0 &&
+             L.n_out % V == 0 && in.aligned;
+    case RedAlgo::kRowVec:
+      return in.float_acc && contiguous_run(L) && L.nk == 1 && in.aligned &&
+             L.kstride[0] % V == 0 && L.R % V == 0 &&
+             L.R / V <= int64_t{reduce::kRowVecUnroll} * kWarpSize;
+    case RedAlgo::kSegRuns:
+      return L.rstride[L.nr - 1] == 1;
+    case RedAlgo::kSeg:
+    case RedAlgo::kCol:
+      return true;
+  }
+  return false;
+}
+
+// row_vec from this many rows: its grid is one resident wave of 4 * 132 blocks of 8..256 rows.
+// Fewer rows than that leave SMs idle either way; row (one block per row group) is kept there.
+constexpr int64_t kRowVecMinRows = 2048;
+
+// Full reduction of nvec 16-byte vectors: small (one block) rather than flat, up to two rounds of
+// 512 threads x 8 vectors for floats, one round of 256 x 8 for integers.
+bool use_small(int64_t nvec, const RedInput& in) {
+  return nvec <= (in.float_acc ? reduce::kSmallMaxVecs : reduce::kSmallMaxVecsInt);
+}
+
+// The automatic choice: one rule per line, in priority order.
+RedAlgo choose_auto(const ReduceLayout& L, const RedInput& in) {
+  const int64_t V = 16 / in.elem_size;
+  const bool contig = contiguous_run(L);
+  const int64_t per_block_min = reduce::kSegBlockVecs * V;
+  if (L.n_out == 1) {
+    // Short full reduction: one block, launch-bound, no workspace and no ticket.
+    if (contig && use_small(ceil_div(L.R, V), in)) return RedAlgo::kSmall;
+    // Longer contiguous run: lean parameters and the polled finish instead of fences and a ticket.
+    if (contig) return RedAlgo::kFlat;
+    // Strided full reduction: one resident wave of blocks, the last to arrive finishes.
+    return long_runs(L, V) ? RedAlgo::kSegRuns : RedAlgo::kSeg;
+  }
+  // Many short aligned rows: one resident wave pipelining whole-vector rows.
+  if (contig && L.n_out >= kRowVecMinRows && can_run(RedAlgo::kRowVec, L, in))
+    return RedAlgo::kRowVec;
+  // Contiguous rows, many of them or short: a lane group per row.
+  if (contig && (L.n_out >= kTicketsPerSlot || L.R <= 4 * per_block_min)) return RedAlgo::kRow;
+  // Few long contiguous rows: blocks split each row.
+  if (contig) return RedAlgo::kSegContig;
+  // Long stride-1 runs (NCHW over (0, 2, 3)): threads along the runs, not across strided outputs.
+  if (long_runs(L, V)) return RedAlgo::kSegRuns;
+  // Contiguous outputs, aligned rows: a 16-byte vector of outputs per thread.
+  if (can_run(RedAlgo::kColVec, L, in) && L.n_out >= reduce::kColX * V) return RedAlgo::kColVec;
+  // Enough outputs for a warp across them: threads across outputs, R split when they are few.
+  if (L.n_out >= reduce::kColX) return RedAlgo::kCol;
+  // Few strided outputs: blocks split each one.
+  return RedAlgo::kSeg;
+}
+
+// The automatic choice, or the forced one (core/algo_table.h) when it can run the layout; raises
+// "gpukern::reduce: forced algorithm 'x' cannot run this layout (...)" otherwise.
+RedAlgo choose(const ReduceLayout& L, const RedInput& in) {
+  const std::optional<RedAlgo> forced = kTable.forced();
+  if (!forced) return choose_auto(L, in);
+  GK_CHECK(can_run(*forced, L, in), kTable.family(), "forced algorithm '", kTable.name(*forced),
+           "' cannot run this layout (outputs=", L.n_out, ", reduced elements=", L.R,
+           ", reduced dims after merging=", L.nr,
+           ", innermost reduced stride=", L.rstride[L.nr - 1], ", float=", in.float_acc,
+           ", 16-byte aligned=", in.aligned, ")");
+  return *forced;
+}
+
+// Resident blocks per SM of a reduce kernel (all run reduce::kThreads threads).
+template <auto kKernel>
+int64_t blocks_per_sm(int device) {
+  return resident_blocks_per_sm<kKernel>(device, reduce::kThreads);
+}
+
+int64_t clamp64(int64_t v, int64_t lo, int64_t hi) { return std::max(lo, std::min(v, hi)); }
+
+// The small kernel with the first configuration of Table (from kIdx on) that takes nvec vectors
+// in one round, or the last one.
+template <typename T, typename Op, typename Table, int kIdx = 0>
+void launch_small(int64_t nvec, const T* xp, int n, const reduce::ReduceOut& o,
+                  cudaStream_t stream) {
+  constexpr reduce::SmallConfig c = Table::kC[kIdx];
+  if constexpr (kIdx + 1 < reduce::small_table_size<Table>()) {
+    if (nvec > reduce::small_round_vecs<Table>(kIdx)) {
+      launch_small<T, Op, Table, kIdx + 1>(nvec, xp, n, o, stream);
+      return;
+    }
+  }
+  launch_pdl(reduce::small_reduce_kernel<T, Op, c.threads, c.unroll>, dim3(1), dim3(c.threads), 0,
+             stream, xp, n, o);
+  GK_CHECK_LAUNCH();
+}
+
+template <typename T, typename Op>
+void launch_reduce(const ReduceLayout& L, const reduce::ReduceOut& o, const at::Tensor& x,
+                   cudaStream_t stream, int tbase) {
+  using Acc = typename reduce::AccOf<T>::type;
+  constexpr int kThreads = reduce::kThreads;
+  constexpr int V = kVec16<T>;
+  const int64_t sms = device_props().multiProcessorCount;
+  const int64_t target_blocks = sms * (2048 / kThreads);  // one full wave of resident blocks
+  // Elements per block below which splitting a segment further does not pay: four vectors per
+  // thread (a single round trip; more blocks rather than longer rounds for small inputs).
+  const int64_t per_block_min = reduce::kSegBlockVecs * V;
+  const T* xp = reinterpret_cast<const T*>(x.data_ptr());
+  const auto ws_opts = x.options().dtype(std::is_same<Acc, float>::value ? at::kFloat : at::kLong);
+  const int dev = x.get_device();
+  const RedAlgo algo = choose(
+      L, RedInput{std::is_same<Acc, float>::value, static_cast<int>(sizeof(T)), is_aligned16(xp)});
+
+  // bps > 1 needs n_out <= kTicketsPerSlot (one counter per segment, gridDim.y == n_out); a
+  // forced seg on more segments runs one block per segment.
+  auto launch_seg = [&](int mode, int64_t bps, int runs_lg) {
+    bps = L.n_out <= kTicketsPerSlot ? clamp64(bps, 1, 65535) : 1;
+    at::Tensor ws;
+    Acc* wsp = nullptr;
+    if (bps > 1) {
+      ws = at::empty({bps * L.n_out}, ws_opts);
+      wsp = reinterpret_cast<Acc*>(ws.data_ptr());
+    }
+    const dim3 grid(static_cast<unsigned>(bps),
+                    static_cast<unsigned>(bps > 1 ? L.n_out : std::min<int64_t>(L.n_out, 65535)));
+    if (mode == reduce::kSegContig) {
+      launch_pdl(reduce::seg_reduce_kernel<T, Op, reduce::kSegContig>, grid, dim3(kThreads), 0,
+                 stream, xp, L, o, wsp, tbase, runs_lg);
+    } else if (mode == reduce::kSegRuns) {
+      launch_pdl(reduce::seg_reduce_kernel<T, Op, reduce::kSegRuns>, grid, dim3(kThreads), 0,
+                 stream, xp, L, o, wsp, tbase, runs_lg);
+    } else {
+      launch_pdl(reduce::seg_reduce_kernel<T, Op, reduce::kSegGeneral>, grid, dim3(kThreads), 0,
+                 stream, xp, L, o, wsp, tbase, runs_lg);
+    }
+    GK_CHECK_LAUNCH();
+  };
+
+  switch (algo) {
+    case RedAlgo::kSmall: {
+      const int n = static_cast<int>(L.R);  // <= reduce::kSmallMaxElems (reduce_algo_applies)
+      launch_small<T, Op, reduce::SmallTableOf<T, Op>>(ceil_div(L.R, int64_t{V}), xp, n, o, stream);
+      return;
+    }
+    case RedAlgo::kFlat: {
+      // Blocks: one full resident wave at most, and at most one round of kSegUnroll vectors per
+      // thread below that (1M fp32: 256 blocks).
+      const int64_t wave = sms * blocks_per_sm<reduce::flat_reduce_kernel<T, Op>>(dev);
+      const int64_t blocks = std::min(wave, ceil_div(L.R, per_block_min));
+      at::Tensor ws;
+      Acc* wsp = nullptr;
+      if (blocks > 1 && !reduce::flat_polled<Acc>(blocks)) {
+        ws = at::empty({blocks}, ws_opts);
+        wsp = reinterpret_cast<Acc*>(ws.data_ptr());
+      }
+      launch_pdl(reduce::flat_reduce_kernel<T, Op>, dim3(static_cast<unsigned>(blocks)),
+                 dim3(kThreads), 0, stream, xp, L.R, o, wsp, tbase / kTicketsPerSlot);
+      GK_CHECK_LAUNCH();
+      return;
+    }
+    case RedAlgo::kSegContig:
+    case RedAlgo::kSeg: {
+      const bool contig = algo == RedAlgo::kSegContig;
+      if (L.n_out == 1) {
+        // Grid = one full wave of resident blocks (not 8 per SM regardless of registers, which
+        // left a partial second wave), each thread with kSegUnroll 16-byte loads in flight.
+        const int64_t wave =
+            sms * (contig
+                       ? blocks_per_sm<reduce::seg_reduce_kernel<T, Op, reduce::kSegContig>>(dev)
+                       : blocks_per_sm<reduce::seg_reduce_kernel<T, Op, reduce::kSegGeneral>>(dev));
+        launch_seg(contig ? reduce::kSegContig : reduce::kSegGeneral,
+                   std::min(wave, ceil_div(L.R, per_block_min)), 0);
+      } else if (contig) {
+        const int64_t wave =
+            sms * blocks_per_sm<reduce::seg_reduce_kernel<T, Op, reduce::kSegContig>>(dev);
+        launch_seg(reduce::kSegContig,
+                   std::min(ceil_div(wave, L.n_out), ceil_div(L.R, per_block_min)), 0);
+      } else {
+        launch_seg(reduce::kSegGeneral,
+                   std::min(ceil_div(target_blocks, L.n_out), ceil_div(L.R, int64_t{kThreads} * 4)),
+                   0);
+      }
+      return;
+    }
+    case RedAlgo::kSegRuns: {
+      // Groups per block: halve the group while a run still fills its kSegUnroll vectors per
+      // thread (H*W = 784 fp32: 4 groups of 64 threads), at most 8 groups (warp-sized).
+      const int64_t run = L.rsize[L.nr - 1];
+      const int64_t nruns = L.R / run;
+      int lg = 0;
+      while (lg < 3 && run <= (int64_t{kThreads} >> (lg + 1)) * V * reduce::kSegUnroll) ++lg;
+      const int64_t run_slots = ceil_div(nruns, int64_t{1} << lg);  // group-rounds per segment
+      // Blocks per segment: about one resident wave in all, each block the same number of
+      // group-rounds (e.g. 256 outputs x 32 runs: 4 blocks of 8 runs per output, 1024 blocks).
+      const int64_t wave =
+          sms * blocks_per_sm<reduce::seg_reduce_kernel<T, Op, reduce::kSegRuns>>(dev);
+      int64_t bps = std::min(std::max<int64_t>(wave / L.n_out, 1), run_slots);
+      bps = ceil_div(run_slots, ceil_div(run_slots, bps));
+      launch_seg(reduce::kSegRuns, bps, lg);
+      return;
+    }
+    case RedAlgo::kRow: {
+      // Lanes per row: about kRowUnroll 16-byte vectors per lane (all in flight at once), at
+      // most a warp; short rows pack several rows per warp.
+      const int64_t need = ceil_div(L.R, int64_t{reduce::kRowUnroll} * V);
+      int lg = 0;
+      while (lg < 5 && (int64_t{1} << lg) < need) ++lg;
+      const int64_t rows_per_block = kThreads >> lg;
+      const int64_t blocks = std::min(ceil_div(L.n_out, rows_per_block), sms * 64);
+      reduce::row_reduce_kernel<T, Op>
+          <<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(xp, L, o, lg);
+      GK_CHECK_LAUNCH();
+      return;
+    }
+    case RedAlgo::kRowVec: {
+      if constexpr (std::is_same<Acc, float>::value) {
+        // Lanes per row: the fewest (power of 2) that hold the row in kRowVecUnroll vectors each.
+        // Grid: rounds = rows per group needed with one resident wave; then the fewest blocks
+        // that cover the rows in that many rounds, so every group gets the same number of rows
+        // (at most the last block's groups run one round short) and no block waits for a wave.
+        const int64_t nvec = L.R / V;
+        int lg = 0;
+        while ((int64_t{reduce::kRowVecUnroll} << lg) < nvec) ++lg;
+        const int64_t rows_per_block = kThreads >> lg;
+        const int64_t wave = sms * blocks_per_sm<reduce::row_vec_reduce_kernel<T, Op>>(dev);
+        const int64_t rounds = ceil_div(L.n_out, wave * rows_per_block);
+        const int64_t blocks = ceil_div(L.n_out, rounds * rows_per_block);
+        launch_pdl(reduce::row_vec_reduce_kernel<T, Op>, dim3(static_cast<unsigned>(blocks)),
+                   dim3(kThreads), 0, stream, xp, L.n_out, L.kstride[0], static_cast<int>(nvec), o,
+                   lg);
+        GK_CHECK_LAUNCH();
+      } else {
+        TORCH_INTERNAL_ASSERT(false, "row_vec chosen for an integer reduction");
+      }
+      return;
+    }
+    case RedAlgo::kColVec: {
+      if constexpr (std::is_same<Acc, float>::value) {
+        // One 16-byte vector of outputs per thread. Splits of R make one resident wave (no
+        // partial second wave); each keeps a few unrolled rounds.
+        const int64_t ntiles = ceil_div(L.n_out, int64_t{reduce::kColX} * V);
+        const int64_t wave = sms * blocks_per_sm<reduce::col_vec_reduce_kernel<T, Op>>(dev);
+        int64_t splits = 1;
+        if (ntiles < wave && ntiles <= kTicketsPerSlot) {
+          splits = std::min({wave / ntiles,
+                             ceil_div(L.R, int64_t{reduce::kColY} * reduce::kColVecUnroll * 2),
+                             int64_t{64}});
+          splits = std::max<int64_t>(splits, 1);
+        }
+        const int64_t rchunk = ceil_div(L.R, splits);
+        splits = ceil_div(L.R, rchunk);
+        at::Tensor ws;
+        float* wsp = nullptr;
+        if (splits > 1) {
+          ws = at::empty({splits * L.n_out}, ws_opts);
+          wsp = ws.data_ptr<float>();
+        }
+        const int64_t gx = splits > 1 ? ntiles : std::min(ntiles, sms * 64);
+        const dim3 grid(static_cast<unsigned>(gx), static_cast<unsigned>(splits));
+        reduce::col_vec_reduce_kernel<T, Op>
+            <<<grid, dim3(reduce::kColX, reduce::kColY), 0, stream>>>(xp, L, o, wsp, tbase, rchunk);
+        GK_CHECK_LAUNCH();
+      } else {
+        TORCH_INTERNAL_ASSERT(false, "col_vec chosen for an integer reduction");
+      }
+      return;
+    }
+    case RedAlgo::kCol: {
+      const int64_t ntiles = ceil_div(L.n_out, reduce::kColX);
+      int64_t splits = 1;
+      if (ntiles < target_blocks && ntiles <= kTicketsPerSlot) {
+        // Each split keeps at least a few unrolled rounds per thread; at most 64 partials per
+        // output keep the finishing block short.
+        splits =
+            std::min({ceil_div(target_blocks, ntiles),
+                      ceil_div(L.R, int64_t{reduce::kColY} * reduce::kColUnroll * 2), int64_t{64}});
+        splits = std::max<int64_t>(splits, 1);
+      }
+      const int64_t rchunk = ceil_div(L.R, splits);
+      splits = ceil_div(L.R, rchunk);
+      at::Tensor ws;
+      Acc* wsp = nullptr;
+      if (splits > 1) {
+        ws = at::empty({splits * L.n_out}, ws_opts);
+        wsp = reinterpret_cast<Acc*>(ws.data_ptr());
+      }
+      const int64_t gx = splits > 1 ? ntiles : std::min(ntiles, sms * 64);
+      const dim3 grid(static_cast<unsigned>(gx), static_cast<unsigned>(splits));
+      reduce::col_reduce_kernel<T, Op>
+          <<<grid, dim3(reduce::kColX, reduce::kColY), 0, stream>>>(xp, L, o, wsp, tbase, rchunk);
+      GK_CHECK_LAUNCH();
+      return;
+    }
+  }
+}
+
+}  // namespace
+
+void reduce_cuda_run(const ReduceLayout& L, ReduceKind kind, ReduceOutKind out_kind,
+                     const at::Tensor& x, const at::Tensor& out) {
+  CudaLaunchContext ctx(x);
+  const int tbase = ticket_slot_base(x.device().index(), ctx.stream);
+  reduce::ReduceOut o;
+  o.ptr = out.data_ptr();
+  o.kind = out_kind;
+  o.has_factor = kind == ReduceKind::kMean;
+  o.factor = static_cast<float>(1.0 / static_cast<double>(L.R));
+  switch (x.scalar_type()) {
+    case at::kBool:
+    case at::kByte:
+      return launch_reduce<uint8_t, reduce::SumI64Op>(L, o, x, ctx.stream, tbase);
+    case at::kChar:
+      return launch_reduce<int8_t, reduce::SumI64Op>(L, o, x, ctx.stream, tbase);
+    case at::kShort:
+      return launch_reduce<int16_t, reduce::SumI64Op>(L, o, x, ctx.stream, tbase);
+    case at::kInt:
+      return launch_reduce<int32_t, reduce::SumI64Op>(L, o, x, ctx.stream, tbase);
+    case at::kLong:
+      return launch_reduce<long long, reduce::SumI64Op>(L, o, x, ctx.stream, tbase);
+    // Unsigned: summed modulo 2^64 in int64, as torch.sum (which casts them to int64 first).
+    case at::kUInt16:
+      return launch_reduce<uint16_t, reduce::SumI64Op>(L, o, x, ctx.stream, tbase);
+    case at::kUInt32:
+      return launch_reduce<uint32_t, reduce::SumI64Op>(L, o, x, ctx.stream, tbase);
+    case at::kUInt64:
+      return launch_reduce<unsigned long long, reduce::SumI64Op>(L, o, x, ctx.stream, tbase);
+    default:
+      break;
+  }
+  GK_DISPATCH_FLOAT_CUDA(x.scalar_type(), "reduce", [&] {
+    switch (kind) {
+      case ReduceKind::kSum:
+      case ReduceKind::kMean:
+        launch_reduce<scalar_t, SumOp>(L, o, x, ctx.stream, tbase);
+        break;
+      case ReduceKind::kMax:
+        launch_reduce<scalar_t, MaxOp>(L, o, x, ctx.stream, tbase);
+        break;
+      case ReduceKind::kMin:
+        launch_reduce<scalar_t, MinOp>(L, o, x, ctx.stream, tbase);
+        break;
+    }
+  });
+}
+
+std::string reduce_cuda_algorithm(const ReduceLayout& L, bool float_acc, int elem_size,
+                                  bool aligned) {
+  return kTable.name(choose(L, RedInput{float_acc, elem_size, aligned}));
+}
+
+}  // namespace gpukern
