@@ -56,6 +56,50 @@ def _cuda_arch_codes():
     return codes
 
 
+# --- igemm (issue 31): CUTLASS from the installed PyPI package nvidia-cutlass (pinned 4.2.0.0) ---
+# The tensor-core implicit-GEMM path (csrc/conv/igemm) needs CUTLASS's headers and the sm_90a
+# target (wgmma, TMA im2col). With the package installed and no TORCH_CUDA_ARCH_LIST given, the
+# list defaults to 9.0a (a superset of 9.0: the other kernels compile unchanged and 9.0a code runs
+# on H100/H200). GPUKERN_WITH_CUTLASS is defined only when the headers are found and 9.0a is in
+# the list; otherwise the extension builds without the igemm path and says so.
+IGEMM_ARCH_LIST = "9.0a"
+
+
+def _cutlass_include_dirs():
+    # Located, not imported: the headers are all the build needs, and importing cutlass_library
+    # would pull in its Python dependencies (networkx, scipy, ...), which `pip install --no-deps
+    # nvidia-cutlass==4.2.0.0` leaves out.
+    import importlib.util
+    spec = importlib.util.find_spec("cutlass_library")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    src = os.path.join(list(spec.submodule_search_locations)[0], "source")
+    dirs = [os.path.join(src, "include"), os.path.join(src, "tools", "util", "include")]
+    return dirs if all(os.path.isdir(d) for d in dirs) else None
+
+
+def _igemm_setup():
+    """(include_dirs, defines) for the igemm path; ([], []) when it is left out."""
+    dirs = _cutlass_include_dirs()
+    if dirs is None:
+        print("gpukern: nvidia-cutlass not found (pip install nvidia-cutlass==4.2.0.0): "
+              "building without the igemm tensor-core path")
+        return [], []
+    if not os.environ.get("TORCH_CUDA_ARCH_LIST") and (
+            not torch.cuda.is_available() or all(
+                torch.cuda.get_device_capability(i) == (9, 0)
+                for i in range(torch.cuda.device_count()))):
+        os.environ["TORCH_CUDA_ARCH_LIST"] = IGEMM_ARCH_LIST
+    archs = os.environ.get("TORCH_CUDA_ARCH_LIST", "").replace(",", ";").replace(" ", ";")
+    if "9.0a" not in [a.replace("+PTX", "") for a in archs.split(";")]:
+        print(f"gpukern: TORCH_CUDA_ARCH_LIST={archs} has no 9.0a: building without the igemm "
+              "tensor-core path")
+        return [], []
+    print(f"gpukern: igemm tensor-core path with CUTLASS headers from {dirs[0]}")
+    return dirs, ["-DGPUKERN_WITH_CUTLASS"]
+# --- end igemm ---
+
+
 class BuildExt(BuildExtension):
     """torch's BuildExtension with a persistent build folder and a progress line."""
 
@@ -90,16 +134,19 @@ def _extension():
         print("gpukern: building the CPU-only extension")
         return CppExtension("torch_ops._C", sources, include_dirs=include_dirs,
                             extra_compile_args={"cxx": cxx})
+    igemm_dirs, igemm_defs = _igemm_setup()  # igemm (issue 31): may set the arch list to 9.0a
+    include_dirs += igemm_dirs
     if not torch.cuda.is_available() and not os.environ.get("TORCH_CUDA_ARCH_LIST"):
         os.environ["TORCH_CUDA_ARCH_LIST"] = DEFAULT_ARCH_LIST
     print(f"gpukern: building the CUDA extension for TORCH_CUDA_ARCH_LIST="
           f"{os.environ.get('TORCH_CUDA_ARCH_LIST', '(the visible GPUs)')}")
     nvcc = ["-O3", "-std=c++17", "-lineinfo", "--expt-relaxed-constexpr",
-            "-DGPUKERN_WITH_CUDA"]
+            "-DGPUKERN_WITH_CUDA"] + igemm_defs
     archs = "-DGPUKERN_CUDA_ARCHS=" + ",".join(_cuda_arch_codes())
     return CUDAExtension("torch_ops._C", sources + _sources("*.cu"), include_dirs=include_dirs,
-                         extra_compile_args={"cxx": cxx + ["-DGPUKERN_WITH_CUDA", archs],
-                                             "nvcc": nvcc})
+                         extra_compile_args={
+                             "cxx": cxx + ["-DGPUKERN_WITH_CUDA", archs] + igemm_defs,
+                             "nvcc": nvcc})
 
 
 setup(

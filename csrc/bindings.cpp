@@ -10,6 +10,7 @@
 
 #include <string>
 
+#include "conv/igemm/igemm.h"
 #include "core/algo_table.h"
 #include "core/checks.h"
 
@@ -158,6 +159,8 @@ TORCH_LIBRARY(gpukern, m) {
   m.def(
       "_algorithm_conv2d.padding(Tensor input, Tensor weight, SymInt[2] stride=1, "
       "str padding=\"valid\", SymInt[2] dilation=1, SymInt groups=1) -> str");
+  // Whether this build has the tensor-core implicit-GEMM conv path ("igemm", conv/igemm/igemm.h).
+  m.def("_has_igemm() -> bool", [] { return gpukern::igemm_built(); });
   // The conv1d algorithm a convolve call runs ("empty" for an empty output).
   m.def("_algorithm_convolve(Tensor x, Tensor h, str mode=\"full\") -> str");
   // The mv algorithm a call would run.

@@ -72,6 +72,18 @@ def assert_close_ref(out: torch.Tensor, ref: torch.Tensor, dtype: torch.dtype = 
         f"expected {float(r[worst])}); tolerance {tol} x (|ref| + rms {float(rms):.3e})")
 
 
+@pytest.fixture(autouse=True)
+def _true_fp32_convolutions():
+    """Dense fp32 convolutions follow torch.backends.cudnn.allow_tf32 (the igemm path runs them as
+    TF32 when it is True, torch's default, as F.conv does). The parity tests hold fp32 to true-fp32
+    tolerances, so every test starts with it off; tests/test_igemm.py turns it on where it tests
+    TF32."""
+    old = torch.backends.cudnn.allow_tf32
+    torch.backends.cudnn.allow_tf32 = False
+    yield
+    torch.backends.cudnn.allow_tf32 = old
+
+
 @pytest.fixture(params=DEVICE_PARAMS)
 def device(request):
     return request.param

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "conv/dispatch.h"
+#include "conv/igemm/igemm.h"
 #include "conv/launch_1d.h"
 #include "core/algo_table.h"
 #include "core/checks.h"
@@ -26,6 +27,7 @@ enum class Conv1dAlgo {
   kFft,
   kRowwiseReg,
   kRowwiseMma,
+  kIgemm,
 };
 
 // What torch_ops.force_algorithm("conv1d", name) accepts and _algorithm_conv1d returns.
@@ -38,7 +40,8 @@ const AlgorithmTable<Conv1dAlgo>& algo_table() {
                  {Conv1dAlgo::kGeneralOT4, "general_ot4"},
                  {Conv1dAlgo::kFft, "fft"},
                  {Conv1dAlgo::kRowwiseReg, "rowwise_reg"},
-                 {Conv1dAlgo::kRowwiseMma, "rowwise_mma"}});
+                 {Conv1dAlgo::kRowwiseMma, "rowwise_mma"},
+                 {Conv1dAlgo::kIgemm, "igemm"}});
   return table;
 }
 
@@ -58,6 +61,7 @@ bool can_run(Conv1dAlgo a, const ConvProblem& p) {
     case Conv1dAlgo::kRowwise8Dilated: return can_run_rowwise8_dilated(p);
     case Conv1dAlgo::kRowwiseReg: return can_run_rowwise_reg(p);
     case Conv1dAlgo::kRowwiseMma: return can_run_rowwise_mma(p);
+    case Conv1dAlgo::kIgemm: return igemm_can_run(p);  // dense, sm_90, aligned channels
     case Conv1dAlgo::kGeneralOT1:
     case Conv1dAlgo::kGeneralOT4: return true;
   }
@@ -81,6 +85,8 @@ Conv1dAlgo choose_auto(const ConvProblem& p) {
   if (can_run_rowwise_reg(p) && half && p.KW < kMmaMinK && long_rows) return A::kRowwiseReg;
   // Other rows (fp32, any K): 16x16 register blocks, one warp per tile.
   if (can_run_rowwise16(p) && long_rows) return A::kRowwise16;
+  // Dense channel mixing with aligned channels on sm_90: tensor-core implicit GEMM (H = 1).
+  if (p.groups == 1 && igemm_can_run(p)) return A::kIgemm;
   // Everything else; 4 output channels a block reuse each staged input tile when a group has 4.
   if (p.o_per_group >= 4) return A::kGeneralOT4;
   return A::kGeneralOT1;
@@ -107,6 +113,7 @@ void run(Conv1dAlgo algo, const ConvProblem& p, const at::Tensor& x, cudaStream_
     case Conv1dAlgo::kFft: return launch_fft(p, x, stream);
     case Conv1dAlgo::kRowwiseReg: return launch_rowwise_reg<T>(p, stream);
     case Conv1dAlgo::kRowwiseMma: return launch_rowwise_mma<T>(p, stream);
+    case Conv1dAlgo::kIgemm: return;  // run before the dtype dispatch (conv1d_cuda_run)
     case Conv1dAlgo::kRowwise8: return launch_rowwise<T, true>(p, stream);
     case Conv1dAlgo::kRowwise16: return launch_rowwise16<T>(p, stream);
     case Conv1dAlgo::kRowwise8Dilated: return launch_rowwise<T, false>(p, stream);
@@ -122,6 +129,7 @@ std::string conv1d_cuda_algorithm(const ConvProblem& p) { return algo_table().na
 void conv1d_cuda_run(const ConvProblem& p, const at::Tensor& x) {
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
   const Conv1dAlgo algo = choose(p);
+  if (algo == Conv1dAlgo::kIgemm) return igemm_run(p, x);  // its own dtype switch and layouts
   GK_DISPATCH_FLOAT_CUDA(x.scalar_type(), "conv1d", [&] { run<scalar_t>(algo, p, x, stream); });
 }
 

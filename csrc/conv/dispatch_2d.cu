@@ -8,6 +8,7 @@
 
 #include "conv/direct/direct2d.h"
 #include "conv/dispatch.h"
+#include "conv/igemm/igemm.h"
 #include "core/algo_table.h"
 #include "core/checks.h"
 #include "core/dispatch.h"
@@ -27,6 +28,7 @@ enum class Algo {
   kDepthwiseNchw,
   kGeneralStaged,
   kGeneralDirect,
+  kIgemm,
 };
 
 // Names in Algo order: what _set_algorithm("conv2d", ...) accepts and _algorithm_conv2d returns.
@@ -39,6 +41,7 @@ const AlgorithmTable<Algo> kTable("conv2d", {
                                                {Algo::kDepthwiseNchw, "depthwise_nchw"},
                                                {Algo::kGeneralStaged, "general_staged"},
                                                {Algo::kGeneralDirect, "general_direct"},
+                                               {Algo::kIgemm, "igemm"},
                                            });
 
 // fp32 filters from this many taps on (beyond 7x7) take depthwise_large.
@@ -55,6 +58,7 @@ bool can_run(Algo a, const ConvProblem& p) {
     case Algo::kDepthwiseNchw: return depthwise_nchw_can_run(p);
     case Algo::kGeneralStaged: return general_staged_can_run(p);
     case Algo::kGeneralDirect: return true;
+    case Algo::kIgemm: return igemm_can_run(p);  // dense, sm_90, aligned channels
   }
   return false;
 }
@@ -83,6 +87,8 @@ Algo choose_auto(const ConvProblem& p) {
   }
   // Other stride-1 depthwise (larger or dilated filters, other paddings): a 64x64 tile + halo.
   if (depthwise_nchw_can_run(p)) return Algo::kDepthwiseNchw;
+  // Dense channel mixing with aligned channels on sm_90: tensor-core implicit GEMM, bias fused.
+  if (p.groups == 1 && igemm_can_run(p)) return Algo::kIgemm;
   // Grouped / dense channels, strides, multipliers: one filter row's input region staged.
   if (general_staged_can_run(p)) return Algo::kGeneralStaged;
   // Everything else (huge stride or dilation): direct reads.
@@ -116,6 +122,7 @@ void run(Algo a, const ConvProblem& p, cudaStream_t stream) {
     case Algo::kDepthwiseNchw: return depthwise_nchw_run<T>(p, stream);
     case Algo::kGeneralStaged: return general_staged_run<T>(p, stream);
     case Algo::kGeneralDirect: return general_direct_run<T>(p, stream);
+    case Algo::kIgemm: return;  // run before the dtype dispatch (conv2d_cuda_run)
   }
 }
 
@@ -125,6 +132,7 @@ std::string conv2d_cuda_algorithm(const ConvProblem& p) { return kTable.name(cho
 
 void conv2d_cuda_run(const ConvProblem& p, const at::Tensor& x) {
   const Algo a = choose(p);
+  if (a == Algo::kIgemm) return igemm_run(p, x);  // its own dtype switch, layouts and workspace
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream(x.device().index()).stream();
   GK_DISPATCH_FLOAT_CUDA(x.scalar_type(), kOp, [&] { run<scalar_t>(a, p, stream); });
 }

@@ -1,0 +1,75 @@
+#pragma once
+// The tensor-core implicit-GEMM path's torch-free interface between the host side (igemm.cpp:
+// checks, layouts, the choice of configuration) and the CUTLASS instantiations (igemm_<dtype>.cu,
+// compiled for sm_90a with -DGPUKERN_WITH_CUTLASS).
+//
+// The GEMM of a dense (groups = 1) convolution over NHWC activations, KRSC (OHWI) filters and an
+// NHWC output:
+//   M = N * OH * OW (output pixels), N = O (output channels), K = C * KH * KW (filter taps x C).
+// A is the im2col view of the activations (loaded by TMA in im2col mode, padding zero-filled by the
+// TMA), B the filter, D = alpha * acc + bias[o] (fp32 accumulate and epilogue, stored in the
+// input's dtype). A 1-D convolution is the H = KH = OH = 1 case of the same 2-D kernel.
+#include <cstddef>
+#include <cstdint>
+
+namespace gpukern {
+namespace conv {
+
+// The element types the path computes in. kTf32: fp32 tensors, TF32 tensor-core math (the TMA
+// rounds the fp32 operands to TF32 on the way to shared memory), fp32 accumulate and output.
+enum class IgemmDtype { kBf16, kF16, kTf32 };
+
+// One problem in the kernels' terms: sizes, element strides (channels are the contiguous dim of
+// x, w and y), paddings before (lo) and after (hi) the input, whose sum with the input extent gives
+// exactly the output extent (hi may be smaller than the caller's padding when the last window
+// does not reach it; the host side trims the input instead of passing a negative hi).
+struct IgemmProblem {
+  int N = 1, H = 1, W = 1, C = 1;  // activations [N, H, W, C]
+  int O = 1, R = 1, S = 1;         // filter [O, R, S, C]
+  int P = 1, Q = 1;                // output [N, P, Q, O]
+  int pad_h = 0, pad_w = 0, pad_h_hi = 0, pad_w_hi = 0;
+  int stride_h = 1, stride_w = 1, dil_h = 1, dil_w = 1;
+  int64_t x_sn = 0, x_sh = 0, x_sw = 0;  // x's channel stride is 1
+  int64_t w_so = 0, w_sr = 0, w_ss = 0;  // w's channel stride is 1
+  int64_t y_sn = 0, y_sh = 0, y_sw = 0;  // y's channel stride is 1
+  int device = 0, sm_count = 0;          // for CUTLASS's KernelHardwareInfo
+};
+
+// The device pointers of one run. bias: O contiguous elements of the dtype, 16-byte aligned, or
+// nullptr (no bias). workspace: workspace_bytes(problem) bytes (nullptr when 0).
+struct IgemmBuffers {
+  const void* x = nullptr;
+  const void* w = nullptr;
+  const void* bias = nullptr;
+  void* y = nullptr;
+  void* workspace = nullptr;
+  float alpha = 1.0f;
+};
+
+// One compiled kernel (dtype x tile configuration). can_implement: CUTLASS's own verdict on the
+// shape (alignment, TMA im2col corner and offset limits); run returns 0 on success, else a
+// cutlass::Status value.
+struct IgemmKernel {
+  const char* name;  // e.g. "bf16_128x128x64"
+  IgemmDtype dtype;
+  bool (*can_implement)(const IgemmProblem& p);
+  size_t (*workspace_bytes)(const IgemmProblem& p);
+  int (*run)(const IgemmProblem& p, const IgemmBuffers& b, void* stream);  // stream: cudaStream_t
+};
+
+// The configurations, named by the shape bucket they serve, two per dtype: "large", a 128x128
+// output tile (M x N), and "small", 64x64 (layers whose 128x128 grid is under one wave of the
+// GPU, or O <= 64, where half of a 128-wide N tile would be padding). Both take a K step of 128
+// bytes of operand (64 16-bit or 32 fp32 elements), cluster 1x1x1 and the non-persistent
+// warp-specialised schedule (CUTLASS 4.2 disables the persistent ones for conv). Defined in
+// igemm_<dtype>.cu.
+enum class IgemmBucket { kLarge, kSmall };
+
+#ifdef GPUKERN_WITH_CUTLASS
+extern const IgemmKernel kIgemmBf16Large, kIgemmBf16Small;  // igemm_bf16.cu
+extern const IgemmKernel kIgemmF16Large, kIgemmF16Small;    // igemm_f16.cu
+extern const IgemmKernel kIgemmTf32Large, kIgemmTf32Small;  // igemm_tf32.cu
+#endif
+
+}  // namespace conv
+}  // namespace gpukern

@@ -1,0 +1,145 @@
+#pragma once
+// CUTLASS 4.2 SM90 implicit-GEMM convolution (fprop), one configuration per instantiation, used
+// through CUTLASS's API: conv::collective::CollectiveBuilder (Sm90, kFprop, the non-persistent
+// KernelImplicitTmaWarpSpecializedSm90 schedule), an epilogue CollectiveBuilder with the fusion
+// op LinCombPerColBias (D = alpha * acc + bias[o]; no source tensor C), conv::kernel::ConvUniversal
+// and conv::device::ConvUniversalAdapter. Torch-free; included only by igemm_<dtype>.cu, which are
+// compiled for sm_90a with -DGPUKERN_WITH_CUTLASS and define NDEBUG first (device asserts make
+// ptxas serialise the wgmma instructions, warning C7510).
+//
+// Contract (checked by can_implement, which the host side calls before every run):
+// - x [N, H, W, C], w [O, R, S, C], y [N, P, Q, O], channels the unit-stride dim, every other
+//   stride and the base pointers 16-byte aligned (C and O multiples of 8 for 16-bit types, 4 for
+//   fp32); bias: O contiguous elements of the output type, 16-byte aligned, or nullptr.
+// - the TMA im2col limits of a 2-D load: paddings in [0, 127], (R - 1) * dil_h and
+//   (S - 1) * dil_w below 255 (CUTLASS's can_implement).
+// The fused bias is a row broadcast over the GEMM's N (= O) columns; a null bias pointer reads 0.
+#include <cstddef>
+#include <cstdint>
+
+#include "cutlass/cutlass.h"
+#include "cutlass/kernel_hardware_info.hpp"  // before the builders (sm100 headers use it)
+#include "cute/tensor.hpp"
+#include "cutlass/conv/collective/collective_builder.hpp"
+#include "cutlass/conv/convnd_problem_shape.hpp"
+#include "cutlass/conv/device/conv_universal_adapter.hpp"
+#include "cutlass/conv/kernel/conv_universal.hpp"
+#include "cutlass/epilogue/collective/collective_builder.hpp"
+#include "cutlass/epilogue/fusion/operations.hpp"
+#include "cutlass/numeric_types.h"
+
+#include "conv/igemm/config.h"
+
+namespace gpukern {
+namespace conv {
+
+// Element: cutlass::bfloat16_t, cutlass::half_t or float (TF32 math). Tile M x N x K in elements.
+template <class Element, int TileM, int TileN, int TileK>
+struct IgemmConv {
+  using ElementAcc = float;
+  using ElementCompute = float;
+  // 16-byte TMA accesses: 8 16-bit or 4 fp32 elements.
+  static constexpr int kAlign = 128 / cutlass::sizeof_bits<Element>::value;
+  using TileShape = cute::Shape<cute::Int<TileM>, cute::Int<TileN>, cute::Shape<cute::Int<TileK>>>;
+  using ClusterShape = cute::Shape<cute::_1, cute::_1, cute::_1>;
+
+  using Fusion = cutlass::epilogue::fusion::LinCombPerColBias<
+      Element /*out*/, ElementCompute, Element /*bias*/, Element /*source*/, ElementCompute>;
+
+  using CollectiveEpilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
+      cutlass::epilogue::collective::EpilogueTileAuto, ElementAcc, ElementCompute,
+      void, cutlass::layout::TensorNHWC, kAlign,     // no source C
+      Element, cutlass::layout::TensorNHWC, kAlign,  // D
+      cutlass::epilogue::TmaWarpSpecialized, Fusion>::CollectiveOp;
+
+  using CollectiveMainloop = typename cutlass::conv::collective::CollectiveBuilder<
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, cutlass::conv::Operator::kFprop,
+      Element, cutlass::layout::TensorNHWC, kAlign,  // activations
+      Element, cutlass::layout::TensorNHWC, kAlign,  // filter (KRSC)
+      ElementAcc, TileShape, ClusterShape,
+      cutlass::conv::collective::StageCountAutoCarveout<
+          static_cast<int>(sizeof(typename CollectiveEpilogue::SharedStorage))>,
+      cutlass::conv::KernelImplicitTmaWarpSpecializedSm90>::CollectiveOp;
+
+  using ProblemShape =
+      cutlass::conv::ConvProblemShape<CollectiveMainloop::DispatchPolicy::ConvOp,
+                                      CollectiveMainloop::DispatchPolicy::NumSpatialDimensions>;
+  using Kernel =
+      cutlass::conv::kernel::ConvUniversal<ProblemShape, CollectiveMainloop, CollectiveEpilogue>;
+  using Op = cutlass::conv::device::ConvUniversalAdapter<Kernel>;
+  static_assert(ProblemShape::RankS == 2, "the path runs every problem as 2-D (1-D is H = 1)");
+
+  static ProblemShape problem_shape(const IgemmProblem& p) {
+    using Ext = typename ProblemShape::TensorExtent;
+    using Str = typename ProblemShape::TensorStride;
+    using Pad = typename ProblemShape::ShapePadding;
+    using Trv = typename ProblemShape::TraversalStride;
+    using Dil = typename ProblemShape::ShapeDilation;
+    // Activations and filter in CUTLASS's [n, h, w, c] / [k, r, s, c] order; the output's strides
+    // (stride_xformed_act) are y's, not packed ones.
+    return ProblemShape(cutlass::conv::Mode::kCrossCorrelation, Ext{p.N, p.H, p.W, p.C},
+                        Str{p.x_sn, p.x_sh, p.x_sw, 1}, Ext{p.O, p.R, p.S, p.C},
+                        Str{p.w_so, p.w_sr, p.w_ss, 1}, Str{p.y_sn, p.y_sh, p.y_sw, 1},
+                        Pad{p.pad_h, p.pad_w}, Pad{p.pad_h_hi, p.pad_w_hi},
+                        Trv{p.stride_h, p.stride_w}, Dil{p.dil_h, p.dil_w}, /*groups=*/1);
+  }
+
+  static typename Op::Arguments arguments(const IgemmProblem& p, const IgemmBuffers& b) {
+    const ProblemShape shape = problem_shape(p);
+    using StrideD = typename Kernel::StrideD;
+    // D's ((Q, P, N), O, batch) strides from the problem's output strides ([n, p, q, k]).
+    StrideD stride_d{};
+    cute::for_each(cute::make_seq<cute::rank<0>(StrideD{})>{}, [&](auto i) {
+      cute::get<0, i>(stride_d) = shape.stride_C[ProblemShape::RankT - 2 - i];
+    });
+    cutlass::KernelHardwareInfo hw;
+    hw.device_id = p.device;
+    hw.sm_count = p.sm_count;
+    typename Op::Arguments args{
+        shape,
+        {static_cast<const Element*>(b.x), static_cast<const Element*>(b.w)},
+        {{}, nullptr, stride_d, static_cast<Element*>(b.y), stride_d},
+        hw};
+    args.epilogue.thread.alpha = b.alpha;
+    args.epilogue.thread.beta = 0.0f;
+    args.epilogue.thread.bias_ptr = static_cast<const Element*>(b.bias);
+    return args;
+  }
+
+  // The shape's output extents must be the caller's: the host side derives pad_*_hi from them.
+  static bool can_implement(const IgemmProblem& p) {
+    const ProblemShape shape = problem_shape(p);
+    if (shape.shape_C[0] != p.N || shape.shape_C[1] != p.P || shape.shape_C[2] != p.Q ||
+        shape.shape_C[3] != p.O) {
+      return false;
+    }
+    // Aligned dummy pointers: only the shape and strides are judged here.
+    IgemmBuffers b;
+    b.x = b.w = b.bias = reinterpret_cast<const void*>(uintptr_t{256});
+    b.y = reinterpret_cast<void*>(uintptr_t{256});
+    return Op::can_implement(arguments(p, b)) == cutlass::Status::kSuccess;
+  }
+
+  static size_t workspace_bytes(const IgemmProblem& p) {
+    return Op::get_workspace_size(arguments(p, IgemmBuffers{}));
+  }
+
+  static int run(const IgemmProblem& p, const IgemmBuffers& b, void* stream) {
+    Op op;
+    const typename Op::Arguments args = arguments(p, b);
+    const auto s = static_cast<cudaStream_t>(stream);
+    cutlass::Status status = op.initialize(args, b.workspace, s);
+    if (status == cutlass::Status::kSuccess) status = op.run(s);
+    return status == cutlass::Status::kSuccess ? 0 : static_cast<int>(status);
+  }
+};
+
+// The kernel-table entry of one configuration (config.h).
+template <class Conv>
+constexpr IgemmKernel igemm_kernel(const char* name, IgemmDtype dtype) {
+  return IgemmKernel{name, dtype, &Conv::can_implement, &Conv::workspace_bytes, &Conv::run};
+}
+
+}  // namespace conv
+}  // namespace gpukern

@@ -1,0 +1,264 @@
+"""The tensor-core implicit-GEMM path ("igemm", csrc/conv/igemm) against F.conv1d / F.conv2d in
+float64: ResNet / MobileNet / ConvNeXt-like shapes, odd sizes, bias or none, NCHW and
+channels_last, bf16, fp16 and fp32 as TF32; the fall-backs (TF32 off, C = 3, groups); conv1d as
+H = 1; views, misaligned and strided tensors; CUDA graph capture; each tile configuration.
+
+Every parity test forces the algorithm by name (torch_ops.force_algorithm(family, "igemm")), so a
+pass proves the path ran. Skipped without a CUDA sm_90 device, in a build without the igemm path
+(torch.ops.gpukern._has_igemm() false: nvidia-cutlass missing or no 9.0a in
+TORCH_CUDA_ARCH_LIST), or where the conv dispatch does not know the name "igemm" yet."""
+import pytest
+import torch
+import torch.nn.functional as F
+
+import torch_ops
+from conftest import HAS_CUDA
+
+# Norm-relative error bounds, ||out - ref|| / ||ref||, against float64 on the same rounded inputs.
+# bf16 / fp16: fp32 accumulation and one rounding of the output (2^-9 / 2^-12 rms); TF32: the
+# operands rounded to 10 mantissa bits (about 3e-4 measured, bounded at 2e-3).
+REL_TOL = {torch.bfloat16: 1e-2, torch.float16: 2e-3, torch.float32: 2e-3}
+# True fp32 (the fall-back when TF32 is off): direct kernels, fp32 accumulation.
+FP32_TOL = 1e-5
+
+
+def _igemm_state():
+    """None when the igemm tests can run, else the reason they cannot."""
+    if not HAS_CUDA:
+        return "needs a CUDA device and the CUDA build of gpukern"
+    if not torch.ops.gpukern._has_igemm():
+        return "this build has no igemm path (nvidia-cutlass, TORCH_CUDA_ARCH_LIST with 9.0a)"
+    if torch.cuda.get_device_capability() != (9, 0):
+        return "the igemm kernels are sm_90a code (H100/H200)"
+    x = torch.empty(1, 8, 4, 4, device="meta", dtype=torch.bfloat16)
+    w = torch.empty(8, 8, 1, 1, device="meta", dtype=torch.bfloat16)
+    try:
+        with torch_ops.force_algorithm("conv2d", "igemm"):
+            torch_ops.algorithm("conv2d", x, w, None, 1, 0)
+    except RuntimeError as e:
+        return f"the conv2d dispatch has no algorithm 'igemm' yet ({e})"
+    return None
+
+
+_STATE = _igemm_state()
+pytestmark = [pytest.mark.cuda, pytest.mark.skipif(_STATE is not None, reason=str(_STATE))]
+
+DTYPES = [torch.bfloat16, torch.float16, torch.float32]
+# The tile configurations (csrc/conv/igemm/config.h), forced through GPUKERN_IGEMM_CONFIG; "auto"
+# leaves the shape-bucket rule to choose.
+CONFIGS = ["large", "small"]
+
+
+@pytest.fixture(params=CONFIGS)
+def config(request, monkeypatch):
+    monkeypatch.setenv("GPUKERN_IGEMM_CONFIG", request.param)
+    return request.param
+
+
+@pytest.fixture(autouse=True)
+def _tf32_default():
+    """Each test starts with torch's default for convolutions (TF32 allowed) and leaves it so."""
+    old = torch.backends.cudnn.allow_tf32
+    torch.backends.cudnn.allow_tf32 = True
+    yield
+    torch.backends.cudnn.allow_tf32 = old
+
+
+def _rand(*shape, dtype, gen):
+    return torch.randn(*shape, generator=gen, dtype=torch.float32).to(dtype).cuda()
+
+
+def _ref(x, w, b, stride, padding, dilation, groups=1):
+    d = lambda t: None if t is None else t.double()  # noqa: E731
+    conv = F.conv1d if w.dim() == 3 else F.conv2d  # by the weight: an unbatched 2-D x is 3-D
+    return conv(d(x), d(w), d(b), stride, padding, dilation, groups)
+
+
+def _rel_err(out, ref):
+    o, r = out.double(), ref.double()
+    assert not torch.isnan(o).any(), "NaN in the output"
+    return float((o - r).norm() / r.norm().clamp_min(1e-30))
+
+
+def _run(family, x, w, b, stride, padding, dilation, groups=1, algo="igemm"):
+    op = torch.ops.gpukern.conv2d if family == "conv2d" else torch.ops.gpukern.conv1d
+    if algo is None:
+        return op(x, w, b, stride, padding, dilation, groups)
+    with torch_ops.force_algorithm(family, algo):
+        out = op(x, w, b, stride, padding, dilation, groups)
+    return out
+
+
+# (N, C, H, W, O, (KH, KW), stride, padding, dilation): ResNet / MobileNet / ConvNeXt-like layers
+# at small sizes, odd spatial sizes, tile residues in M (N*OH*OW) and N (O), the input trimmed
+# where the last window stops short of the padding (1x1 stride 2 over an even size).
+SHAPES_2D = [
+    (2, 64, 14, 14, 128, (1, 1), 1, 0, 1),      # 1x1 bottleneck expand
+    (2, 64, 16, 16, 64, (1, 1), 2, 0, 1),       # 1x1 stride 2 (downsample shortcut), trimmed row
+    (2, 32, 17, 13, 64, (3, 3), 1, 1, 1),       # 3x3 'same', odd sizes
+    (2, 64, 27, 27, 64, (3, 3), 2, 1, 1),       # 3x3 stride 2, odd size
+    (1, 128, 28, 28, 128, (3, 3), 2, 1, 1),     # ResNet 3x3 stride 2
+    (2, 8, 33, 33, 64, (7, 7), 2, 3, 1),        # 7x7 stride-2 stem with C padded to 8
+    (1, 16, 20, 20, 32, (3, 3), 1, 2, 2),       # dilation 2
+    (2, 96, 16, 16, 192, (2, 2), 2, 0, 1),      # ConvNeXt 2x2 stride-2 downsample
+    (2, 24, 9, 9, 40, (3, 3), 1, 1, 1),         # O = 40: a partial N tile
+    (1, 16, 3, 3, 16, (3, 3), 1, 0, 1),         # one output pixel
+    (2, 16, 11, 19, 24, (1, 7), 1, (0, 3), 1),  # asymmetric 1x7
+    (3, 16, 64, 64, 16, (1, 1), 1, 0, 1),       # MobileNet-like 1x1, many pixels, few channels
+]
+
+
+def _ids(s):
+    n, c, h, wd, o, k, st, p, d = s
+    return f"n{n}c{c}_{h}x{wd}_o{o}_k{k[0]}x{k[1]}_s{st}_p{p}_d{d}"
+
+
+@pytest.mark.parametrize("shape", SHAPES_2D, ids=_ids)
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("bias", [True, False], ids=["bias", "nobias"])
+@pytest.mark.parametrize("channels_last", [True, False], ids=["cl", "nchw"])
+def test_conv2d_parity(shape, dtype, bias, channels_last, config):
+    n, c, h, wd, o, k, stride, padding, dilation = shape
+    gen = torch.Generator().manual_seed(SHAPES_2D.index(shape) * 8 + DTYPES.index(dtype) * 2 + bias)
+    x = _rand(n, c, h, wd, dtype=dtype, gen=gen)
+    w = _rand(o, c, *k, dtype=dtype, gen=gen) / (c * k[0] * k[1]) ** 0.5
+    b = _rand(o, dtype=dtype, gen=gen) if bias else None
+    if channels_last:
+        x = x.contiguous(memory_format=torch.channels_last)
+        w = w.contiguous(memory_format=torch.channels_last)
+    out = _run("conv2d", x, w, b, stride, padding, dilation)
+    ref = _ref(x, w, b, stride, padding, dilation)
+    assert out.shape == ref.shape and out.dtype == dtype
+    # aten's output layout: channels_last when the input or the weight is.
+    assert out.is_contiguous(memory_format=torch.channels_last if channels_last
+                             else torch.contiguous_format)
+    err = _rel_err(out, ref)
+    assert err <= REL_TOL[dtype], f"relative error {err:.3e} > {REL_TOL[dtype]}"
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_conv2d_mixed_layouts_and_views(dtype, config):
+    """NCHW input with a channels_last weight (output channels_last), a sliced input (copied), a
+    misaligned channels_last view (copied), a strided bias (copied), an unbatched input."""
+    gen = torch.Generator().manual_seed(7)
+    w = _rand(32, 16, 3, 3, dtype=dtype, gen=gen) / 12.0
+    b_big = _rand(64, dtype=dtype, gen=gen)
+    b = b_big[::2]
+    base = _rand(2, 17, 12, 12, dtype=dtype, gen=gen)
+    cases = [
+        (base[:, 1:], w.contiguous(memory_format=torch.channels_last)),           # NCHW, CL w
+        (base[:, 1:, 1:, 2:], w),                                                 # sliced view
+        (base.contiguous(memory_format=torch.channels_last)[:, 1:], w),           # misaligned CL
+        (base[0, 1:], w),                                                         # unbatched
+    ]
+    for x, wi in cases:
+        out = _run("conv2d", x, wi, b, 1, 1, 1)
+        ref = _ref(x, wi, b, 1, 1, 1)
+        assert out.shape == ref.shape
+        err = _rel_err(out, ref)
+        assert err <= REL_TOL[dtype], f"relative error {err:.3e} > {REL_TOL[dtype]}"
+
+
+def test_tf32_off_does_not_use_igemm():
+    """With TF32 off for convolutions there is no true-fp32 tensor-core path: forcing igemm
+    raises, the automatic choice runs a direct kernel, and the result is true fp32."""
+    gen = torch.Generator().manual_seed(3)
+    x = _rand(2, 64, 14, 14, dtype=torch.float32, gen=gen)
+    w = _rand(64, 64, 3, 3, dtype=torch.float32, gen=gen) / 24.0
+    torch.backends.cudnn.allow_tf32 = False
+    assert torch_ops.algorithm("conv2d", x, w, None, 1, 1) != "igemm"
+    with pytest.raises(RuntimeError, match="forced algorithm 'igemm' cannot run"):
+        _run("conv2d", x, w, None, 1, 1, 1)
+    out = _run("conv2d", x, w, None, 1, 1, 1, algo=None)
+    assert _rel_err(out, _ref(x, w, None, 1, 1, 1)) <= FP32_TOL
+    torch.backends.cudnn.allow_tf32 = True
+    assert torch_ops.algorithm("conv2d", x, w, None, 1, 1) == "igemm"
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=str)
+def test_rejected_shapes_fall_back(dtype):
+    """C = 3 (the RGB stem: channels not a multiple of 8 / 4), groups = 2, C = 12 in bf16: igemm
+    cannot run them; forcing raises, the automatic choice runs another kernel, correctly."""
+    gen = torch.Generator().manual_seed(5)
+    cases = [((2, 3, 33, 33), (64, 3, 7, 7), 2, 3, 1)]
+    cases.append(((2, 16, 10, 10), (32, 8, 3, 3), 1, 1, 2))    # grouped
+    if dtype == torch.bfloat16:
+        cases.append(((2, 12, 10, 10), (16, 12, 3, 3), 1, 1, 1))  # C % 8 != 0
+    for xs, ws, stride, padding, groups in cases:
+        x = _rand(*xs, dtype=dtype, gen=gen)
+        w = _rand(*ws, dtype=dtype, gen=gen) / 8.0
+        assert torch_ops.algorithm("conv2d", x, w, None, stride, padding, 1, groups) != "igemm"
+        with pytest.raises(RuntimeError, match="forced algorithm 'igemm' cannot run"):
+            _run("conv2d", x, w, None, stride, padding, 1, groups)
+        out = _run("conv2d", x, w, None, stride, padding, 1, groups, algo=None)
+        err = _rel_err(out, _ref(x, w, None, stride, padding, 1, groups))
+        assert err <= (REL_TOL[dtype] if dtype != torch.float32 else FP32_TOL)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=str)
+def test_automatic_choice_picks_igemm(dtype):
+    """Dense layers with aligned channels go to igemm without forcing (the dispatch rule)."""
+    x = torch.empty(8, 256, 56, 56, device="meta", dtype=dtype).contiguous(
+        memory_format=torch.channels_last)
+    w = torch.empty(256, 256, 3, 3, device="meta", dtype=dtype)
+    assert torch_ops.algorithm("conv2d", x, w, None, 1, 1) == "igemm"
+    x1 = torch.empty(4, 512, 1000, device="meta", dtype=dtype)
+    w1 = torch.empty(512, 512, 3, device="meta", dtype=dtype)
+    assert torch_ops.algorithm("conv1d", x1, w1, None, 2, 1) == "igemm"
+
+
+# conv1d as H = 1: (N, C, L, O, K, stride, padding, dilation).
+SHAPES_1D = [
+    (4, 512, 1001, 512, 3, 2, 1, 1),   # wav2vec2-like 512->512 K=3 stride 2 (shorter L)
+    (2, 64, 257, 128, 5, 1, 2, 1),     # 'same' K=5
+    (2, 32, 100, 64, 3, 1, 2, 2),      # dilated
+    (3, 16, 77, 24, 1, 1, 0, 1),       # pointwise
+]
+
+
+@pytest.mark.parametrize("shape", SHAPES_1D,
+                         ids=lambda s: f"n{s[0]}c{s[1]}_l{s[2]}_o{s[3]}_k{s[4]}_s{s[5]}")
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("nlc", [False, True], ids=["ncl", "nlc"])
+def test_conv1d_parity(shape, dtype, nlc, config):
+    n, c, length, o, k, stride, padding, dilation = shape
+    gen = torch.Generator().manual_seed(11)
+    x = _rand(n, c, length, dtype=dtype, gen=gen)
+    if nlc:  # channels the contiguous dim: read in place
+        x = x.transpose(1, 2).contiguous().transpose(1, 2)
+    w = _rand(o, c, k, dtype=dtype, gen=gen) / (c * k) ** 0.5
+    b = _rand(o, dtype=dtype, gen=gen)
+    out = _run("conv1d", x, w, b, stride, padding, dilation)
+    ref = _ref(x, w, b, stride, padding, dilation)
+    assert out.shape == ref.shape and out.is_contiguous()
+    err = _rel_err(out, ref)
+    assert err <= REL_TOL[dtype], f"relative error {err:.3e} > {REL_TOL[dtype]}"
+
+
+def test_conv1d_wav2vec2_full_size(config):
+    """The real wav2vec2 layer: B4, 512->512, K=3, stride 2, L=12,799, bf16."""
+    gen = torch.Generator().manual_seed(13)
+    x = _rand(4, 512, 12799, dtype=torch.bfloat16, gen=gen)
+    w = _rand(512, 512, 3, dtype=torch.bfloat16, gen=gen) / 40.0
+    out = _run("conv1d", x, w, None, 2, 0, 1)
+    assert _rel_err(out, _ref(x, w, None, 2, 0, 1)) <= REL_TOL[torch.bfloat16]
+
+
+def test_cuda_graph_capture(config):
+    """A forced igemm call captures into a CUDA graph and replays on new data."""
+    gen = torch.Generator().manual_seed(17)
+    x = _rand(4, 64, 28, 28, dtype=torch.bfloat16, gen=gen).contiguous(
+        memory_format=torch.channels_last)
+    w = _rand(128, 64, 3, 3, dtype=torch.bfloat16, gen=gen).contiguous(
+        memory_format=torch.channels_last) / 24.0
+    b = _rand(128, dtype=torch.bfloat16, gen=gen)
+    with torch_ops.force_algorithm("conv2d", "igemm"):
+        _run("conv2d", x, w, b, 1, 1, 1, algo=None)  # warm-up outside the capture
+        torch.cuda.synchronize()
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            out = torch.ops.gpukern.conv2d(x, w, b, 1, 1, 1, 1)
+    x.copy_(_rand(4, 64, 28, 28, dtype=torch.bfloat16, gen=gen))
+    g.replay()
+    torch.cuda.synchronize()
+    assert _rel_err(out, _ref(x, w, b, 1, 1, 1)) <= REL_TOL[torch.bfloat16]
