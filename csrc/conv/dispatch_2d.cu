@@ -87,8 +87,6 @@ Algo choose_auto(const ConvProblem& p) {
   }
   // Other stride-1 depthwise (larger or dilated filters, other paddings): a 64x64 tile + halo.
   if (depthwise_nchw_can_run(p)) return Algo::kDepthwiseNchw;
-  // Dense channel mixing with aligned channels on sm_90: tensor-core implicit GEMM, bias fused.
-  if (p.groups == 1 && igemm_can_run(p)) return Algo::kIgemm;
   // Grouped / dense channels, strides, multipliers: one filter row's input region staged.
   if (general_staged_can_run(p)) return Algo::kGeneralStaged;
   // Everything else (huge stride or dilation): direct reads.
