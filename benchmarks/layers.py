@@ -1,9 +1,10 @@
 """The layer census: every distinct conv layer of real models, torch's best against gpukern.
 
-    python3 benchmarks/layers.py                  # every model, fp32 + bf16, NCHW + channels_last
+    python3 benchmarks/layers.py               # every model, fp32 + bf16, NCHW + channels_last
     python3 benchmarks/layers.py --models resnet50 --dtypes bfloat16 --formats channels_last
-    python3 benchmarks/layers.py --quick                           # 10 replays, 5 layers per model
-    python3 benchmarks/layers.py --device cpu                      # the CPU smoke mode (below)
+    python3 benchmarks/layers.py --quick       # 10 replays, 5 layers per model
+    python3 benchmarks/layers.py --device cpu  # the CPU smoke mode (below)
+    python3 benchmarks/layers.py --models conformer wav2vec2 --append  # add to an earlier run
 
 What it measures. The models, with random weights (no downloads), in eval mode: ResNet-50,
 MobileNetV3-Large and ConvNeXt-T from torchvision (batch 16, 3x224x224), torchaudio's Conformer
@@ -602,7 +603,7 @@ def run_fused(lay, ep, x, w, kw, dtype, tol, timer, gpu, fused, deadline):
         ref = ref + r.double()
     ref = apply_act(ref, act, inplace=False)
     res["torch_err"] = norm_rel_err(unfused(), ref)
-    res["torch_unfused_ms"] = timer(unfused, deadline)[0]
+    res["torch_unfused_ms"], res["torch_how"] = timer(unfused, deadline)
     if fused is None:
         res["status"] = "n/a"
         return res
@@ -619,7 +620,7 @@ def run_fused(lay, ep, x, w, kw, dtype, tol, timer, gpu, fused, deadline):
     if res["gpukern_err"] > tol:
         res["status"] = "WRONG"
         return res
-    res["gpukern_fused_ms"] = timer(fused_call, deadline)[0]
+    res["gpukern_fused_ms"], res["gpukern_how"] = timer(fused_call, deadline)
     res["speedup"] = res["torch_unfused_ms"] / res["gpukern_fused_ms"]
     res["status"] = "ok"
     return res
@@ -633,9 +634,11 @@ def _out_format(t):
 # ---------------------------------------------------------------------------------------------
 # Totals and reports
 
-def totals(rows):
+def totals(rows, census=()):
     """Per (model, format, dtype): sum of count x time for torch and gpukern (conv alone) and
-    for torch's unfused sequence and gpukern's fused op; complete only where every layer ran."""
+    for torch's unfused sequence and gpukern's fused op; complete only where every distinct
+    layer of the census (every row's, without one) was timed on both sides."""
+    distinct = {(c["model"], c["format"]): len(c["layers"]) for c in census}
     out = []
     groups = collections.OrderedDict()
     for r in rows:
@@ -648,9 +651,10 @@ def totals(rows):
         f_timed = [f for f in fused if f.get("gpukern_fused_ms") is not None]
         tu = sum(f["count"] * f["torch_unfused_ms"] for f in fused
                  if f.get("torch_unfused_ms") is not None)
+        n = distinct.get((model, fmt), len(rs))
         out.append(dict(
-            model=model, format=fmt, dtype=dtype, layers=len(rs), layers_timed=len(timed),
-            complete=len(timed) == len(rs), torch_ms=t, gpukern_ms=g,
+            model=model, format=fmt, dtype=dtype, layers=n, layers_timed=len(timed),
+            complete=len(timed) == n, torch_ms=t, gpukern_ms=g,
             speedup=t / g if g else None,
             torch_all_ms=sum(r["count"] * r["torch_best_ms"] for r in rs
                              if r.get("torch_best_ms") is not None),
@@ -775,6 +779,8 @@ def plot(result, path):
     tots = [t for t in result["totals"] if t["speedup"]]
     if not rows:
         raise ValueError("no timed layers to plot")
+    short = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16", "nchw": "NCHW",
+             "channels_last": "CL"}
     fig, (ax, bx) = plt.subplots(1, 2, figsize=(15, 6), gridspec_kw={"width_ratios": [3, 2]})
     models = list(dict.fromkeys(r["model"] for r in rows))
     colors = {m: f"C{i}" for i, m in enumerate(models)}
@@ -786,7 +792,7 @@ def plot(result, path):
     for m in models:
         ax.scatter([], [], color=colors[m], label=m)
     for (d, f), mk in markers.items():
-        ax.scatter([], [], color="gray", marker=mk, label=f"{d} {f}")
+        ax.scatter([], [], color="gray", marker=mk, label=f"{short[d]} {short[f]}")
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.axhline(1.0, color="black", linewidth=0.8)
@@ -794,7 +800,7 @@ def plot(result, path):
     ax.set_ylabel("speedup of gpukern over torch's best (log)")
     ax.set_title("per distinct layer")
     ax.legend(fontsize=7, loc="best")
-    labels = [f"{t['model']}\n{t['dtype'][:4]} {t['format'][:6]}" for t in tots]
+    labels = [f"{t['model']}\n{short[t['dtype']]} {short[t['format']]}" for t in tots]
     bx.barh(range(len(tots))[::-1], [t["speedup"] for t in tots],
             color=[colors.get(t["model"], "gray") for t in tots])
     bx.set_yticks(range(len(tots))[::-1])
@@ -867,6 +873,9 @@ def main(argv=None):
     p.add_argument("--out", default="results", help="folder for the files (default: results)")
     p.add_argument("--name", default=None,
                    help="file stem before _layers (default: the GPU's short name, e.g. h100; cpu)")
+    p.add_argument("--append", action="store_true",
+                   help="keep the other models' results already in <out>/<name>_layers.json "
+                        "(a census split over several commands; the info is this run's)")
     p.add_argument("--no-plot", action="store_true")
     args = p.parse_args(argv)
 
@@ -910,6 +919,18 @@ def main(argv=None):
           f"{info['cudnn_allow_tf32']}; timing: {info['timing']}", flush=True)
 
     result = dict(info=info, census=[], rows=[], totals=[])
+    previous = os.path.join(args.out, stem + ".json")
+    if args.append and os.path.exists(previous):
+        with open(previous) as f:
+            old = json.load(f)
+        keep = [m for m in old["info"].get("inputs", {}) if m not in args.models]
+        result["census"] = [c for c in old["census"] if c["model"] in keep]
+        result["rows"] = [r for r in old["rows"] if r["model"] in keep]
+        result["totals"] = totals(result["rows"], result["census"])
+        info["inputs"].update({m: old["info"]["inputs"][m] for m in keep})
+        info["appended_to"] = dict(time=old["info"].get("time"), git=old["info"].get("git"),
+                                   models=keep)
+        print(f"appending to {previous}: keeping {', '.join(keep) or 'no model'}")
     t_start = time.perf_counter()
     for name in args.models:
         t0 = time.perf_counter()
@@ -942,7 +963,7 @@ def main(argv=None):
                     row.update(model=name, format=fmt)
                     result["rows"].append(row)
                     print(fmt_row(row), flush=True)
-        result["totals"] = totals(result["rows"])
+        result["totals"] = totals(result["rows"], result["census"])
         for t in result["totals"]:
             if t["model"] == name:
                 print(fmt_total(t))
