@@ -5,7 +5,9 @@
   dirty lines whose write-back then lands inside the next timed call, ~10 us on an H200, and
   bias every short case), warm-up first, median of the repetitions.
 - time_cuda_graph(): for launch-bound cases, many calls captured in one CUDA graph; the replay
-  time divided by the number of calls is the per-call kernel time without launch gaps.
+  time divided by the number of calls is the per-call kernel time without launch gaps. With
+  flush=True the L2 is flushed (by reading, as above) before each replay, outside the timed span
+  (benchmarks/layers.py: a layer's calls back to back, as a model runs them, from a cold cache).
 - time_cuda_rotated(): back-to-back calls, each on its own copy of the inputs (the copies together
   several times the L2, so no call finds its inputs cached), CUDA events around the whole sequence;
   time / calls. The other method docs/performance.md allows ("inputs rotated"): the ~4.4 us an H200
@@ -73,9 +75,12 @@ def _graph_of(fns, rounds):
     return graph
 
 
-def _time_events(run, calls, reps):
+def _time_events(run, calls, reps, flush=False):
+    device = torch.cuda.current_device()
     times = []
     for _ in range(reps):
+        if flush:
+            _flush_l2(device)
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
         run()
@@ -109,11 +114,12 @@ def time_cuda_rotated(fns, rounds=8, reps=7, graph=True):
     return _time_events(launch, rounds * len(fns), reps), "stream"
 
 
-def time_cuda_graph(fn, calls=100, reps=10):
+def time_cuda_graph(fn, calls=100, reps=10, flush=False):
     """Median milliseconds per call of fn() replayed from a CUDA graph of `calls` calls. Inputs
-    stay in L2 between calls: use only for launch-bound (small) cases."""
+    stay in L2 between calls: use only for launch-bound (small) cases, or with flush=True (the L2
+    flushed by reading before each replay) where the first call's cold start should count."""
     g = _graph_of([fn], calls)
-    return _time_events(g.replay, calls, reps)
+    return _time_events(g.replay, calls, reps, flush)
 
 
 def time_cpu(fn, reps=5, warmup=1, max_seconds=5.0):
