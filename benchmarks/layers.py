@@ -97,7 +97,7 @@ REPS, QUICK_REPS, MIN_REPS = 30, 10, 5
 CPU_REPS, CPU_QUICK_REPS = 5, 3
 QUICK_MAX_LAYERS = 5
 
-# The fused op's activations (issue 31 / DESIGN: one run-time enum in the epilogue).
+# The fused op's activations (one run-time enum in the epilogue).
 FUSED_ACTS = ("relu", "relu6", "silu", "gelu", "gelu_tanh", "hardswish", "sigmoid")
 
 
