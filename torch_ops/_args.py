@@ -27,6 +27,20 @@ def _as_int(v: Any, what: str):
                     f"{type(v).__name__} {v!r}")
 
 
+def int_arg(v: Any, what: str):
+    """One int argument (groups) as torch.nn.functional's parser takes it (see _as_int); a float
+    or a bool raises TypeError, as F.conv1d does."""
+    return _as_int(v, what)
+
+
+def bool_arg(v: Any, what: str) -> bool:
+    """A bool argument (keepdim) as torch's parser takes it: a Python bool only; anything else
+    (1, None, numpy.bool_) raises TypeError, as torch.sum does."""
+    if not isinstance(v, bool):
+        raise TypeError(f"{what} must be bool, not {type(v).__name__}")
+    return v
+
+
 def int_list(v: Any, what: str = "argument") -> list:
     """``v`` as aten's ``int[]`` argument, accepting what torch.nn.functional accepts: an int
     (not a bool, not even in a list), a list/tuple/torch.Size of ints, a numpy integer or a 0-d

@@ -97,6 +97,24 @@ def _probe_dim_error() -> type:
 
 DIM_ERROR = _probe_dim_error()
 
+
+def _probe_index_error(call) -> type:
+    """IndexError where this build raises torch's IndexError for `call` (as torch does), else
+    RuntimeError (a build from before that check followed torch)."""
+    try:
+        call()
+    except IndexError:
+        return IndexError
+    except RuntimeError:
+        return RuntimeError
+    return RuntimeError
+
+
+#: amax/amin over a given dim of size 0 (torch: IndexError).
+EMPTY_DIM_ERROR = _probe_index_error(lambda: torch.ops.gpukern.amax(torch.zeros(0), [0]))
+#: mv with a 0-d self (torch: IndexError).
+MV_0D_ERROR = _probe_index_error(lambda: torch.ops.gpukern.mv(torch.zeros(()), torch.zeros(1)))
+
 # ------------------------------------------------------------------ core/checks.h
 
 
@@ -214,8 +232,11 @@ def conv_check(op: str, nsp: int, input: torch.Tensor, weight: torch.Tensor,
                      "input size + padding")
         out.append((padded - span) // s + 1)
     shape = ([n] if batched else []) + [0 if c == 0 else o] + out
-    channels_last = (nsp == 2 and batched and n > 0 and c > 0
-                     and (_is_channels_last(input) or _is_channels_last(weight)))
+    # As aten: an unbatched call reads input.unsqueeze(0) (its output is then the batched
+    # channels_last tensor without the batch dim).
+    channels_last = (nsp == 2 and n > 0 and c > 0
+                     and (_is_channels_last(input if batched else input.unsqueeze(0))
+                          or _is_channels_last(weight)))
     return shape, channels_last
 
 
@@ -267,6 +288,8 @@ def convolve_check(x: torch.Tensor, h: torch.Tensor, mode: str) -> List[int]:
 def mv_check(self: torch.Tensor, vec: torch.Tensor) -> List[int]:
     """check_mv_args of gpukern::mv; returns the output shape."""
     op = "mv"
+    if self.dim() == 0:
+        fail(op, "expected self to be a 2-D matrix, got 0-D (shape [])", error=MV_0D_ERROR)
     if self.dim() != 2:
         fail(op, f"expected self to be a 2-D matrix, got {self.dim()}-D (shape {_sizes(self)})")
     if vec.dim() != 1:
@@ -329,28 +352,25 @@ def reduce_check(op: str, x: torch.Tensor, dim, keepdim: bool,
 
     ndim = x.dim()
     dims = None if dim is None else int_list(dim)
+    if op in ("amax", "amin") and x.numel() == 0:
+        # As torch (zero_numel_check_dims, before the repeated-dims check).
+        if not dims:
+            fail(op, "expected reduction dim to have non-zero size: the input has numel() == "
+                     "0; specify the reduction dim with the 'dim' argument")
+        for d in dims:
+            w = _wrap_dim(op, ndim, d)
+            if x.shape[w] == 0:
+                fail(op, f"expected reduction dim {w} to have non-zero size",
+                     error=EMPTY_DIM_ERROR)
     if not dims:
         mask = [True] * max(ndim, 1)
     else:
         mask = [False] * max(ndim, 1)
-        lo, hi = (-1, 0) if ndim == 0 else (-ndim, ndim - 1)
         for d in dims:
-            if not lo <= d <= hi:
-                fail(op, f"dimension {d} out of range (expected to be in range of [{lo}, {hi}])",
-                     error=DIM_ERROR)
-            w = d + max(ndim, 1) if d < 0 else d
+            w = _wrap_dim(op, ndim, d)
             if mask[w]:
                 fail(op, f"dim {w} appears multiple times in the list of dims")
             mask[w] = True
-    if op in ("amax", "amin"):
-        if not dims:
-            if x.numel() == 0:
-                fail(op, "expected reduction dim to have non-zero size: the input has numel() == "
-                         "0; specify the reduction dim with the 'dim' argument")
-        else:
-            for d in range(ndim):
-                if mask[d] and x.shape[d] == 0:
-                    fail(op, f"expected reduction dim {d} to have non-zero size")
     shape = [1 if mask[d] else s for d, s in enumerate(x.shape)] if keepdim else \
         [s for d, s in enumerate(x.shape) if not mask[d]]
     if (_is_int_like(kernel_t) and kernel_t not in SUM_INT_DTYPES and x.numel() > 0
@@ -361,6 +381,14 @@ def reduce_check(op: str, x: torch.Tensor, dim, keepdim: bool,
                                "CUDA")
         raise RuntimeError(f"gpukern::sum: unsupported integer dtype {dtype_name(kernel_t)}")
     return shape, out_t
+
+
+def _wrap_dim(op, ndim, d) -> int:
+    lo, hi = (-1, 0) if ndim == 0 else (-ndim, ndim - 1)
+    if not lo <= d <= hi:
+        fail(op, f"dimension {d} out of range (expected to be in range of [{lo}, {hi}])",
+             error=DIM_ERROR)
+    return d + max(ndim, 1) if d < 0 else d
 
 
 def _numel(shape: Sequence[int]) -> int:

@@ -13,6 +13,9 @@ def _conv_out(nsp, input, weight, bias, stride, padding, dilation, groups):
     shape, channels_last = _checks.conv_check(f"conv{nsp}d", nsp, input, weight, bias, stride,
                                               padding, dilation, groups)
     fmt = torch.channels_last if channels_last else torch.contiguous_format
+    if channels_last and len(shape) == 3:  # unbatched: the batched layout without the batch dim
+        return torch.empty([1] + shape, dtype=input.dtype, device=input.device,
+                           memory_format=fmt).squeeze(0)
     return torch.empty(shape, dtype=input.dtype, device=input.device, memory_format=fmt)
 
 

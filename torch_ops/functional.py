@@ -13,7 +13,7 @@ from typing import Optional, Union
 
 import torch
 
-from ._args import IntOrSeq, int_list
+from ._args import IntOrSeq, bool_arg, int_arg, int_list
 
 _ops = torch.ops.gpukern
 
@@ -26,6 +26,7 @@ def conv1d(input: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tenso
     'same' or 'valid' (every form F.conv1d takes). The raw op ``torch.ops.gpukern.conv1d`` takes
     aten's schema: lists, ``(x, w, None, [1], [0], [1], 1)``."""
     stride, dilation = int_list(stride, "stride"), int_list(dilation, "dilation")
+    groups = int_arg(groups, "groups")
     if isinstance(padding, str):
         return _ops.conv1d.padding(input, weight, bias, stride, padding, dilation, groups)
     return _ops.conv1d(input, weight, bias, stride, int_list(padding, "padding"), dilation,
@@ -41,6 +42,7 @@ def conv2d(input: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tenso
     ``torch.ops.gpukern.conv2d`` takes aten's schema: lists, ``(x, w, None, [1, 1], [0, 0],
     [1, 1], 1)``."""
     stride, dilation = int_list(stride, "stride"), int_list(dilation, "dilation")
+    groups = int_arg(groups, "groups")
     if isinstance(padding, str):
         return _ops.conv2d.padding(input, weight, bias, stride, padding, dilation, groups)
     return _ops.conv2d(input, weight, bias, stride, int_list(padding, "padding"), dilation,
@@ -76,6 +78,7 @@ def sum(input: torch.Tensor, dim: Optional[IntOrSeq] = None, keepdim: bool = Fal
     Input dtypes: float32, float16, bfloat16 (CPU and CUDA), float64 (CPU only), and bool, uint8,
     uint16, uint32, uint64, int8, int16, int32, int64 (``torch_ops._checks.SUM_INT_DTYPES``).
     complex inputs are rejected (``torch_ops.enabled()`` hands them to torch)."""
+    keepdim = bool_arg(keepdim, "sum(): argument 'keepdim'")
     if dim is None:
         return _ops.sum(input, dtype=dtype) if not keepdim else \
             _ops.sum.dim_IntList(input, None, True, dtype=dtype)
@@ -86,6 +89,7 @@ def mean(input: torch.Tensor, dim: Optional[IntOrSeq] = None, keepdim: bool = Fa
          dtype: Optional[torch.dtype] = None) -> torch.Tensor:
     """Like torch.mean, for floating inputs: float32, float16, bfloat16, float64 on CPU only
     (an integer input needs a floating ``dtype=``)."""
+    keepdim = bool_arg(keepdim, "mean(): argument 'keepdim'")
     if dim is None:
         return _ops.mean(input, dtype=dtype) if not keepdim else \
             _ops.mean.dim(input, None, True, dtype=dtype)
@@ -95,10 +99,12 @@ def mean(input: torch.Tensor, dim: Optional[IntOrSeq] = None, keepdim: bool = Fa
 def amax(input: torch.Tensor, dim: IntOrSeq = (), keepdim: bool = False) -> torch.Tensor:
     """Like torch.amax (NaN propagates), for floating inputs: float32, float16, bfloat16,
     float64 on CPU only."""
+    keepdim = bool_arg(keepdim, "amax(): argument 'keepdim'")
     return _ops.amax(input, int_list(dim, "dim"), keepdim)
 
 
 def amin(input: torch.Tensor, dim: IntOrSeq = (), keepdim: bool = False) -> torch.Tensor:
     """Like torch.amin (NaN propagates), for floating inputs: float32, float16, bfloat16,
     float64 on CPU only."""
+    keepdim = bool_arg(keepdim, "amin(): argument 'keepdim'")
     return _ops.amin(input, int_list(dim, "dim"), keepdim)

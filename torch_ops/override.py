@@ -203,8 +203,8 @@ class GpukernMode(TorchFunctionMode):
             return None
         try:
             _checks.mv_check(m, v)
-        except RuntimeError:
-            return None
+        except (RuntimeError, IndexError):
+            return None  # e.g. a 0-d matrix: torch raises its IndexError
         return gk.mv(m, v)
 
     def _reduce(self, op, fn, names, args, kwargs, dtype_arg: bool):

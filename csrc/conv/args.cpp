@@ -1,6 +1,8 @@
 #include "conv/args.h"
 
+#include <algorithm>
 #include <string>
+#include <vector>
 
 #include "core/checks.h"
 
@@ -132,10 +134,15 @@ at::Tensor conv_output(const ConvArgs& a, const at::Tensor& input, const at::Ten
   shape.push_back(a.C == 0 ? 0 : a.O);
   for (int i = 0; i < a.nsp; ++i) shape.push_back(a.out[i]);
   auto opts = input.options();
-  if (a.nsp == 2 && a.batched && a.N > 0 && a.C > 0 &&
-      (input.suggest_memory_format() == at::MemoryFormat::ChannelsLast ||
+  // As aten, which runs an unbatched call on input.unsqueeze(0) and squeezes the result: the
+  // rule reads the batched view, and an unbatched channels_last output is the [1, O, OH, OW]
+  // channels_last tensor without its batch dim (strides [1, OW * O, O]).
+  if (a.nsp == 2 && a.N > 0 && a.C > 0 &&
+      (conv_batched_input(a, input).suggest_memory_format() == at::MemoryFormat::ChannelsLast ||
        weight.suggest_memory_format() == at::MemoryFormat::ChannelsLast)) {
-    return at::empty(shape, opts.memory_format(at::MemoryFormat::ChannelsLast));
+    if (!a.batched) shape.insert(shape.begin(), 1);
+    at::Tensor out = at::empty(shape, opts.memory_format(at::MemoryFormat::ChannelsLast));
+    return a.batched ? out : out.squeeze(0);
   }
   return at::empty(shape, opts);
 }
@@ -145,7 +152,15 @@ at::Tensor conv_batched_input(const ConvArgs& a, const at::Tensor& input) {
 }
 
 at::Tensor conv_batched_output(const ConvArgs& a, const at::Tensor& output) {
-  return a.batched ? output : output.unsqueeze(0);
+  if (a.batched) return output;
+  // The batch dim's stride as a fresh batched output of N = 1 has it (numel), whatever the
+  // layout: the kernels see the same problem as for the batched call.
+  std::vector<int64_t> sizes{1}, strides{std::max<int64_t>(output.numel(), 1)};
+  for (int64_t d = 0; d < output.dim(); ++d) {
+    sizes.push_back(output.size(d));
+    strides.push_back(output.stride(d));
+  }
+  return output.as_strided(sizes, strides);
 }
 
 ConvProblem make_conv_problem(const ConvArgs& a, const at::Tensor& x, const at::Tensor& w,

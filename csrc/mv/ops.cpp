@@ -19,6 +19,11 @@ constexpr const char* kOp = "mv";
 void check_mv_args(const at::Tensor& self, const at::Tensor& vec) {
   check_defined(kOp, self, "self");
   check_defined(kOp, vec, "vec");
+  // A 0-d self is an IndexError in torch.mv (it reads self.size(0) first); as torch.
+  if (C10_UNLIKELY(self.dim() == 0)) {
+    TORCH_CHECK_INDEX(false, detail::check_msg("gpukern::", kOp, ": expected self to be a 2-D ",
+                                               "matrix, got 0-D (shape [])"));
+  }
   GK_CHECK(self.dim() == 2, kOp, "expected self to be a 2-D matrix, got ", self.dim(),
            "-D (shape ", self.sizes(), ")");
   GK_CHECK(vec.dim() == 1, kOp, "expected vec to be 1-D, got ", vec.dim(), "-D (shape ",

@@ -29,6 +29,18 @@ namespace {
 
 bool is_int_like(at::ScalarType t) { return at::isIntegralType(t, /*includeBool=*/true); }
 
+// d wrapped into [0, max(ndim, 1)); out of range: IndexError, as torch.
+int64_t wrap_dim(const char* op, int64_t ndim, int64_t d) {
+  const int64_t lo = ndim == 0 ? -1 : -ndim;
+  const int64_t hi = ndim == 0 ? 0 : ndim - 1;
+  if (C10_UNLIKELY(d < lo || d > hi)) {
+    TORCH_CHECK_INDEX(false, detail::check_msg("gpukern::", op, ": dimension ", d,
+                                               " out of range (expected to be in range of [", lo,
+                                               ", ", hi, "])"));
+  }
+  return d < 0 ? d + std::max<int64_t>(ndim, 1) : d;
+}
+
 // Which dims are reduced; wraps negative dims, rejects out-of-range dims (IndexError, as torch)
 // and repeated ones (RuntimeError, as torch).
 std::vector<bool> reduced_mask(const char* op, int64_t ndim, at::OptionalIntArrayRef dims) {
@@ -37,15 +49,8 @@ std::vector<bool> reduced_mask(const char* op, int64_t ndim, at::OptionalIntArra
     std::fill(mask.begin(), mask.end(), true);
     return mask;
   }
-  const int64_t lo = ndim == 0 ? -1 : -ndim;
-  const int64_t hi = ndim == 0 ? 0 : ndim - 1;
   for (int64_t d : *dims) {
-    if (C10_UNLIKELY(d < lo || d > hi)) {
-      TORCH_CHECK_INDEX(false, detail::check_msg("gpukern::", op, ": dimension ", d,
-                                                 " out of range (expected to be in range of [", lo,
-                                                 ", ", hi, "])"));
-    }
-    const int64_t w = d < 0 ? d + std::max<int64_t>(ndim, 1) : d;
+    const int64_t w = wrap_dim(op, ndim, d);
     GK_CHECK(!mask[w], op, "dim ", w, " appears multiple times in the list of dims");
     mask[w] = true;
   }
@@ -176,20 +181,23 @@ at::Tensor reduce_entry(ReduceKind kind, const at::Tensor& self, at::OptionalInt
     check_float_dtype_on(op, x.scalar_type(), dev, "input");
   }
 
-  const auto mask = reduced_mask(op, x.dim(), dims);
+  // amax/amin of an empty input, as torch (zero_numel_check_dims, before the repeated-dims
+  // check): no dims given is a RuntimeError; else each given dim in turn, out of range or of
+  // size 0, an IndexError.
   const bool all = !dims.has_value() || dims->empty();
-  if (kind == ReduceKind::kMax || kind == ReduceKind::kMin) {
-    if (all) {
-      GK_CHECK(x.numel() > 0, op,
-               "expected reduction dim to have non-zero size: the input has numel() == 0; "
-               "specify the reduction dim with the 'dim' argument");
-    } else {
-      for (int64_t d = 0; d < x.dim(); ++d) {
-        GK_CHECK(!mask[d] || x.size(d) > 0, op, "expected reduction dim ", d,
-                 " to have non-zero size");
+  if ((kind == ReduceKind::kMax || kind == ReduceKind::kMin) && x.numel() == 0) {
+    GK_CHECK(!all, op,
+             "expected reduction dim to have non-zero size: the input has numel() == 0; "
+             "specify the reduction dim with the 'dim' argument");
+    for (int64_t d : *dims) {
+      const int64_t w = wrap_dim(op, x.dim(), d);
+      if (C10_UNLIKELY(x.size(w) == 0)) {
+        TORCH_CHECK_INDEX(false, detail::check_msg("gpukern::", op, ": expected reduction dim ",
+                                                   w, " to have non-zero size"));
       }
     }
   }
+  const auto mask = reduced_mask(op, x.dim(), dims);
 
   at::Tensor out = at::empty(output_shape(x, mask, keepdim), x.options().dtype(result_t));
   if (out.numel() > 0) {
