@@ -6,6 +6,7 @@ import pytest
 import torch
 
 import torch_ops  # noqa: F401  registers torch.ops.gpukern
+from torch.utils._python_dispatch import TorchDispatchMode
 
 HAS_CUDA = torch.cuda.is_available() and torch_ops.has_cuda_kernels()
 
@@ -103,3 +104,18 @@ def pytest_terminal_summary(terminalreporter):
     terminalreporter.write_sep("-", f"{len(skipped)} skipped, by reason")
     for reason, count in reasons.most_common():
         terminalreporter.write_line(f"{count:6d}  {reason}")
+
+
+class OpLog(TorchDispatchMode):
+    """Records the ops that reach the dispatcher (gpukern::* or aten::*)."""
+
+    def __init__(self):
+        super().__init__()
+        self.ops = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.ops.append(func._schema.name)
+        return func(*args, **(kwargs or {}))
+
+    def gpukern(self):
+        return [n for n in self.ops if n.startswith("gpukern::")]

@@ -3,25 +3,11 @@ and fall through to torch otherwise; nothing changes outside the block."""
 import pytest
 import torch
 import torch.nn.functional as F
-from torch.utils._python_dispatch import TorchDispatchMode
 
 import torch_ops
-from conftest import DEVICE_PARAMS, HAS_CUDA, assert_close_ref, rand
+from conftest import DEVICE_PARAMS, HAS_CUDA, OpLog, assert_close_ref, rand
 
 
-class OpLog(TorchDispatchMode):
-    """Records the ops that reach the dispatcher (gpukern::* or aten::*)."""
-
-    def __init__(self):
-        super().__init__()
-        self.ops = []
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        self.ops.append(func._schema.name)
-        return func(*args, **(kwargs or {}))
-
-    def gpukern(self):
-        return [n for n in self.ops if n.startswith("gpukern::")]
 
 
 def _run(fn, ops=None):

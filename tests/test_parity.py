@@ -5,26 +5,12 @@ cpu=True. The raw conv ops return or raise what aten's do for zero channels."""
 import pytest
 import torch
 import torch.nn.functional as F
-from torch.utils._python_dispatch import TorchDispatchMode
 
 import torch_ops
 from torch_ops import _checks
-from conftest import DEVICE_PARAMS, HAS_CUDA
+from conftest import DEVICE_PARAMS, HAS_CUDA, OpLog
 
 
-class OpLog(TorchDispatchMode):
-    """Records the ops that reach the dispatcher."""
-
-    def __init__(self):
-        super().__init__()
-        self.ops = []
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        self.ops.append(func._schema.name)
-        return func(*args, **(kwargs or {}))
-
-    def gpukern(self):
-        return [n for n in self.ops if n.startswith("gpukern::")]
 
 
 def _outcome(fn):

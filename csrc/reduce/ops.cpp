@@ -289,7 +289,9 @@ TORCH_LIBRARY_IMPL(gpukern, CompositeExplicitAutograd, m) {
   m.impl("_algorithm_reduce", &gpukern::reduce_algorithm);
 }
 
-TORCH_LIBRARY_IMPL(gpukern, CPU, m) {
+namespace {
+// One host entry per op serves both backends (reduce_entry picks the CPU kernel or the CUDA run).
+void register_reductions(torch::Library& m) {
   m.impl("sum", &gpukern::sum_all);
   m.impl("sum.dim_IntList", &gpukern::sum_dim);
   m.impl("mean", &gpukern::mean_all);
@@ -297,14 +299,10 @@ TORCH_LIBRARY_IMPL(gpukern, CPU, m) {
   m.impl("amax", &gpukern::amax);
   m.impl("amin", &gpukern::amin);
 }
+}  // namespace
+
+TORCH_LIBRARY_IMPL(gpukern, CPU, m) { register_reductions(m); }
 
 #if defined(GPUKERN_WITH_CUDA)
-TORCH_LIBRARY_IMPL(gpukern, CUDA, m) {
-  m.impl("sum", &gpukern::sum_all);
-  m.impl("sum.dim_IntList", &gpukern::sum_dim);
-  m.impl("mean", &gpukern::mean_all);
-  m.impl("mean.dim", &gpukern::mean_dim);
-  m.impl("amax", &gpukern::amax);
-  m.impl("amin", &gpukern::amin);
-}
+TORCH_LIBRARY_IMPL(gpukern, CUDA, m) { register_reductions(m); }
 #endif
