@@ -9,6 +9,10 @@
 #     bench    benchmarks/run.py into $OUT; with `before`, benchmarks/compare.py of the two runs
 #     small    benchmarks/small_sums.py (full reductions from 1K to 1M elements in CUDA graphs)
 #     models   benchmarks/models.py ($MODELS_ARGS)
+#     igemm    benchmarks/igemm_layers.py (the tensor-core path's tile configurations, $IGEMM_ARGS)
+#     census   benchmarks/layers.py, the layer census ($CENSUS_ARGS)
+#   CUTLASS: when .whl/ holds the nvidia-cutlass wheel (the GPU machine has no network), it is
+#   installed into /tmp/site first so that the build has the igemm path.
 #   PYTEST_ARGS, BENCH_ARGS (run.py arguments, e.g. --cases dw2), *_TIMEOUT (seconds).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -21,6 +25,11 @@ export PYTHONUNBUFFERED=1
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.mem --format=csv | tee "$OUT/gpu.txt"
 rc=0
+if compgen -G ".whl/nvidia_cutlass-*.whl" > /dev/null; then
+  python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/nvidia_cutlass-*.whl \
+    && export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+  export TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-9.0a}
+fi
 
 build_tree() {  # build_tree DIR LOG JOBS
   local t0=$(date +%s)
@@ -66,5 +75,15 @@ if [[ $STEPS == *small* ]]; then
 fi
 if [[ $STEPS == *models* ]]; then
   timeout ${MODELS_TIMEOUT:-500} python3 benchmarks/models.py --out "$OUT" ${MODELS_ARGS:-} 2>&1 | tee "$OUT/models.log" || rc=1
+fi
+if [[ $STEPS == *igemm* ]]; then
+  timeout ${IGEMM_TIMEOUT:-200} python3 benchmarks/igemm_layers.py --json "$OUT/igemm_layers.json" \
+    ${IGEMM_ARGS:-} > "$OUT/igemm_layers.log" 2>&1 || rc=1
+  tail -n 40 "$OUT/igemm_layers.log"
+fi
+if [[ $STEPS == *census* ]]; then
+  timeout ${CENSUS_TIMEOUT:-500} python3 benchmarks/layers.py --out "$OUT" ${CENSUS_ARGS:-} \
+    > "$OUT/census.log" 2>&1 || rc=1
+  tail -n 60 "$OUT/census.log"
 fi
 exit $rc

@@ -20,6 +20,7 @@ import sys
 import torch
 import torch.nn.functional as F
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import torch_ops  # noqa: E402
 from timing import time_cuda, time_cuda_graph  # noqa: E402

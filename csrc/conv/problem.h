@@ -34,10 +34,18 @@ struct ConvProblem {
   const void* w = nullptr;
   const void* b = nullptr;  // nullptr: no bias
   void* y = nullptr;
+  // The fused epilogue (the conv*_fused ops): y = act(conv + bias + residual). act: an
+  // ActKind value (device/activation.cuh; 0 = none); r: the residual, the output's shape and
+  // dtype with its own strides, or nullptr. The plain conv ops leave both off.
+  int act = 0;
+  const void* r = nullptr;
+  int64_t r_sn = 0, r_so = 0, r_sh = 0, r_sw = 0;
 
   // One input channel and one filter per output channel (depthwise with multiplier 1, or a
   // single-channel signal / image when C == 1).
   bool depthwise1() const { return groups == C && O == C; }
+  // Whether the call has an epilogue beyond the bias.
+  bool fused() const { return act != 0 || r != nullptr; }
 };
 
 }  // namespace gpukern

@@ -36,14 +36,19 @@ struct IgemmProblem {
 };
 
 // The device pointers of one run. bias: O contiguous elements of the dtype, 16-byte aligned, or
-// nullptr (no bias). workspace: workspace_bytes(problem) bytes (nullptr when 0).
+// nullptr (no bias). residual: a tensor with exactly y's sizes and strides (the epilogue reads it
+// through y's layout), or nullptr. act: an ActKind (device/activation.cuh), chosen at run time.
+// The epilogue computes y = act(alpha * acc + bias + residual) in fp32 and rounds once.
+// workspace: workspace_bytes(problem) bytes (nullptr when 0).
 struct IgemmBuffers {
   const void* x = nullptr;
   const void* w = nullptr;
   const void* bias = nullptr;
+  const void* residual = nullptr;
   void* y = nullptr;
   void* workspace = nullptr;
   float alpha = 1.0f;
+  int act = 0;
 };
 
 // One compiled kernel (dtype x tile configuration). can_implement: CUTLASS's own verdict on the
@@ -69,6 +74,46 @@ enum class IgemmBucket { kLarge, kSmall };
 extern const IgemmKernel kIgemmBf16Large, kIgemmBf16Small;  // igemm_bf16.cu
 extern const IgemmKernel kIgemmF16Large, kIgemmF16Small;    // igemm_f16.cu
 extern const IgemmKernel kIgemmTf32Large, kIgemmTf32Small;  // igemm_tf32.cu
+#endif
+
+// ---- 1x1 convolutions as plain GEMMs (conv/igemm/gemm_<dtype>.cu) ----------------------------
+// A 1x1, stride-1, unpadded convolution is a GEMM with no im2col. Two forms:
+// - kNhwc: the activations as rows. D[m, o] = sum_c A[m, c] * B[o, c], m over the N*H*W output
+//   pixels (rows a_ld elements apart in x, d_ld apart in y; L = 1), A = x (K = C contiguous),
+//   B = the weight [O, C] (rows b_ld apart), D = y; bias per column (o). Every dtype.
+// - kNchw: one GEMM per image (L = N). D[l][o, p] = sum_c A[o, c] * B[l][c, p]: A = the weight
+//   [O, C] (rows a_ld apart, a_batch = 0), B = x[l] viewed [C, H*W] with the pixels contiguous
+//   (rows b_ld apart, images b_batch apart), D = y[l] [O, H*W] (rows d_ld apart, images d_batch
+//   apart); bias per row (o). 16-bit dtypes only (TF32 tensor-core math needs K-major operands).
+// Pointers and every ld / batch stride 16-byte aligned (checked by the host side).
+enum class GemmForm { kNhwc, kNchw };
+
+struct GemmProblem {
+  GemmForm form = GemmForm::kNhwc;
+  int M = 1, N = 1, K = 1, L = 1;
+  int64_t a_ld = 0, a_batch = 0;
+  int64_t b_ld = 0, b_batch = 0;
+  int64_t d_ld = 0, d_batch = 0;  // the residual (IgemmBuffers::residual) has D's layout
+  int device = 0, sm_count = 0;
+};
+
+// One compiled GEMM kernel. IgemmBuffers carries the pointers: x -> A for kNhwc / B for kNchw,
+// w -> the other operand, y -> D (the same fields as the conv kernels; bias, residual, act and
+// alpha as there).
+struct GemmKernel {
+  const char* name;  // e.g. "gemm_nhwc_bf16_128x128x64"
+  IgemmDtype dtype;
+  GemmForm form;
+  bool (*can_implement)(const GemmProblem& p);
+  size_t (*workspace_bytes)(const GemmProblem& p);
+  int (*run)(const GemmProblem& p, const IgemmBuffers& b, void* stream);
+};
+
+#ifdef GPUKERN_WITH_CUTLASS
+// gemm_bf16.cu, gemm_f16.cu, gemm_tf32.cu: the persistent warp-specialised GEMMs.
+extern const GemmKernel kGemmNhwcBf16, kGemmNchwBf16;
+extern const GemmKernel kGemmNhwcF16, kGemmNchwF16;
+extern const GemmKernel kGemmNhwcTf32;
 #endif
 
 }  // namespace conv
