@@ -36,6 +36,8 @@ LAYERS = [
     ("mobilenet 1x1 16->64 112x112", 16, 16, (112, 112), 64, (1, 1), 1, 0),
     ("convnext 2x2 s2 96->192 56x56", 16, 96, (56, 56), 192, (2, 2), 2, 0),
     ("wav2vec2 conv1d 512->512 K3 s2 L12799", 4, 512, 12799, 512, 3, 2, 0),
+    ("mobilenet SE 1x1 480->120 1x1", 16, 480, (1, 1), 120, (1, 1), 1, 0),
+    ("resnet50 stem 7x7 s2 3->64", 16, 3, (224, 224), 64, (7, 7), 2, 3),
 ]
 
 
@@ -55,14 +57,16 @@ def bf16_peak():
 
 
 def timed(fn):
-    """(ms, method): flushed single calls, or graph-replayed when under GRAPH_BELOW_MS."""
-    ms = time_cuda(fn, reps=30)
-    if ms < GRAPH_BELOW_MS:
-        try:
-            return time_cuda_graph(fn, calls=100, reps=10), "graph"
-        except RuntimeError:
-            torch.cuda.synchronize()
-    return ms, "events"
+    """(ms, method): every candidate the same way, as the layer census does: calls replayed from
+    a CUDA graph (100 per replay under GRAPH_BELOW_MS, 10 above), L2 flushed before each
+    replay; flushed single calls between events only when the call cannot be captured."""
+    ms = time_cuda(fn, reps=5)
+    try:
+        return time_cuda_graph(fn, calls=100 if ms < GRAPH_BELOW_MS else 10, reps=10,
+                               flush=True), "graph"
+    except RuntimeError:
+        torch.cuda.synchronize()
+    return time_cuda(fn, reps=30), "events"
 
 
 def run_layer(layer, dtype, channels_last):
@@ -81,11 +85,11 @@ def run_layer(layer, dtype, channels_last):
     if channels_last and not one_d:
         x = x.contiguous(memory_format=torch.channels_last)
         w = w.contiguous(memory_format=torch.channels_last)
-    stride_a = stride if one_d else (stride, stride)
-    pad_a = padding if one_d else (padding, padding)
+    stride_a = [stride] if one_d else [stride, stride]
+    pad_a = [padding] if one_d else [padding, padding]
 
     def ours():
-        return gconv(x, w, b, stride_a, pad_a, 1 if one_d else (1, 1), 1)
+        return gconv(x, w, b, stride_a, pad_a, [1] if one_d else [1, 1], 1)
 
     tf32 = torch.backends.cudnn.allow_tf32
     torch.backends.cudnn.allow_tf32 = False  # the verification reference: fp32, TF32 off

@@ -184,13 +184,11 @@ def test_tf32_off_does_not_use_igemm():
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=str)
 def test_rejected_shapes_fall_back(dtype):
-    """C = 3 (the RGB stem: channels not a multiple of 8 / 4), groups = 2, C = 12 in bf16: igemm
-    cannot run them; forcing raises, the automatic choice runs another kernel, correctly."""
+    """groups = 2 and O not a multiple of the channel alignment (8 for 16-bit, 4 for fp32):
+    igemm cannot run them; forcing raises, the automatic choice runs another kernel, correctly."""
     gen = torch.Generator().manual_seed(5)
-    cases = [((2, 3, 33, 33), (64, 3, 7, 7), 2, 3, 1)]
-    cases.append(((2, 16, 10, 10), (32, 8, 3, 3), 1, 1, 2))    # grouped
-    if dtype == torch.bfloat16:
-        cases.append(((2, 12, 10, 10), (16, 12, 3, 3), 1, 1, 1))  # C % 8 != 0
+    cases = [((2, 16, 10, 10), (32, 8, 3, 3), 1, 1, 2)]       # grouped
+    cases.append(((2, 16, 10, 10), (6, 16, 3, 3), 1, 1, 1))   # O % 4 != 0 and O % 8 != 0
     for xs, ws, stride, padding, groups in cases:
         x = _rand(*xs, dtype=dtype, gen=gen)
         w = _rand(*ws, dtype=dtype, gen=gen) / 8.0
@@ -202,21 +200,94 @@ def test_rejected_shapes_fall_back(dtype):
         assert err <= (REL_TOL[dtype] if dtype != torch.float32 else FP32_TOL)
 
 
+# Unaligned input channels, zero-padded on the way in: (N, C, H, W, O, K, stride, padding).
+PADDED_C = [
+    (2, 3, 33, 33, 64, 7, 2, 3),    # ResNet's RGB stem
+    (2, 3, 32, 32, 96, 4, 4, 0),    # ConvNeXt's patchify stem
+    (2, 3, 30, 30, 16, 3, 2, 1),    # MobileNet's stem (O = 16: forced only)
+    (1, 12, 10, 10, 16, 3, 1, 1),   # C = 12 (bf16 pads to 16, fp32 runs as is)
+    (2, 5, 9, 9, 8, 1, 1, 0),       # 1x1 with C = 5: the conv kernel, not the GEMM
+]
+
+
+@pytest.mark.parametrize("shape", PADDED_C, ids=lambda s: f"c{s[1]}_o{s[4]}_k{s[5]}_s{s[6]}")
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("channels_last", [True, False], ids=["cl", "nchw"])
+def test_padded_channels(shape, dtype, channels_last):
+    n, c, h, wd, o, k, stride, padding = shape
+    gen = torch.Generator().manual_seed(11)
+    x = _rand(n, c, h, wd, dtype=dtype, gen=gen)
+    w = _rand(o, c, k, k, dtype=dtype, gen=gen) / (c * k * k) ** 0.5
+    b = _rand(o, dtype=dtype, gen=gen)
+    if channels_last:
+        x = x.contiguous(memory_format=torch.channels_last)
+        w = w.contiguous(memory_format=torch.channels_last)
+    out = _run("conv2d", x, w, b, stride, padding, 1)
+    ref = _ref(x, w, b, stride, padding, 1)
+    assert out.shape == ref.shape
+    assert _rel_err(out, ref) <= REL_TOL[dtype]
+
+
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=str)
-def test_igemm_runs_only_when_forced(dtype):
-    """igemm is not in the automatic choice until it is measured against cuDNN on the GPU: dense
-    aligned layers still choose a direct kernel, and forcing the name selects igemm."""
-    x = torch.empty(8, 256, 56, 56, device="meta", dtype=dtype).contiguous(
-        memory_format=torch.channels_last)
+def test_igemm_is_the_automatic_choice(dtype):
+    """Dense layers with aligned channels, and stems with a few input channels feeding 32+ output
+    channels through 8+ taps, choose igemm; grouped and other unaligned layers do not."""
+    cl = torch.channels_last
+    x = torch.empty(8, 256, 56, 56, device="meta", dtype=dtype).contiguous(memory_format=cl)
     w = torch.empty(256, 256, 3, 3, device="meta", dtype=dtype)
     x1 = torch.empty(4, 512, 1000, device="meta", dtype=dtype)
     w1 = torch.empty(512, 512, 3, device="meta", dtype=dtype)
-    assert torch_ops.algorithm("conv2d", x, w, None, 1, 1) != "igemm"
-    assert torch_ops.algorithm("conv1d", x1, w1, None, 2, 1) != "igemm"
-    with torch_ops.force_algorithm("conv2d", "igemm"):
-        assert torch_ops.algorithm("conv2d", x, w, None, 1, 1) == "igemm"
-    with torch_ops.force_algorithm("conv1d", "igemm"):
-        assert torch_ops.algorithm("conv1d", x1, w1, None, 2, 1) == "igemm"
+    assert torch_ops.algorithm("conv2d", x, w, None, 1, 1) == "igemm"
+    assert torch_ops.algorithm("conv2d", x.contiguous(), w, None, 1, 1) == "igemm"
+    assert torch_ops.algorithm("conv1d", x1, w1, None, 2, 1) == "igemm"
+    stem_x = torch.empty(16, 3, 224, 224, device="meta", dtype=dtype)
+    stem_w = torch.empty(64, 3, 7, 7, device="meta", dtype=dtype)
+    assert torch_ops.algorithm("conv2d", stem_x, stem_w, None, 2, 3) == "igemm"
+    audio_x = torch.empty(4, 1, 64000, device="meta", dtype=dtype)
+    audio_w = torch.empty(512, 1, 10, device="meta", dtype=dtype)
+    assert torch_ops.algorithm("conv1d", audio_x, audio_w, None, 5, 0) == "igemm"
+    gx = torch.empty(4, 64, 28, 28, device="meta", dtype=dtype)
+    gw = torch.empty(64, 8, 3, 3, device="meta", dtype=dtype)
+    assert torch_ops.algorithm("conv2d", gx, gw, None, 1, 1, 1, 8) != "igemm"
+    if dtype == torch.bfloat16:  # C = 12: above the alignment, not a multiple of it
+        ux = torch.empty(4, 12, 28, 28, device="meta", dtype=dtype)
+        uw = torch.empty(64, 12, 3, 3, device="meta", dtype=dtype)
+        assert torch_ops.algorithm("conv2d", ux, uw, None, 1, 1) != "igemm"
+
+
+# 1x1 stride-1 layers run as plain GEMMs: over NCHW (16-bit, pixels per channel a multiple of 8)
+# one GEMM per image; otherwise one GEMM over the NHWC pixels (NCHW converted first).
+POINTWISE = [
+    (2, 64, 16, 16, 256),   # NCHW-flat (HW = 256)
+    (3, 32, 7, 7, 64),      # HW = 49: NCHW converted
+    (1, 256, 28, 28, 64),   # a projection
+    (16, 120, 1, 1, 32),    # squeeze-excitation: one pixel per image
+    (2, 8, 40, 40, 8),      # the smallest aligned channel counts
+]
+
+
+@pytest.mark.parametrize("shape", POINTWISE, ids=lambda s: f"n{s[0]}c{s[1]}_{s[2]}x{s[3]}_o{s[4]}")
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("layout", ["nchw", "cl", "strided"])
+@pytest.mark.parametrize("bias", [True, False], ids=["bias", "nobias"])
+def test_pointwise_gemm(shape, dtype, layout, bias):
+    n, c, h, wd, o = shape
+    gen = torch.Generator().manual_seed(13)
+    x = _rand(n, c, h, wd, dtype=dtype, gen=gen)
+    if layout == "cl":
+        x = x.contiguous(memory_format=torch.channels_last)
+    elif layout == "strided":  # a channel slice of a wider tensor: channel stride kept
+        x = _rand(n, c + 8, h, wd, dtype=dtype, gen=gen)[:, 4:4 + c]
+    w = _rand(o, c, 1, 1, dtype=dtype, gen=gen) / c ** 0.5
+    b = _rand(o, dtype=dtype, gen=gen) if bias else None
+    out = _run("conv2d", x, w, b, 1, 0, 1)
+    ref = _ref(x, w, b, 1, 0, 1)
+    assert out.shape == ref.shape
+    assert _rel_err(out, ref) <= REL_TOL[dtype]
+    # The output's memory format is aten's.
+    aten = F.conv2d(x, w, b)
+    for fmt in (torch.contiguous_format, torch.channels_last):
+        assert out.is_contiguous(memory_format=fmt) == aten.is_contiguous(memory_format=fmt)
 
 
 # conv1d as H = 1: (N, C, L, O, K, stride, padding, dilation).

@@ -85,8 +85,8 @@ Conv1dAlgo choose_auto(const ConvProblem& p) {
   if (can_run_rowwise_reg(p) && half && p.KW < kMmaMinK && long_rows) return A::kRowwiseReg;
   // Other rows (fp32, any K): 16x16 register blocks, one warp per tile.
   if (can_run_rowwise16(p) && long_rows) return A::kRowwise16;
-  // Dense channels (groups = 1, aligned C and O, sm_90): the tensor-core implicit GEMM.
-  if (p.groups == 1 && igemm_can_run(p)) return A::kIgemm;
+  // Dense channels (groups = 1, aligned O, sm_90; aligned C or a stem): the tensor cores.
+  if (igemm_preferred(p)) return A::kIgemm;
   // Everything else; 4 output channels a block reuse each staged input tile when a group has 4.
   if (p.o_per_group >= 4) return A::kGeneralOT4;
   return A::kGeneralOT1;

@@ -87,8 +87,8 @@ Algo choose_auto(const ConvProblem& p) {
   }
   // Other stride-1 depthwise (larger or dilated filters, other paddings): a 64x64 tile + halo.
   if (depthwise_nchw_can_run(p)) return Algo::kDepthwiseNchw;
-  // Dense channels (groups = 1, aligned C and O, sm_90): the tensor-core implicit GEMM.
-  if (p.groups == 1 && igemm_can_run(p)) return Algo::kIgemm;
+  // Dense channels (groups = 1, aligned O, sm_90; aligned C or a stem): the tensor cores.
+  if (igemm_preferred(p)) return Algo::kIgemm;
   // Grouped / dense channels, strides, multipliers: one filter row's input region staged.
   if (general_staged_can_run(p)) return Algo::kGeneralStaged;
   // Everything else (huge stride or dilation): direct reads.

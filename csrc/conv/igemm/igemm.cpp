@@ -5,6 +5,7 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdlib>
 #include <cstring>
@@ -17,6 +18,7 @@
 #include <ATen/cuda/CUDAContext.h>
 
 #include "conv/igemm/config.h"
+#include "conv/layout.h"
 #define GPUKERN_IGEMM 1
 #endif
 
@@ -31,6 +33,9 @@ using conv::IgemmBuffers;
 using conv::IgemmDtype;
 using conv::IgemmKernel;
 using conv::IgemmProblem;
+using conv::GemmForm;
+using conv::GemmKernel;
+using conv::GemmProblem;
 
 constexpr int64_t kMaxInt = std::numeric_limits<int32_t>::max();
 constexpr int64_t kTmaBytes = 16;  // TMA: base addresses and strides in 16-byte units
@@ -53,20 +58,18 @@ int64_t sm_count() {
   return at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
 }
 
-// The shape bucket: small (64x64 tiles) when 128x128 tiles would not fill one wave of the GPU or
-// O <= 64 would leave half of each 128-wide N tile empty; large otherwise. A first rule from
-// tile arithmetic, not yet from measurements (benchmarks/igemm_layers.py times both). The
-// environment variable GPUKERN_IGEMM_CONFIG=large|small overrides it (for benchmarks; read on
-// every call).
+// The shape bucket: large (128x128 tiles) except for tiny GEMMs (M = N * OH * OW <= 64, e.g.
+// squeeze-excitation 1x1s over 1x1 planes), where a 128-row tile would be mostly padding.
+// Measured on an H100 (benchmarks/igemm_layers.py): 128x128 beat 64x64 on every layer tried,
+// including O = 64 and grids under one wave (ResNet's 3x3 s2 128->128 at 28x28: 10.0 us against
+// 17.3). GPUKERN_IGEMM_CONFIG=large|small in the environment overrides it (for benchmarks; read
+// on every call).
 IgemmBucket bucket_of(const ConvProblem& p) {
   if (const char* env = std::getenv("GPUKERN_IGEMM_CONFIG")) {
     if (std::strcmp(env, "large") == 0) return IgemmBucket::kLarge;
     if (std::strcmp(env, "small") == 0) return IgemmBucket::kSmall;
   }
-  const int64_t m_tiles = (p.N * p.OH * p.OW + 127) / 128;
-  const int64_t n_tiles = (p.O + 127) / 128;
-  if (p.O <= 64 || m_tiles * n_tiles < sm_count()) return IgemmBucket::kSmall;
-  return IgemmBucket::kLarge;
+  return p.N * p.OH * p.OW <= 64 ? IgemmBucket::kSmall : IgemmBucket::kLarge;
 }
 
 // The problem's GEMM sizes in int32 and its paddings after the input, with x, w, y as packed
@@ -155,77 +158,211 @@ std::optional<std::array<int64_t, 3>> nhwc_strides(const at::Tensor& t) {
   return std::array<int64_t, 3>{sn, sh, sw};
 }
 
-// A fresh packed channels_last tensor (from the caching allocator: aligned) like t.
-at::Tensor empty_nhwc(const at::Tensor& t) {
-  return at::empty(t.sizes(), t.options().memory_format(at::MemoryFormat::ChannelsLast));
+// The channel multiple the kernels need: 16 bytes of channels (8 16-bit or 4 fp32 elements).
+int64_t channel_align(const ConvProblem& p) { return kTmaBytes / p.elem_size; }
+int64_t round_up(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
+
+// t itself when NHWC-usable with C channels, else one conversion into a packed channels_last
+// tensor with the channels zero-padded to a multiple of c_multiple (conv/layout.h: a tiled
+// transpose, not t.contiguous(ChannelsLast), which keeps a misaligned channels_last view as is
+// and permutes NCHW at a fraction of the bandwidth).
+at::Tensor as_nhwc(const at::Tensor& t, int64_t c_multiple) {
+  if (t.size(1) % c_multiple == 0 && nhwc_strides(t)) return t;
+  return to_nhwc(t, c_multiple);
 }
 
-// t itself when NHWC-usable, else one copy (not t.contiguous(ChannelsLast), which returns a
-// channels_last view as it is even when its base is not 16-byte aligned).
-at::Tensor as_nhwc(const at::Tensor& t) { return nhwc_strides(t) ? t : empty_nhwc(t).copy_(t); }
+// The 1x1 forms: stride 1, no padding (a dilation never applies to a single tap).
+bool pointwise(const ConvProblem& p) {
+  return p.KH == 1 && p.KW == 1 && p.stride_h == 1 && p.stride_w == 1 && p.pad_h == 0 &&
+         p.pad_w == 0 && p.OH == p.H && p.OW == p.W;
+}
+
+// NHWC rows of one uniform stride: pixel (n, h, w) at row (n * H + h) * W + w.
+bool uniform_rows(const std::array<int64_t, 3>& s, int64_t H, int64_t W) {
+  return s[1] == W * s[2] && s[0] == H * s[1];
+}
+
+// [N, C, H, W] with the pixels of each channel contiguous (H * W flattens), channel and image
+// strides 16-byte multiples, base aligned: the kNchw GEMM's B (and D) as they are.
+bool nchw_flat(const at::Tensor& t) {
+  const int64_t align = kTmaBytes / static_cast<int64_t>(t.element_size());
+  const int64_t H = t.size(2), W = t.size(3);
+  if (W > 1 && t.stride(3) != 1) return false;
+  if (H > 1 && t.stride(2) != W) return false;
+  const int64_t sc = t.size(1) == 1 ? H * W : t.stride(1);
+  const int64_t sn = t.size(0) == 1 ? t.size(1) * sc : t.stride(0);
+  return sc >= H * W && sc % align == 0 && sn % align == 0 &&
+         reinterpret_cast<uintptr_t>(t.const_data_ptr()) % kTmaBytes == 0;
+}
+
+// Bias: O contiguous, 16-byte aligned elements of the dtype.
+at::Tensor prepared_bias(const std::optional<at::Tensor>& bias, at::ScalarType dtype) {
+  if (!bias.has_value() || !bias->defined()) return {};
+  at::Tensor bc = *bias;
+  if (bc.scalar_type() != dtype) bc = bc.to(dtype);
+  if (bc.stride(0) != 1 || reinterpret_cast<uintptr_t>(bc.const_data_ptr()) % kTmaBytes != 0) {
+    bc = bc.clone(at::MemoryFormat::Contiguous);
+  }
+  return bc;
+}
+
+// Residual: read through the output's layout (the epilogue's C has D's strides): in place when
+// its strides are those of d, else copied once into that layout.
+at::Tensor prepared_residual(const std::optional<at::Tensor>& residual, const at::Tensor& d) {
+  if (!residual.has_value() || !residual->defined()) return {};
+  const at::Tensor& r = *residual;
+  if (r.strides() == d.strides() &&
+      reinterpret_cast<uintptr_t>(r.const_data_ptr()) % kTmaBytes == 0) {
+    return r;
+  }
+  return at::empty_strided(d.sizes(), d.strides(), d.options()).copy_(r);
+}
+
+IgemmBuffers buffers(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias,
+                     const at::Tensor& residual, const at::Tensor& y, int act) {
+  IgemmBuffers b;
+  b.x = x.const_data_ptr();
+  b.w = w.const_data_ptr();
+  b.bias = bias.defined() ? bias.const_data_ptr() : nullptr;
+  b.residual = residual.defined() ? residual.const_data_ptr() : nullptr;
+  b.y = y.data_ptr();
+  b.act = act;
+  return b;
+}
+
+// Runs one kernel entry (IgemmKernel or GemmKernel) with its workspace from the caching
+// allocator, on the current stream.
+template <class Kernel, class Problem>
+void launch(const Kernel& k, const Problem& ip, IgemmBuffers b, const at::Tensor& like) {
+  GK_CHECK(k.can_implement(ip), "conv", "igemm: CUTLASS cannot implement this problem (",
+           k.name, ")");
+  at::Tensor workspace;
+  if (const size_t bytes = k.workspace_bytes(ip)) {
+    workspace = at::empty({static_cast<int64_t>(bytes)}, like.options().dtype(at::kByte));
+    b.workspace = workspace.data_ptr();
+  }
+  const cudaStream_t stream = at::cuda::getCurrentCUDAStream(like.device().index()).stream();
+  const int status = k.run(ip, b, stream);
+  GK_CHECK(status == 0, "conv", "igemm: kernel ", k.name, " failed (cutlass::Status ", status,
+           ")");
+}
+
+const GemmKernel& gemm_kernel_for(IgemmDtype d, GemmForm f) {
+  if (f == GemmForm::kNchw) return d == IgemmDtype::kF16 ? conv::kGemmNchwF16 : conv::kGemmNchwBf16;
+  switch (d) {
+    case IgemmDtype::kBf16: return conv::kGemmNhwcBf16;
+    case IgemmDtype::kF16: return conv::kGemmNhwcF16;
+    case IgemmDtype::kTf32: break;
+  }
+  return conv::kGemmNhwcTf32;
+}
+
+// The 1x1 GEMM of x4 [N, C, H, W] (NHWC with uniform rows, or NCHW-flat for kNchw) into y4.
+// Returns false (nothing run) when the operands do not fit the form as they are.
+bool try_gemm(const ConvProblem& p, IgemmDtype d, GemmForm form, const at::Tensor& x4,
+              const at::Tensor& w2, const at::Tensor& bias, const std::optional<at::Tensor>& res,
+              const at::Tensor& y4) {
+  GemmProblem gp;
+  gp.form = form;
+  gp.device = x4.device().index();
+  gp.sm_count = static_cast<int>(at::cuda::getDeviceProperties(gp.device)->multiProcessorCount);
+  const int64_t HW = p.H * p.W;
+  if (form == GemmForm::kNhwc) {
+    const auto xs = nhwc_strides(x4);
+    const auto ys = nhwc_strides(y4);
+    if (!xs || !ys || !uniform_rows(*xs, p.H, p.W) || !uniform_rows(*ys, p.H, p.W)) return false;
+    if (p.N * HW > kMaxInt) return false;
+    gp.M = static_cast<int>(p.N * HW);
+    gp.N = static_cast<int>(p.O);
+    gp.K = static_cast<int>(p.C);
+    gp.a_ld = (*xs)[2];
+    gp.b_ld = w2.stride(0);
+    gp.d_ld = (*ys)[2];
+  } else {
+    if (!nchw_flat(x4) || !nchw_flat(y4) || HW > kMaxInt) return false;
+    gp.M = static_cast<int>(p.O);
+    gp.N = static_cast<int>(HW);
+    gp.K = static_cast<int>(p.C);
+    gp.L = static_cast<int>(p.N);
+    gp.a_ld = w2.stride(0);
+    gp.b_ld = p.C == 1 ? HW : x4.stride(1);
+    gp.b_batch = p.N == 1 ? p.C * gp.b_ld : x4.stride(0);
+    gp.d_ld = p.O == 1 ? HW : y4.stride(1);
+    gp.d_batch = p.N == 1 ? p.O * gp.d_ld : y4.stride(0);
+  }
+  const GemmKernel& k = gemm_kernel_for(d, form);
+  if (!k.can_implement(gp)) return false;
+  const at::Tensor rc = prepared_residual(res, y4);
+  launch(k, gp, buffers(x4, w2, bias, rc, y4, p.act), x4);
+  return true;
+}
 
 void run4(const ConvProblem& p, const at::Tensor& x4, const at::Tensor& w4,
-          const std::optional<at::Tensor>& bias, const at::Tensor& y4) {
-  IgemmProblem ip;
+          const std::optional<at::Tensor>& bias, const std::optional<at::Tensor>& residual,
+          const at::Tensor& y4) {
   IgemmDtype d{};
   GK_CHECK(x4.scalar_type() == at::kBFloat16 || x4.scalar_type() == at::kHalf ||
                x4.scalar_type() == at::kFloat,
            "conv", "igemm: unsupported dtype ", x4.scalar_type());
-  GK_CHECK(make_igemm_problem(p, ip) && dtype_of(p, true, d), "conv",
+  GK_CHECK(dtype_of(p, true, d), "conv",
            "igemm: the problem is outside the path (igemm_can_run is false)");
   if (x4.scalar_type() == at::kHalf) d = IgemmDtype::kF16;
-  const IgemmKernel& k = kernel_for(d, bucket_of(p));
+  const int64_t align = channel_align(p);
+  const at::Tensor bc = prepared_bias(bias, x4.scalar_type());
 
-  // Activations: in place when NHWC-aligned, else converted once.
-  const at::Tensor xc = as_nhwc(x4);
+  // 1x1, stride 1: a plain GEMM. Over NCHW (16-bit) one GEMM per image with no transpose; over
+  // NHWC one GEMM over every pixel. The weight as [O, C] rows.
+  if (pointwise(p) && p.C % align == 0) {
+    at::Tensor w2 = w4.reshape({p.O, p.C});
+    if (w2.stride(1) != 1 || w2.stride(0) % align != 0 ||
+        reinterpret_cast<uintptr_t>(w2.const_data_ptr()) % kTmaBytes != 0) {
+      w2 = w2.clone(at::MemoryFormat::Contiguous);
+    }
+    if (d != IgemmDtype::kTf32 && !nhwc_strides(x4) &&
+        try_gemm(p, d, GemmForm::kNchw, x4, w2, bc, residual, y4)) {
+      return;
+    }
+    const at::Tensor xc = as_nhwc(x4, 1);
+    const bool y_direct = nhwc_strides(y4).has_value();
+    const at::Tensor yc = y_direct ? y4 : at::empty(y4.sizes(), y4.options().memory_format(
+                                                                     at::MemoryFormat::ChannelsLast));
+    if (try_gemm(p, d, GemmForm::kNhwc, xc, w2, bc, residual, yc)) {
+      if (!y_direct) nhwc_copy_to(yc, y4);
+      return;
+    }
+  }
+
+  // The implicit-GEMM conv kernel over NHWC: activations and filter in place when NHWC-aligned,
+  // else converted once (channels zero-padded to the kernels' multiple: C = 3 stems).
+  IgemmProblem ip;
+  GK_CHECK(make_igemm_problem(p, ip), "conv",
+           "igemm: the problem is outside the path (igemm_can_run is false)");
+  const IgemmKernel& k = kernel_for(d, bucket_of(p));
+  const at::Tensor xc = as_nhwc(x4, align);
+  const at::Tensor wc = as_nhwc(w4, align);
+  ip.C = static_cast<int>(xc.size(1));
   const auto xs = *nhwc_strides(xc);
   ip.x_sn = xs[0];
   ip.x_sh = xs[1];
   ip.x_sw = xs[2];
-  // Filter: OHWI (w[o, c, r, s] with c unit-stride).
-  const at::Tensor wc = as_nhwc(w4);
   const auto ws = *nhwc_strides(wc);
   ip.w_so = ws[0];
   ip.w_sr = ws[1];
   ip.w_ss = ws[2];
-  // Output: in place when NHWC-aligned, else a channels_last temporary copied back.
+  // Output: in place when NHWC-aligned, else a channels_last temporary written back once.
   const bool y_direct = nhwc_strides(y4).has_value();
-  const at::Tensor yc = y_direct ? y4 : empty_nhwc(y4);
+  const at::Tensor yc =
+      y_direct ? y4
+               : at::empty(y4.sizes(), y4.options().memory_format(at::MemoryFormat::ChannelsLast));
   const auto ys = *nhwc_strides(yc);
   ip.y_sn = ys[0];
   ip.y_sh = ys[1];
   ip.y_sw = ys[2];
-
-  // Bias: O contiguous, 16-byte aligned elements of the dtype.
-  at::Tensor bc;
-  if (bias.has_value() && bias->defined()) {
-    bc = *bias;
-    if (bc.scalar_type() != x4.scalar_type()) bc = bc.to(x4.scalar_type());
-    if (bc.stride(0) != 1 || reinterpret_cast<uintptr_t>(bc.const_data_ptr()) % kTmaBytes != 0) {
-      bc = bc.clone(at::MemoryFormat::Contiguous);
-    }
-  }
-
-  const int device = x4.device().index();
-  ip.device = device;
-  ip.sm_count = at::cuda::getDeviceProperties(device)->multiProcessorCount;
-  GK_CHECK(k.can_implement(ip), "conv", "igemm: CUTLASS cannot implement this problem (",
-           k.name, ")");
-  IgemmBuffers b;
-  b.x = xc.const_data_ptr();
-  b.w = wc.const_data_ptr();
-  b.bias = bc.defined() ? bc.const_data_ptr() : nullptr;
-  b.y = yc.data_ptr();
-  at::Tensor workspace;
-  if (const size_t bytes = k.workspace_bytes(ip)) {
-    workspace = at::empty({static_cast<int64_t>(bytes)}, x4.options().dtype(at::kByte));
-    b.workspace = workspace.data_ptr();
-  }
-  const cudaStream_t stream = at::cuda::getCurrentCUDAStream(device).stream();
-  const int status = k.run(ip, b, stream);
-  GK_CHECK(status == 0, "conv", "igemm: kernel ", k.name, " failed (cutlass::Status ", status,
-           ")");
-  if (!y_direct) y4.copy_(yc);
+  const at::Tensor rc = prepared_residual(residual, yc);
+  ip.device = x4.device().index();
+  ip.sm_count = at::cuda::getDeviceProperties(ip.device)->multiProcessorCount;
+  launch(k, ip, buffers(xc, wc, bc, rc, yc, p.act), x4);
+  if (!y_direct) nhwc_copy_to(yc, y4);
 }
 
 }  // namespace
@@ -236,9 +373,23 @@ bool igemm_can_run(const ConvProblem& p, bool tf32_allowed) {
   IgemmProblem ip;
   IgemmDtype d{};
   if (p.groups != 1 || p.N < 1 || !dtype_of(p, tf32_allowed, d)) return false;
-  const int64_t align = kTmaBytes / p.elem_size;
-  if (p.C % align != 0 || p.O % align != 0) return false;
+  // C may be padded (the conversion zero-fills channels); O may not (y is written in place).
+  const int64_t align = channel_align(p);
+  if (p.O % align != 0) return false;
   if (!make_igemm_problem(p, ip) || !device_ok()) return false;
+  ip.C = static_cast<int>(round_up(p.C, align));
+  if (static_cast<double>(p.N) * ip.C * p.H * p.W > kMaxInt ||
+      static_cast<double>(p.O) * ip.C * p.KH * p.KW > kMaxInt) {
+    return false;
+  }
+  // Strides of a packed NHWC input / OHWI filter with the padded channels (the judge of the
+  // TMA's limits; the real strides are only ever larger multiples of 16 bytes).
+  ip.x_sw = ip.C;
+  ip.x_sh = static_cast<int64_t>(p.W) * ip.C;
+  ip.x_sn = static_cast<int64_t>(p.H) * p.W * ip.C;
+  ip.w_ss = ip.C;
+  ip.w_sr = p.KW * ip.C;
+  ip.w_so = p.KH * p.KW * ip.C;
   return kernel_for(d, bucket_of(p)).can_implement(ip);
 }
 
@@ -246,17 +397,29 @@ bool igemm_can_run(const ConvProblem& p) {
   return igemm_can_run(p, at::globalContext().allowTF32CuDNN());
 }
 
+bool igemm_preferred(const ConvProblem& p) {
+  if (p.groups != 1 || !igemm_can_run(p)) return false;
+  const int64_t align = channel_align(p);
+  // Unaligned C (stems: RGB images, single-channel audio) pays the padding in MACs (up to 8x for
+  // C = 1): worth it for filters of 8+ taps feeding 32+ output channels.
+  return p.C % align == 0 || (p.C < align && p.O >= 32 && p.KH * p.KW >= 8);
+}
+
 std::string igemm_config_name(const ConvProblem& p) {
   if (!igemm_can_run(p)) return "";
+  if (pointwise(p) && p.C % channel_align(p) == 0) return "gemm_1x1";
   return bucket_of(p) == IgemmBucket::kSmall ? "small_64x64" : "large_128x128";
 }
 
 void igemm_run(const ConvProblem& p, const at::Tensor& x, const at::Tensor& w,
-               const std::optional<at::Tensor>& bias, const at::Tensor& y) {
+               const std::optional<at::Tensor>& bias, const at::Tensor& y,
+               const std::optional<at::Tensor>& residual) {
   if (x.dim() == 3) {  // 1-D: [N, C, L] as [N, C, 1, L]
-    return run4(p, x.unsqueeze(2), w.unsqueeze(2), bias, y.unsqueeze(2));
+    std::optional<at::Tensor> r4;
+    if (residual.has_value() && residual->defined()) r4 = residual->unsqueeze(2);
+    return run4(p, x.unsqueeze(2), w.unsqueeze(2), bias, r4, y.unsqueeze(2));
   }
-  run4(p, x, w, bias, y);
+  run4(p, x, w, bias, residual, y);
 }
 
 void igemm_run(const ConvProblem& p, const at::Tensor& x) {
@@ -267,9 +430,10 @@ void igemm_run(const ConvProblem& p, const at::Tensor& x) {
   const at::Tensor x4 = view(p.x, {p.N, p.C, p.H, p.W}, {p.x_sn, p.x_sc, p.x_sh, p.x_sw});
   const at::Tensor w4 = view(p.w, {p.O, p.C, p.KH, p.KW}, {p.w_so, p.w_sc, p.w_sh, p.w_sw});
   const at::Tensor y4 = view(p.y, {p.N, p.O, p.OH, p.OW}, {p.y_sn, p.y_so, p.y_sh, p.y_sw});
-  std::optional<at::Tensor> b;
+  std::optional<at::Tensor> b, r;
   if (p.b != nullptr) b = view(p.b, {p.O}, {p.b_s});
-  run4(p, x4, w4, b, y4);
+  if (p.r != nullptr) r = view(p.r, {p.N, p.O, p.OH, p.OW}, {p.r_sn, p.r_so, p.r_sh, p.r_sw});
+  run4(p, x4, w4, b, r, y4);
 }
 
 #else  // no igemm path in this build
@@ -277,9 +441,11 @@ void igemm_run(const ConvProblem& p, const at::Tensor& x) {
 bool igemm_built() { return false; }
 bool igemm_can_run(const ConvProblem&, bool) { return false; }
 bool igemm_can_run(const ConvProblem&) { return false; }
+bool igemm_preferred(const ConvProblem&) { return false; }
 std::string igemm_config_name(const ConvProblem&) { return ""; }
 void igemm_run(const ConvProblem&, const at::Tensor&, const at::Tensor&,
-               const std::optional<at::Tensor>&, const at::Tensor&) {
+               const std::optional<at::Tensor>&, const at::Tensor&,
+               const std::optional<at::Tensor>&) {
   GK_CHECK(false, "conv", "igemm: this build has no igemm path (needs nvidia-cutlass and "
            "TORCH_CUDA_ARCH_LIST with 9.0a)");
 }

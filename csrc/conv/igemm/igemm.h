@@ -33,7 +33,8 @@ namespace gpukern {
 bool igemm_built();
 
 // Whether the path can run p: built, a CUDA dtype it computes in (elem_size 2: bf16/fp16; 4: fp32
-// with tf32_allowed), dense (groups == 1), C and O multiples of 8 (16-bit) or 4 (fp32), sizes
+// with tf32_allowed), dense (groups == 1), O a multiple of 8 (16-bit) or 4 (fp32) (C is
+// zero-padded to that multiple when it is not one), sizes
 // that index in int32 (each tensor under 2^31 elements), CUTLASS's own limits (TMA im2col:
 // paddings <= 127, dilated filter extent < 256 per dim), and the current device an sm_90
 // (H100/H200; a query with no GPU answers for sm_90). A pure function of the shape, dtype and
@@ -42,19 +43,26 @@ bool igemm_can_run(const ConvProblem& p, bool tf32_allowed);
 // The same with torch's setting for convolutions (at::globalContext().allowTF32CuDNN()).
 bool igemm_can_run(const ConvProblem& p);
 
+// The automatic dispatch's rule: dense, igemm_can_run, and C a multiple of the kernels' channel
+// alignment or a stem (C below it, O >= 32, 8+ taps), whose input and filter are zero-padded.
+bool igemm_preferred(const ConvProblem& p);
+
 // The shape bucket igemm_run would use for p ("large_128x128" or "small_64x64", conv/igemm/
 // config.h); "" when it cannot run. GPUKERN_IGEMM_CONFIG=large|small in the environment forces
 // the bucket (benchmarks and tests).
 std::string igemm_config_name(const ConvProblem& p);
 
-// Runs y = conv(x, w) + bias for a problem igemm_can_run accepts. x, w, y: the batched input,
-// the weight, the batched output of make_conv_problem (p's sizes; any strides; y keeps its memory
-// format); bias: O elements of x's dtype or absent.
+// Runs y = act(conv(x, w) + bias + residual) (act = p.act; the epilogue in fp32, one rounding)
+// for a problem igemm_can_run accepts. x, w, y: the batched input, the weight, the batched output
+// of make_conv_problem (p's sizes; any strides; y keeps its memory format); bias: O elements of
+// x's dtype or absent; residual: y's sizes and dtype, any strides, or absent.
 void igemm_run(const ConvProblem& p, const at::Tensor& x, const at::Tensor& w,
-               const std::optional<at::Tensor>& bias, const at::Tensor& y);
+               const std::optional<at::Tensor>& bias, const at::Tensor& y,
+               const std::optional<at::Tensor>& residual = std::nullopt);
 
 // The same from the problem alone (the dispatch's run entry, which has only p and the batched
-// input x): views p's data pointers and strides as tensors of x's dtype on x's device.
+// input x): views p's data pointers and strides (bias, residual p.r) as tensors of x's dtype on
+// x's device.
 void igemm_run(const ConvProblem& p, const at::Tensor& x);
 
 }  // namespace gpukern

@@ -2,8 +2,9 @@
 // CUTLASS 4.2 SM90 implicit-GEMM convolution (fprop), one configuration per instantiation, used
 // through CUTLASS's API: conv::collective::CollectiveBuilder (Sm90, kFprop, the non-persistent
 // KernelImplicitTmaWarpSpecializedSm90 schedule), an epilogue CollectiveBuilder with the fusion
-// op LinCombPerColBias (D = alpha * acc + bias[o]; no source tensor C), conv::kernel::ConvUniversal
-// and conv::device::ConvUniversalAdapter. Torch-free; included only by igemm_<dtype>.cu, which are
+// op LinCombPerColBiasEltAct (D = act(alpha * acc + bias[o] + beta * C), C the residual, the
+// activation chosen at run time: conv/igemm/epilogue.cuh), conv::kernel::ConvUniversal and
+// conv::device::ConvUniversalAdapter. Torch-free; included only by igemm_<dtype>.cu, which are
 // compiled for sm_90a with -DGPUKERN_WITH_CUTLASS and define NDEBUG first (device asserts make
 // ptxas serialise the wgmma instructions, warning C7510).
 //
@@ -14,6 +15,8 @@
 // - the TMA im2col limits of a 2-D load: paddings in [0, 127], (R - 1) * dil_h and
 //   (S - 1) * dil_w below 255 (CUTLASS's can_implement).
 // The fused bias is a row broadcast over the GEMM's N (= O) columns; a null bias pointer reads 0.
+// The residual C has y's strides. Without one, beta is 0 and C points at y: CUTLASS's epilogue
+// then skips C's loads (is_C_load_needed is false for a zero beta) and clears the fragment.
 #include <cstddef>
 #include <cstdint>
 
@@ -29,6 +32,7 @@
 #include "cutlass/numeric_types.h"
 
 #include "conv/igemm/config.h"
+#include "conv/igemm/epilogue.cuh"
 
 namespace gpukern {
 namespace conv {
@@ -43,13 +47,14 @@ struct IgemmConv {
   using TileShape = cute::Shape<cute::Int<TileM>, cute::Int<TileN>, cute::Shape<cute::Int<TileK>>>;
   using ClusterShape = cute::Shape<cute::_1, cute::_1, cute::_1>;
 
-  using Fusion = cutlass::epilogue::fusion::LinCombPerColBias<
-      Element /*out*/, ElementCompute, Element /*bias*/, Element /*source*/, ElementCompute>;
+  using Fusion = cutlass::epilogue::fusion::LinCombPerColBiasEltAct<
+      RuntimeActivation, Element /*out*/, ElementCompute, Element /*bias*/, Element /*source*/,
+      ElementCompute>;
 
   using CollectiveEpilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
       cutlass::epilogue::collective::EpilogueTileAuto, ElementAcc, ElementCompute,
-      void, cutlass::layout::TensorNHWC, kAlign,     // no source C
+      Element, cutlass::layout::TensorNHWC, kAlign,  // C: the residual
       Element, cutlass::layout::TensorNHWC, kAlign,  // D
       cutlass::epilogue::TmaWarpSpecialized, Fusion>::CollectiveOp;
 
@@ -99,11 +104,16 @@ struct IgemmConv {
     typename Op::Arguments args{
         shape,
         {static_cast<const Element*>(b.x), static_cast<const Element*>(b.w)},
-        {{}, nullptr, stride_d, static_cast<Element*>(b.y), stride_d},
+        {{},
+         static_cast<const Element*>(b.residual != nullptr ? b.residual : b.y),
+         stride_d,
+         static_cast<Element*>(b.y),
+         stride_d},
         hw};
     args.epilogue.thread.alpha = b.alpha;
-    args.epilogue.thread.beta = 0.0f;
+    args.epilogue.thread.beta = b.residual != nullptr ? 1.0f : 0.0f;
     args.epilogue.thread.bias_ptr = static_cast<const Element*>(b.bias);
+    args.epilogue.thread.activation.kind = b.act;
     return args;
   }
 
