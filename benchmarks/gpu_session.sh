@@ -11,6 +11,9 @@
 #     models   benchmarks/models.py ($MODELS_ARGS)
 #     igemm    benchmarks/igemm_layers.py (the tensor-core path's tile configurations, $IGEMM_ARGS)
 #     census   benchmarks/layers.py, the layer census ($CENSUS_ARGS)
+#     sanitize compute-sanitizer's memcheck, racecheck, synccheck and initcheck over $SAN_TESTS
+#              (a pytest selection; default: the sanitizer-sized tests, `-m sanitize`), each tool
+#              bounded by $SAN_TIMEOUT seconds; the summary lines go to sanitize.txt
 #   CUTLASS: when .whl/ holds the nvidia-cutlass wheel (the GPU machine has no network), it is
 #   installed into /tmp/site first so that the build has the igemm path.
 #   PYTEST_ARGS, BENCH_ARGS (run.py arguments, e.g. --cases dw2), *_TIMEOUT (seconds).
@@ -85,5 +88,18 @@ if [[ $STEPS == *census* ]]; then
   timeout ${CENSUS_TIMEOUT:-500} python3 benchmarks/layers.py --out "$OUT" ${CENSUS_ARGS:-} \
     > "$OUT/census.log" 2>&1 || rc=1
   tail -n 60 "$OUT/census.log"
+fi
+if [[ $STEPS == *sanitize* ]]; then
+  : > "$OUT/sanitize.txt"
+  for tool in memcheck racecheck synccheck initcheck; do
+    t0=$(date +%s)
+    timeout ${SAN_TIMEOUT:-150} compute-sanitizer --tool $tool --error-exitcode 3 \
+      --target-processes all python3 -m pytest -q -p no:xdist ${SAN_TESTS:--m sanitize tests} \
+      > "$OUT/sanitize_$tool.log" 2>&1
+    status=$?
+    echo "$tool: exit $status, $(( $(date +%s) - t0 )) s; $(grep -E 'ERROR SUMMARY|passed|failed' \
+      "$OUT/sanitize_$tool.log" | tail -n 2 | tr '\n' ' ')" | tee -a "$OUT/sanitize.txt"
+    [[ $status == 0 ]] || rc=1
+  done
 fi
 exit $rc
