@@ -1,0 +1,24 @@
+// The bf16 1x1-convolution GEMM kernel(s) of the tensor-core path (conv/igemm/config.h, "1x1
+// convolutions as plain GEMMs"; conv/igemm/gemm.cuh).
+// NDEBUG first: CUTLASS's device asserts make ptxas serialise the wgmma instructions (C7510).
+#ifndef NDEBUG
+#define NDEBUG
+#endif
+#ifdef GPUKERN_WITH_CUTLASS
+#include "conv/igemm/gemm.cuh"
+
+namespace gpukern {
+namespace conv {
+
+// Activations as rows (channels_last x): 128x128 output tiles, K step 64, bias per column.
+const GemmKernel kGemmNhwcBf16 =
+    gemm_kernel<IgemmGemm<cutlass::bfloat16_t, GemmForm::kNhwc, 128, 128, 64>>(
+        "gemm_nhwc_bf16_128x128x64", IgemmDtype::kBf16, GemmForm::kNhwc);
+// One GEMM per image over NCHW x (W @ x[n]): 128x128 output tiles, K step 64, bias per row.
+const GemmKernel kGemmNchwBf16 =
+    gemm_kernel<IgemmGemm<cutlass::bfloat16_t, GemmForm::kNchw, 128, 128, 64>>(
+        "gemm_nchw_bf16_128x128x64", IgemmDtype::kBf16, GemmForm::kNchw);
+
+}  // namespace conv
+}  // namespace gpukern
+#endif  // GPUKERN_WITH_CUTLASS
