@@ -14,6 +14,12 @@
 #include "core/algo_table.h"
 #include "core/checks.h"
 
+#ifdef GPUKERN_WITH_CUDA
+#include <c10/cuda/CUDAGuard.h>
+
+#include "conv/layout.h"
+#endif
+
 // GPUKERN_CUDA_ARCHS is the comma-separated list of nvcc codes (sm_90, compute_90) that setup.py
 // compiled the kernels for; stringised whole so the commas survive.
 #define GK_STRINGIZE2(...) #__VA_ARGS__
@@ -132,6 +138,21 @@ void inference_only(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
   op.redispatchBoxed(keys & c10::after_ADInplaceOrView_keyset, stack);
 }
 
+#ifdef GPUKERN_WITH_CUDA
+// The layout conversions (conv/layout.h) as private test ops, on the tensor's device.
+at::Tensor to_nhwc_op(const at::Tensor& x, int64_t c_multiple) {
+  c10::cuda::CUDAGuard guard(x.device());
+  return to_nhwc(x, c_multiple);
+}
+
+void nhwc_copy_to_op(const at::Tensor& src, const at::Tensor& dst) {
+  // The dispatcher picked CUDA because one of them is on a CUDA device (nhwc_copy_to rejects
+  // the other being elsewhere).
+  c10::cuda::CUDAGuard guard(dst.is_cuda() ? dst.device() : src.device());
+  nhwc_copy_to(src, dst);
+}
+#endif
+
 }  // namespace
 }  // namespace gpukern
 
@@ -161,6 +182,12 @@ TORCH_LIBRARY(gpukern, m) {
       "str padding=\"valid\", SymInt[2] dilation=1, SymInt groups=1) -> str");
   // Whether this build has the tensor-core implicit-GEMM conv path ("igemm", conv/igemm/igemm.h).
   m.def("_has_igemm() -> bool", [] { return gpukern::igemm_built(); });
+  // NCHW (any strides) -> a new packed channels_last tensor, channels zero-padded to a multiple
+  // of c_multiple (conv/layout.h to_nhwc; CUDA builds and tensors only).
+  m.def("_to_nhwc(Tensor x, int c_multiple) -> Tensor");
+  // dst[:, c] = src[:, c] for dst's channels, src packed channels_last, possibly padded
+  // (conv/layout.h nhwc_copy_to; CUDA builds and tensors only).
+  m.def("_nhwc_copy_to(Tensor src, Tensor(a!) dst) -> ()");
   // The conv1d algorithm a convolve call runs ("empty" for an empty output).
   m.def("_algorithm_convolve(Tensor x, Tensor h, str mode=\"full\") -> str");
   // The mv algorithm a call would run.
@@ -168,6 +195,13 @@ TORCH_LIBRARY(gpukern, m) {
   // The reduction algorithm a sum/mean/amax/amin ("kind") over dim would run.
   m.def("_algorithm_reduce(Tensor self, int[1]? dim, str kind=\"sum\") -> str");
 }
+
+#ifdef GPUKERN_WITH_CUDA
+TORCH_LIBRARY_IMPL(gpukern, CUDA, m) {
+  m.impl("_to_nhwc", &gpukern::to_nhwc_op);
+  m.impl("_nhwc_copy_to", &gpukern::nhwc_copy_to_op);
+}
+#endif
 
 // The autograd guard on every public op.
 TORCH_LIBRARY_IMPL(gpukern, Autograd, m) {

@@ -1,0 +1,246 @@
+"""The layout conversions of csrc/conv/layout.h through their private ops: gpukern::_to_nhwc (NCHW
+or any strides -> a new packed channels_last tensor, channels zero-padded to a multiple) and
+gpukern::_nhwc_copy_to (packed channels_last, possibly padded -> a tensor of any strides). Both are
+pure copies, so every comparison is exact (torch.equal), against torch's own pad + contiguous and
+copy_. Shapes cover both kernels of each direction (the tiled transpose for planes of >= 32 pixels
+with whole 4-byte words per NHWC pixel, the strided kernel otherwise), partial tiles, every tile
+width (channel words 4, 8, 16, 32 and several channel tiles), 16-byte and 4-byte NHWC accesses.
+CUDA only: skipped without a GPU or in a CPU-only build."""
+import itertools
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from conftest import HAS_CUDA
+
+pytestmark = [pytest.mark.cuda,
+              pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA device and the CUDA build")]
+
+ops = torch.ops.gpukern
+DTYPES = [torch.float32, torch.float16, torch.bfloat16]
+
+
+def _data(*shape, dtype):
+    """Deterministic, never-zero values, exact in dtype and distinct within a prime period (2039 in
+    float16, 251 in bfloat16), so a lost or misplaced element cannot compare equal by chance."""
+    n = 1
+    for s in shape:
+        n *= s
+    i = torch.arange(n, dtype=torch.float64)
+    period = {torch.float32: 1 << 24, torch.float16: 2039, torch.bfloat16: 251}[dtype]
+    v = (i % period + 1) * torch.where(i % 3 == 0, -1.0, 1.0)
+    return v.reshape(shape).to(dtype).cuda()
+
+
+def _ref_to_nhwc(x, c_multiple):
+    C = x.shape[1]
+    cp = -(-C // c_multiple) * c_multiple
+    return F.pad(x, (0, 0, 0, 0, 0, cp - C)).contiguous(memory_format=torch.channels_last)
+
+
+def _check_to_nhwc(x, c_multiple):
+    y = ops._to_nhwc(x, c_multiple)
+    ref = _ref_to_nhwc(x, c_multiple)
+    assert y.shape == ref.shape and y.dtype == x.dtype and y.device == x.device
+    assert y.is_contiguous(memory_format=torch.channels_last)
+    if y.numel():
+        assert y.data_ptr() % 256 == 0
+        assert y.data_ptr() != x.data_ptr()
+    assert torch.equal(y, ref)
+    # the padding channels are zeros, and really present in memory
+    assert torch.equal(y[:, x.shape[1]:], torch.zeros_like(y[:, x.shape[1]:]))
+    return y
+
+
+SHAPES = list(itertools.product([1, 2, 3], [1, 3, 5, 17, 67], [1, 7, 31, 56], [1, 7, 31, 56]))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("c_multiple", [1, 4, 8])
+def test_to_nhwc_nchw_contiguous(dtype, c_multiple):
+    for i, (n, c, h, w) in enumerate(SHAPES):
+        if (n * 7 + c + h + w + i) % 3:  # a deterministic third of the grid keeps this quick
+            continue
+        _check_to_nhwc(_data(n, c, h, w, dtype=dtype), c_multiple)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("c", [1, 2, 3, 4, 5, 8, 12, 16, 17, 24, 32, 33, 48, 64, 65, 67, 96, 128,
+                               130, 256])
+@pytest.mark.parametrize("c_multiple", [1, 4, 8])
+def test_to_nhwc_channel_counts(dtype, c, c_multiple):
+    """Every tile width (channel words 4..32, several channel tiles), odd and padded counts, 16-
+    and 4-byte NHWC stores; 33x35 pixels: partial pixel tiles of every tile height."""
+    _check_to_nhwc(_data(2, c, 33, 35, dtype=dtype), c_multiple)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("c_multiple", [1, 8])
+def test_to_nhwc_views(dtype, c_multiple):
+    base = _data(3, 40, 30, 36, dtype=dtype)
+    views = {
+        "channels_last": base.contiguous(memory_format=torch.channels_last),
+        "channel slice (planes packed, sc and sn of the base)": base[:, 3:20],
+        "odd channel offset": base[1:, 5:8],
+        "storage offset, unaligned": base.reshape(-1)[1:1 + 2 * 13 * 30 * 36].view(2, 13, 30, 36),
+        "strided W": base[:, :9, :, ::2],
+        "strided H": base[:, :9, ::3, :],
+        "cropped plane": base[:, :11, 2:29, 1:34],
+        "H and W transposed": base[:, :16].transpose(2, 3),
+        "N and C transposed": base[:, :3].transpose(0, 1),
+        "channels_last slice": base.contiguous(memory_format=torch.channels_last)[:, 2:10],
+        "expanded": base[:1, :5, :1, :].expand(2, 5, 30, 36),
+    }
+    for name, x in views.items():
+        try:
+            _check_to_nhwc(x, c_multiple)
+        except AssertionError as e:
+            raise AssertionError(f"{name}: {e}") from e
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_to_nhwc_channels_last_multiple_is_a_new_tensor(dtype):
+    x = _data(2, 16, 9, 9, dtype=dtype).contiguous(memory_format=torch.channels_last)
+    y = _check_to_nhwc(x, 8)
+    x.fill_(0)
+    assert y.abs().sum() > 0
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_to_nhwc_empty(dtype):
+    for shape in [(0, 3, 5, 5), (2, 0, 5, 5), (2, 3, 0, 5), (2, 3, 5, 0)]:
+        x = torch.empty(shape, dtype=dtype, device="cuda")
+        y = ops._to_nhwc(x, 8)
+        ref = _ref_to_nhwc(x, 8)
+        assert y.shape == ref.shape and y.is_contiguous(memory_format=torch.channels_last)
+
+
+def _check_copy_to(src_c, dst, dtype, src_layout="packed"):
+    n, c, h, w = dst.shape
+    full = _data(n, src_c, h, w, dtype=dtype)
+    if src_layout == "packed":
+        src = full.contiguous(memory_format=torch.channels_last)
+    else:  # a strided source: the general path
+        src = full
+    ops._nhwc_copy_to(src, dst)
+    assert torch.equal(dst, full[:, :c])
+
+
+def _dsts(n, c, h, w, dtype):
+    """Destinations of sizes [n, c, h, w] with the strides to test, each with its base tensor (to
+    check that nothing outside the view is written)."""
+    out = []
+    b = torch.full((n, c, h, w), -7.0, dtype=dtype, device="cuda")
+    out.append(("nchw", b, b))
+    b = torch.full((n, c, h, w), -7.0, dtype=dtype, device="cuda")
+    out.append(("channels_last", b.contiguous(memory_format=torch.channels_last), None))
+    b = torch.full((n + 1, c + 3, h, w), -7.0, dtype=dtype, device="cuda")
+    out.append(("channel slice of a bigger NCHW", b[1:, 2:2 + c], b))
+    b = torch.full((n, c, h + 2, 2 * w), -7.0, dtype=dtype, device="cuda")
+    out.append(("strided plane", b[:, :, 1:1 + h, ::2], b))
+    b = torch.full((n, c, w, h), -7.0, dtype=dtype, device="cuda")
+    out.append(("H and W transposed", b.transpose(2, 3), b))
+    return out
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape,src_c", [
+    ((2, 3, 31, 56), 8), ((2, 3, 31, 56), 4), ((1, 3, 7, 7), 8), ((3, 17, 33, 35), 24),
+    ((2, 64, 56, 56), 64), ((2, 67, 31, 7), 72), ((1, 130, 17, 19), 136), ((2, 5, 1, 1), 8),
+    ((2, 1, 56, 56), 1), ((2, 1, 56, 56), 2), ((1, 3, 56, 7), 3), ((2, 12, 40, 40), 12),
+    ((2, 256, 9, 9), 256), ((3, 33, 16, 16), 40)])
+def test_nhwc_copy_to(dtype, shape, src_c):
+    for name, dst, base in _dsts(*shape, dtype):
+        for layout in ["packed", "strided"]:
+            try:
+                _check_copy_to(src_c, dst, dtype, layout)
+            except AssertionError as e:
+                raise AssertionError(f"{name}, {layout} src: {e}") from e
+            if base is not None:
+                # elements of the base outside the view keep their value
+                inside = torch.zeros(base.numel(), dtype=torch.bool, device="cuda")
+                torch.as_strided(inside, dst.shape, dst.stride(),
+                                 dst.storage_offset() - base.storage_offset()).fill_(True)
+                assert torch.all(base.reshape(-1)[~inside] == -7.0), name
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_round_trip_padded(dtype):
+    for shape, m in [((2, 3, 56, 56), 8), ((3, 67, 31, 7), 8), ((1, 5, 7, 31), 4),
+                     ((2, 17, 33, 35), 1)]:
+        x = _data(*shape, dtype=dtype)
+        y = ops._to_nhwc(x, m)
+        back = torch.empty_like(x)
+        ops._nhwc_copy_to(y, back)
+        assert torch.equal(back, x)
+        back_cl = torch.empty_like(x, memory_format=torch.channels_last)
+        ops._nhwc_copy_to(y, back_cl)
+        assert torch.equal(back_cl, x)
+
+
+def test_nhwc_copy_to_empty():
+    src = torch.empty(0, 8, 5, 5, device="cuda").contiguous(memory_format=torch.channels_last)
+    ops._nhwc_copy_to(src, torch.empty(0, 3, 5, 5, device="cuda"))
+    src = torch.empty(2, 8, 0, 5, device="cuda")
+    ops._nhwc_copy_to(src, torch.empty(2, 3, 0, 5, device="cuda"))
+    ops._nhwc_copy_to(torch.empty(2, 8, 5, 5, device="cuda"), torch.empty(2, 0, 5, 5,
+                                                                          device="cuda"))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_large(dtype):
+    """16x64x112x112: the shape the tensor-core path converts; every element checked."""
+    x = torch.randn(16, 64, 112, 112, device="cuda").to(dtype)
+    y = ops._to_nhwc(x, 8)
+    assert torch.equal(y, x.contiguous(memory_format=torch.channels_last))
+    back = torch.empty_like(x)
+    ops._nhwc_copy_to(y, back)
+    assert torch.equal(back, x)
+    # padded stem-like input: 3 -> 8 channels
+    x3 = torch.randn(16, 3, 224, 224, device="cuda").to(dtype)
+    y3 = ops._to_nhwc(x3, 8)
+    assert torch.equal(y3, _ref_to_nhwc(x3, 8))
+    back3 = torch.empty_like(x3)
+    ops._nhwc_copy_to(y3, back3)
+    assert torch.equal(back3, x3)
+
+
+def test_current_stream_and_device():
+    """Launched on the current stream: a side stream's result is complete after its sync."""
+    s = torch.cuda.Stream()
+    x = _data(4, 64, 56, 56, dtype=torch.bfloat16)
+    with torch.cuda.stream(s):
+        s.wait_stream(torch.cuda.current_stream())
+        y = ops._to_nhwc(x, 8)
+        back = torch.empty_like(x)
+        ops._nhwc_copy_to(y, back)
+    s.synchronize()
+    assert torch.equal(back, x)
+    if torch.cuda.device_count() > 1:
+        x1 = _data(2, 5, 9, 40, dtype=torch.float32).to("cuda:1")
+        y1 = ops._to_nhwc(x1, 4)
+        assert y1.device == x1.device
+        assert torch.equal(y1, _ref_to_nhwc(x1, 4))
+
+
+def test_errors():
+    x = torch.randn(2, 3, 8, 8, device="cuda")
+    with pytest.raises(RuntimeError, match="gpukern::to_nhwc: expected c_multiple >= 1"):
+        ops._to_nhwc(x, 0)
+    with pytest.raises(RuntimeError, match="gpukern::to_nhwc: .*4 dimensions"):
+        ops._to_nhwc(x[0], 8)
+    with pytest.raises(RuntimeError, match="gpukern::to_nhwc: input has dtype"):
+        ops._to_nhwc(x.double(), 8)
+    src = ops._to_nhwc(x, 8)
+    with pytest.raises(RuntimeError, match="gpukern::nhwc_copy_to: expected src of sizes"):
+        ops._nhwc_copy_to(src[:, :2], torch.empty(2, 3, 8, 8, device="cuda"))
+    with pytest.raises(RuntimeError, match="gpukern::nhwc_copy_to: expected src of sizes"):
+        ops._nhwc_copy_to(src, torch.empty(2, 3, 8, 9, device="cuda"))
+    with pytest.raises(RuntimeError, match="gpukern::nhwc_copy_to: expected src and dst of the "
+                                           "same dtype"):
+        ops._nhwc_copy_to(src, torch.empty(2, 3, 8, 8, device="cuda", dtype=torch.half))
+    with pytest.raises(RuntimeError, match="gpukern::nhwc_copy_to: dst has internal overlap"):
+        ops._nhwc_copy_to(src, torch.empty(2, 3, 8, 1, device="cuda").expand(2, 3, 8, 8))
+    with pytest.raises(RuntimeError, match="gpukern::nhwc_copy_to: expected dst on a CUDA"):
+        ops._nhwc_copy_to(src, torch.empty(2, 3, 8, 8))
