@@ -58,7 +58,7 @@ std::string igemm_config_name(const ConvProblem& p);
 // x's dtype or absent; residual: y's sizes and dtype, any strides, or absent.
 void igemm_run(const ConvProblem& p, const at::Tensor& x, const at::Tensor& w,
                const std::optional<at::Tensor>& bias, const at::Tensor& y,
-               const std::optional<at::Tensor>& residual = std::nullopt);
+               const std::optional<at::Tensor>& residual);
 
 // The same from the problem alone (the dispatch's run entry, which has only p and the batched
 // input x): views p's data pointers and strides (bias, residual p.r) as tensors of x's dtype on
