@@ -379,7 +379,8 @@ def test_opcheck(device):
 # own over edge shapes.
 # --------------------------------------------------------------------------------------------
 ALGOS = ["depthwise_nhwc", "depthwise_rows", "depthwise_tma", "depthwise_plane", "depthwise_large",
-         "depthwise_nchw", "general_staged", "general_direct"]
+         "depthwise_nchw", "depthwise_nhwc_tile", "depthwise_strided", "general_staged",
+         "general_direct"]
 
 
 def _meta(shape, k, groups, o=None, channels_last=False, dtype=torch.float32):
@@ -438,6 +439,14 @@ def test_algorithm_query_auto():
     for dt in (torch.float32, torch.bfloat16):
         assert q(*_meta((32, 256, 56, 56), (3, 3), 256, channels_last=True, dtype=dt), None, 1,
                  "same", 1, 256) == "depthwise_nhwc"
+        # stride 2, or stride 1 on planes up to 16x16: the pixel-group kernel
+        assert q(*_meta((32, 256, 56, 56), (3, 3), 256, channels_last=True, dtype=dt), None, 2,
+                 1, 1, 256) == "depthwise_nhwc_tile"
+    # NCHW stride 2 (square 3/5/7), and stride 1 on small planes the plane / TMA kernels do not
+    # take: the staged kernel
+    assert q(*_meta((16, 64, 112, 112), (3, 3), 64), None, 2, 1, 1, 64) == "depthwise_strided"
+    assert q(*_meta((16, 200, 14, 14), (3, 3), 200), None, 1, 1, 1, 200) == "depthwise_strided"
+    assert q(*_meta((1, 1, 8190, 8190), (3, 3), 1), None, 2, 1) == "depthwise_strided"
     # channels_last with more taps than the nhwc kernel stages (> 96): the NCHW-order kernels
     assert q(*_meta((2, 16, 40, 40), (13, 13), 16, channels_last=True), None, 1, "same", 1,
              16) == "depthwise_large"
@@ -455,7 +464,9 @@ def test_algorithm_query_auto():
         "depthwise_tma" if _tma_device() else "depthwise_nchw")
     assert q(*_meta((1, 1, 64, 62), (3, 3), 1), None, 1, (1, 5)) == "depthwise_nchw"
     assert q(*_meta((2, 8, 9, 9), (3, 3), 8, channels_last=True), None, 1, 1, 1,
-             8) == "depthwise_nhwc"
+             8) == "depthwise_nhwc_tile"  # small plane
+    assert q(*_meta((2, 8, 9, 9), (3, 2), 8, channels_last=True), None, 1, 1, 1,
+             8) == "depthwise_nhwc"  # not square
     assert q(*_meta((2, 4, 9, 9), (3, 3), 1, o=6), None, 1, 1) == "general_staged"
     assert q(*_meta((1, 2, 50, 61), (3, 2), 1, o=3), None, 9, 2) == "general_direct"
     x0 = torch.empty(0, 1, 8, 8, device="meta")
@@ -869,8 +880,11 @@ def test_cuda_nhwc_vectors(dtype):
         view = big[:, 1:]
         view.copy_(x)
         for xx in (xc, view):
-            assert torch_ops.algorithm("conv2d", xx, w, b, 1, padding, 1, c) == "depthwise_nhwc"
-            out = check(xx, w, b, 1, padding, 1, c)
+            # small planes go to depthwise_nhwc_tile (tests/test_depthwise.py): forced here
+            assert torch_ops.algorithm("conv2d", xx, w, b, 1, padding, 1, c) in (
+                "depthwise_nhwc", "depthwise_nhwc_tile")
+            with torch_ops.force_algorithm("conv2d", "depthwise_nhwc"):
+                out = check(xx, w, b, 1, padding, 1, c)
             ref_out = F.conv2d(xx, w, b, 1, padding, 1, c)
             assert out.stride() == ref_out.stride()
         with torch_ops.force_algorithm("conv2d", "depthwise_nhwc"):

@@ -26,6 +26,8 @@ enum class Algo {
   kDepthwisePlane,
   kDepthwiseLarge,
   kDepthwiseNchw,
+  kDepthwiseNhwcTile,
+  kDepthwiseStrided,
   kGeneralStaged,
   kGeneralDirect,
   kIgemm,
@@ -39,6 +41,8 @@ const AlgorithmTable<Algo> kTable("conv2d", {
                                                {Algo::kDepthwisePlane, "depthwise_plane"},
                                                {Algo::kDepthwiseLarge, "depthwise_large"},
                                                {Algo::kDepthwiseNchw, "depthwise_nchw"},
+                                               {Algo::kDepthwiseNhwcTile, "depthwise_nhwc_tile"},
+                                               {Algo::kDepthwiseStrided, "depthwise_strided"},
                                                {Algo::kGeneralStaged, "general_staged"},
                                                {Algo::kGeneralDirect, "general_direct"},
                                                {Algo::kIgemm, "igemm"},
@@ -47,10 +51,19 @@ const AlgorithmTable<Algo> kTable("conv2d", {
 // fp32 filters from this many taps on (beyond 7x7) take depthwise_large.
 constexpr int64_t kLargeMinTaps = 50;
 
+// Output planes up to this many pixels count as small for the stride-1 depthwise rules below:
+// NCHW up to 28x28 (the rows kernel lost 2x to cuDNN at 14x14, where its 128-column strips and
+// per-warp rows leave most lanes idle), channels_last up to 16x16 (the roll kernel's row strips
+// give too few blocks: 14x14 ran 1.4x slower than cuDNN).
+constexpr int64_t kSmallPlaneNchw = 28 * 28;
+constexpr int64_t kSmallPlaneNhwc = 16 * 16;
+
 // Whether algorithm a can run the shape.
 bool can_run(Algo a, const ConvProblem& p) {
   switch (a) {
     case Algo::kDepthwiseNhwc: return depthwise_nhwc_can_run(p);  // any strides
+    case Algo::kDepthwiseNhwcTile: return depthwise_nhwc_tile_can_run(p);
+    case Algo::kDepthwiseStrided: return depthwise_strided_can_run(p);
     case Algo::kDepthwiseRows: return depthwise_rows_can_run(p);
     case Algo::kDepthwiseTma: return depthwise_tma_can_run(p);
     case Algo::kDepthwisePlane: return depthwise_plane_can_run(p);
@@ -73,12 +86,27 @@ bool nhwc_depthwise(const ConvProblem& p) {
 // for sm_90). Never of the data pointers: alignment only switches vector accesses on or off
 // inside a kernel, or moves the TMA map's base.
 Algo choose_auto(const ConvProblem& p) {
+  // Channels_last depthwise 3/5/7 with stride 2, or stride 1 on small planes: pixel groups of
+  // every image and row spread over the blocks, each input pixel loaded once per filter row
+  // (depthwise_nhwc took 3x cuDNN's time at 14x14 stride 2: too few blocks, one load per tap).
+  if (nhwc_depthwise(p) && (p.stride_h == 2 || p.OH * p.OW <= kSmallPlaneNhwc) &&
+      depthwise_nhwc_tile_can_run(p)) {
+    return Algo::kDepthwiseNhwcTile;
+  }
   // Channels_last depthwise: threads own 16-byte channel vectors, the input read in place.
   if (nhwc_depthwise(p) && depthwise_nhwc_can_run(p)) return Algo::kDepthwiseNhwc;
+  // NCHW depthwise 3/5/7 with stride 2: whole small planes (or tiles) staged with coalesced rows,
+  // several planes a block (general_staged ran 1.5-15x slower than cuDNN on these).
+  if (p.stride_h == 2 && depthwise_strided_can_run(p)) return Algo::kDepthwiseStrided;
   // Small 3x3 'same' planes that 64x64 tiles do not cover exactly: one warp stages a whole plane.
   if (!tma_tiles_cover_plane(p) && depthwise_plane_can_run(p)) return Algo::kDepthwisePlane;
   // Square 3/5/7, stride 1, sm_90+, rows 16 bytes apart: persistent tiles fed by the TMA.
   if (depthwise_tma_can_run(p)) return Algo::kDepthwiseTma;
+  // Small stride-1 planes the kernels above do not take (14x14, 7x7, odd widths): the staged
+  // kernel with many planes a block.
+  if (p.OH * p.OW <= kSmallPlaneNchw && depthwise_strided_can_run(p)) {
+    return Algo::kDepthwiseStrided;
+  }
   // 3x3 / 5x5 the TMA cannot describe: row strips streamed by warps (its 7x7 spills registers).
   if ((p.KH != 7 || p.KW != 7) && depthwise_rows_can_run(p)) return Algo::kDepthwiseRows;
   // fp32 beyond 7x7: taps in 4x4 register chunks (16-bit staging converts element by element).
@@ -115,6 +143,8 @@ template <typename T>
 void run(Algo a, const ConvProblem& p, cudaStream_t stream) {
   switch (a) {
     case Algo::kDepthwiseNhwc: return depthwise_nhwc_run<T>(p, stream);
+    case Algo::kDepthwiseNhwcTile: return depthwise_nhwc_tile_run<T>(p, stream);
+    case Algo::kDepthwiseStrided: return depthwise_strided_run<T>(p, stream);
     case Algo::kDepthwiseRows: return depthwise_rows_run<T>(p, stream);
     case Algo::kDepthwiseTma: return depthwise_tma_run<T>(p, stream);
     case Algo::kDepthwisePlane: return depthwise_plane_run<T>(p, stream);

@@ -24,6 +24,14 @@ bool depthwise_nhwc_can_run(const ConvProblem& p);
 template <typename T>
 void depthwise_nhwc_run(const ConvProblem& p, cudaStream_t stream);
 
+bool depthwise_nhwc_tile_can_run(const ConvProblem& p);
+template <typename T>
+void depthwise_nhwc_tile_run(const ConvProblem& p, cudaStream_t stream);
+
+bool depthwise_strided_can_run(const ConvProblem& p);
+template <typename T>
+void depthwise_strided_run(const ConvProblem& p, cudaStream_t stream);
+
 bool depthwise_plane_can_run(const ConvProblem& p);
 template <typename T>
 void depthwise_plane_run(const ConvProblem& p, cudaStream_t stream);

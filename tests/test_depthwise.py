@@ -1,0 +1,267 @@
+"""The depthwise conv2d kernels for the shapes real networks run: depthwise_strided (NCHW, stride
+1 or 2, square 3/5/7, whole small planes or tiles staged in shared memory) and
+depthwise_nhwc_tile (channels_last, pixel groups x 16-byte channel vectors), each forced and
+against F.conv2d in float64; the automatic choice on the census layers; the native fused
+epilogue (act(conv + bias + residual)) when torch.ops.gpukern.conv2d_fused exists."""
+import itertools
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import torch_ops
+from conftest import FLOAT_DTYPES, HAS_CUDA, assert_close_ref, rand
+
+NEW_ALGOS = ["depthwise_strided", "depthwise_nhwc_tile"]
+
+cuda_only = [pytest.mark.cuda,
+             pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA device and the CUDA build")]
+
+
+def _ref(x, w, b, stride, padding, c):
+    d = lambda t: None if t is None else t.detach().to("cpu", torch.float64)  # noqa: E731
+    return F.conv2d(d(x), d(w), d(b), stride, padding, 1, c)
+
+
+def _make(n, c, h, w_, k, bias, dtype, seed):
+    g = torch.Generator().manual_seed(seed)
+    x = rand(n, c, h, w_, dtype=dtype, device="cuda", generator=g)
+    w = rand(c, 1, k, k, dtype=dtype, device="cuda", generator=g)
+    b = rand(c, dtype=dtype, device="cuda", generator=g) if bias else None
+    return x, w, b
+
+
+def _layouts(x):
+    """NCHW, channels_last, an NCHW view inside a bigger tensor with a storage offset (rows and
+    planes not 16-byte aligned), and a channels_last channel slice (pixel stride C + 1)."""
+    n, c, h, w_ = x.shape
+    big = torch.zeros(n, c + 1, h + 2, w_ + 5, dtype=x.dtype, device=x.device)
+    view = big[:, 1:, 1:h + 1, 3:w_ + 3]
+    view.copy_(x)
+    big_cl = torch.zeros(n, c + 1, h, w_, dtype=x.dtype, device=x.device).to(
+        memory_format=torch.channels_last)
+    view_cl = big_cl[:, 1:]
+    view_cl.copy_(x)
+    return [x, x.to(memory_format=torch.channels_last), view, view_cl]
+
+
+# Plane sizes (odd, tiny, the census sizes and one that takes several tiles a row: 57 output
+# columns at stride 1 and 29 at 2 are one tile, 130 x 257 below several), channels cycling over
+# 1, 3, 8, 17, 240, 672 (vector widths, scalar tails, several channel blocks), padding over
+# 0 .. K // 2 and one asymmetric (0, K // 2).
+SIZES = [(1, 1), (2, 3), (7, 7), (13, 17), (14, 14), (28, 28), (57, 57)]
+CHANNELS = [1, 3, 8, 17, 240, 672]
+
+
+def _cases():
+    out = []
+    for i, ((h, w_), k, s) in enumerate(itertools.product(SIZES, (3, 5, 7), (1, 2))):
+        pads = list(range(k // 2 + 1)) + [(0, k // 2)]
+        pad = pads[i % len(pads)]
+        ph, pw = pad if isinstance(pad, tuple) else (pad, pad)
+        if h + 2 * ph < k or w_ + 2 * pw < k:
+            pad, ph, pw = k // 2, k // 2, k // 2  # the only padding that gives an output
+        c = CHANNELS[i % len(CHANNELS)]
+        # batch 16 where the float64 reference stays cheap
+        n = 16 if h * w_ * c <= 14 * 14 * 17 else (2 if h * w_ * c <= 28 * 28 * 17 else 1)
+        out.append(((n, c, h, w_), k, s, pad))
+    return out
+
+
+CASES = _cases()
+# Tiles: several per row and per plane (130 x 257, 112 x 112), a tall narrow plane whose strips
+# the shared budget cuts, a single channel, the 7x7 stride-2 tile at its widest.
+BIG = [
+    ((2, 3, 130, 257), 3, 2, 1),
+    ((1, 2, 113, 112), 7, 2, 3),
+    ((1, 1, 300, 40), 5, 1, 2),
+    ((1, 4, 1000, 9), 7, 2, 3),
+    ((1, 2, 70, 140), 7, 1, (3, 0)),
+    ((2, 16, 35, 131), 5, 2, (0, 2)),
+]
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
+@pytest.mark.parametrize("algo", NEW_ALGOS)
+@pytest.mark.parametrize("case", range(len(CASES) + len(BIG)))
+def test_forced_parity(case, algo, dtype):
+    if not HAS_CUDA:
+        pytest.skip("needs a CUDA device and the CUDA build")
+    shape, k, stride, pad = (CASES + BIG)[case]
+    n, c, h, w_ = shape
+    x, w, b = _make(n, c, h, w_, k, case % 2 == 0, dtype, seed=case)
+    ref = _ref(x, w, b, stride, pad, c)
+    for xx in _layouts(x):
+        with torch_ops.force_algorithm("conv2d", algo):
+            assert torch_ops.algorithm("conv2d", xx, w, b, stride, pad, 1, c) == algo
+            out = torch_ops.conv2d(xx, w, b, stride, pad, 1, c)
+        assert out.dtype == dtype
+        assert_close_ref(out, ref, dtype)
+        # the output's layout follows torch's for the input's
+        expect = F.conv2d(xx, w, None, stride, pad, 1, c)
+        assert out.is_contiguous(memory_format=torch.channels_last) == expect.is_contiguous(
+            memory_format=torch.channels_last)
+
+
+@pytest.mark.parametrize("algo", NEW_ALGOS)
+def test_forced_weight_and_bias_views(algo):
+    """Strided weight (a slice of a bigger filter bank) and bias (every other element)."""
+    if not HAS_CUDA:
+        pytest.skip("needs a CUDA device and the CUDA build")
+    g = torch.Generator().manual_seed(7)
+    c = 24
+    x = rand(3, c, 15, 15, generator=g).cuda().to(memory_format=torch.channels_last)
+    wb = rand(c, 2, 7, 7, generator=g).cuda()
+    w = wb[:, 1:, 1:6, 1:6]
+    b = rand(2 * c, generator=g).cuda()[::2]
+    for stride in (1, 2):
+        with torch_ops.force_algorithm("conv2d", algo):
+            out = torch_ops.conv2d(x, w, b, stride, 2, 1, c)
+        assert_close_ref(out, _ref(x, w, b, stride, 2, c), torch.float32)
+
+
+@pytest.mark.parametrize("algo", NEW_ALGOS)
+def test_forced_refusals(algo):
+    """Shapes outside the kernels: not square, dilated, stride 3 or unequal, multiplier 2."""
+    if not any(torch_ops.algorithm("conv2d", *_meta((1, 4, 9, 9), 3), None, 1, 1, 1, 4)
+               .startswith(p) for p in ("depthwise", "general")):
+        pytest.skip("the CPU-only build has no CUDA algorithm choice")
+    x, w = _meta((1, 4, 9, 9), 3)
+    w35 = torch.empty(4, 1, 3, 5, device="meta")
+    w2 = torch.empty(8, 1, 3, 3, device="meta")
+    with torch_ops.force_algorithm("conv2d", algo):
+        for args in [(x, w35, None, 1, 1, 1, 4), (x, w, None, 1, 1, 2, 4), (x, w, None, 3, 1, 1, 4),
+                     (x, w, None, (1, 2), 1, 1, 4), (x, w2, None, 1, 1, 1, 4),
+                     (x, torch.empty(4, 4, 3, 3, device="meta"), None, 1, 1, 1, 1)]:
+            with pytest.raises(RuntimeError, match="cannot run this shape"):
+                torch_ops.algorithm("conv2d", *args)
+
+
+def _meta(shape, k, channels_last=False, dtype=torch.float32):
+    x = torch.empty(shape, device="meta", dtype=dtype)
+    if channels_last:
+        x = x.to(memory_format=torch.channels_last)
+    return x, torch.empty(shape[1], 1, k, k, device="meta", dtype=dtype)
+
+
+# The census layers (batch 16, bf16) and the algorithm the choice must give them:
+# (shape, K, stride, padding, channels_last, algorithm)
+CENSUS = [
+    ((16, 64, 112, 112), 3, 2, 1, False, "depthwise_strided"),
+    ((16, 72, 56, 56), 5, 2, 2, False, "depthwise_strided"),
+    ((16, 240, 28, 28), 3, 2, 1, False, "depthwise_strided"),
+    ((16, 672, 14, 14), 5, 2, 2, False, "depthwise_strided"),
+    ((16, 200, 14, 14), 3, 1, 1, False, "depthwise_strided"),
+    ((16, 480, 14, 14), 3, 1, 1, False, "depthwise_strided"),
+    ((16, 480, 14, 14), 3, 1, 1, True, "depthwise_nhwc_tile"),
+    ((16, 672, 14, 14), 5, 2, 2, True, "depthwise_nhwc_tile"),
+    ((16, 672, 14, 14), 3, 1, 1, True, "depthwise_nhwc_tile"),
+]
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+@pytest.mark.parametrize("layer", CENSUS)
+def test_census_dispatch(layer, dtype):
+    shape, k, stride, pad, cl, algo = layer
+    x, w = _meta(shape, k, cl, dtype)
+    got = torch_ops.algorithm("conv2d", x, w, None, stride, pad, 1, shape[1])
+    if got.startswith("cpu"):
+        pytest.skip("the CPU-only build has no CUDA algorithm choice")
+    assert got == algo
+
+
+@pytest.mark.parametrize("layer", CENSUS)
+def test_census_parity(layer):
+    """The census layers through the automatic choice, bf16, against float64."""
+    if not HAS_CUDA:
+        pytest.skip("needs a CUDA device and the CUDA build")
+    shape, k, stride, pad, cl, algo = layer
+    n, c, h, w_ = shape
+    x, w, b = _make(n, c, h, w_, k, True, torch.bfloat16, seed=c + k)
+    if cl:
+        x = x.to(memory_format=torch.channels_last)
+    assert torch_ops.algorithm("conv2d", x, w, b, stride, pad, 1, c) == algo
+    out = torch_ops.conv2d(x, w, b, stride, pad, 1, c)
+    assert_close_ref(out, _ref(x, w, b, stride, pad, c), torch.bfloat16)
+
+
+# ---- the native fused epilogue, through torch.ops.gpukern.conv2d_fused when it exists ----
+
+ACTS = {
+    "none": lambda t: t,
+    "relu": F.relu,
+    "relu6": F.relu6,
+    "silu": F.silu,
+    "gelu": F.gelu,
+    "gelu_tanh": lambda t: F.gelu(t, approximate="tanh"),
+    "hardswish": F.hardswish,
+    "sigmoid": torch.sigmoid,
+}
+ACT_CODES = {name: i for i, name in enumerate(ACTS)}  # device/activation.cuh's ActKind order
+
+
+def _fused_op():
+    op = getattr(torch.ops.gpukern, "conv2d_fused", None)
+    if op is None or not HAS_CUDA:
+        return None, None
+    schema = op.default._schema if hasattr(op, "default") else None
+    if schema is None:
+        return None, None
+    return op.default, schema
+
+
+def _fused_call(op, schema, x, w, b, stride, pad, groups, act, residual):
+    """Calls conv2d_fused by its schema's argument names (its exact signature belongs to
+    another change): the conv arguments by position, the activation and residual by name."""
+    kwargs = {}
+    names = [a.name for a in schema.arguments]
+    act_arg = next((a for a in schema.arguments if "act" in a.name), None)
+    res_name = next((n for n in names if "resid" in n or n in ("r", "add")), None)
+    if act_arg is None or (residual is not None and res_name is None):
+        pytest.skip(f"conv2d_fused's schema is not understood here: {schema}")
+    is_str = "str" in str(act_arg.type).lower()
+    kwargs[act_arg.name] = act if is_str else ACT_CODES[act]
+    if res_name is not None:
+        kwargs[res_name] = residual
+    positional = dict(input=x, weight=w, bias=b, stride=[stride] * 2,
+                      padding=list(pad) if isinstance(pad, tuple) else [pad] * 2,
+                      dilation=[1, 1], groups=groups)
+    for a in schema.arguments:
+        if a.name in positional:
+            kwargs[a.name] = positional[a.name]
+    return op(**kwargs)
+
+
+FUSED = [
+    ((2, 17, 13, 17), 3, 2, 1, "depthwise_strided"),
+    ((3, 240, 14, 14), 5, 2, 2, "depthwise_strided"),
+    ((2, 24, 14, 14), 3, 1, 1, "depthwise_strided"),
+    ((2, 17, 13, 17), 3, 2, 1, "depthwise_nhwc_tile"),
+    ((3, 240, 14, 14), 5, 2, 2, "depthwise_nhwc_tile"),
+    ((2, 24, 7, 7), 7, 1, 3, "depthwise_nhwc_tile"),
+]
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
+@pytest.mark.parametrize("act", list(ACTS))
+@pytest.mark.parametrize("case", FUSED)
+def test_fused_native(case, act, dtype):
+    op, schema = _fused_op()
+    if op is None:
+        pytest.skip("torch.ops.gpukern.conv2d_fused is not built here (or no GPU)")
+    shape, k, stride, pad, algo = case
+    n, c, h, w_ = shape
+    x, w, b = _make(n, c, h, w_, k, True, dtype, seed=k * 7 + c)
+    if algo == "depthwise_nhwc_tile":
+        x = x.to(memory_format=torch.channels_last)
+    conv = _ref(x, w, b, stride, pad, c)
+    g = torch.Generator().manual_seed(5)
+    res = rand(*conv.shape, dtype=dtype, generator=g).cuda()
+    # the residual in the other layout than the output, and without one
+    res_views = [res, res.to(memory_format=torch.channels_last), None]
+    for r in res_views:
+        want = conv + (0 if r is None else r.to("cpu", torch.float64))
+        want = ACTS[act](want)
+        with torch_ops.force_algorithm("conv2d", algo):
+            out = _fused_call(op, schema, x, w, b, stride, pad, c, act, r)
+        assert_close_ref(out, want, dtype)
