@@ -503,9 +503,9 @@ def _expect_runs(algo, dtype):
         return (torch.ops.gpukern._has_igemm() and cap == (9, 0) and dtype != torch.float32)
     if algo in ("depthwise_tma", "depthwise_plane"):
         return cap[0] >= 9
-    if algo == "rowwise_reg":
+    if algo in ("rowwise_reg", "rowwise_mma"):  # the 16-bit row kernels
         return dtype != torch.float32
-    return algo not in ("rowwise_mma",)
+    return True
 
 
 @pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=str)
