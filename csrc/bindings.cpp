@@ -65,6 +65,24 @@ const char* const kPublicOps[] = {
     // conv2d, padding "same" / "valid": aten::conv2d.padding.
     "conv2d.padding(Tensor input, Tensor weight, Tensor? bias=None, SymInt[2] stride=1, "
     "str padding=\"valid\", SymInt[2] dilation=1, SymInt groups=1) -> Tensor",
+    // Fused conv1d: y = act(conv1d(...) + bias [+ residual]); activation "none", "relu",
+    // "relu6", "silu", "gelu", "gelu_tanh", "hardswish", "sigmoid"; residual of exactly the
+    // output's shape (any strides), or None.
+    "conv1d_fused(Tensor input, Tensor weight, Tensor? bias=None, SymInt[1] stride=1, "
+    "SymInt[1] padding=0, SymInt[1] dilation=1, SymInt groups=1, str activation=\"none\", "
+    "Tensor? residual=None) -> Tensor",
+    // The same, padding "same" / "valid".
+    "conv1d_fused.padding(Tensor input, Tensor weight, Tensor? bias=None, SymInt[1] stride=1, "
+    "str padding=\"valid\", SymInt[1] dilation=1, SymInt groups=1, "
+    "str activation=\"none\", Tensor? residual=None) -> Tensor",
+    // Fused conv2d: y = act(conv2d(...) + bias [+ residual]), as conv1d_fused.
+    "conv2d_fused(Tensor input, Tensor weight, Tensor? bias=None, SymInt[2] stride=1, "
+    "SymInt[2] padding=0, SymInt[2] dilation=1, SymInt groups=1, str activation=\"none\", "
+    "Tensor? residual=None) -> Tensor",
+    // The same, padding "same" / "valid".
+    "conv2d_fused.padding(Tensor input, Tensor weight, Tensor? bias=None, SymInt[2] stride=1, "
+    "str padding=\"valid\", SymInt[2] dilation=1, SymInt groups=1, "
+    "str activation=\"none\", Tensor? residual=None) -> Tensor",
     // True convolution (flipped filter) along the last dim, leading dims broadcast, modes as
     // numpy.convolve / torchaudio.functional.convolve: "full", "same", "valid".
     "convolve(Tensor x, Tensor h, str mode=\"full\") -> Tensor",

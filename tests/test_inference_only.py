@@ -8,8 +8,9 @@ import torch_ops
 from conftest import DEVICE_PARAMS
 from test_registration import _cases
 
-PUBLIC_OPS = ["conv1d", "conv1d.padding", "conv2d", "conv2d.padding", "convolve", "mv", "sum",
-              "sum.dim_IntList", "mean", "mean.dim", "amax", "amin"]
+PUBLIC_OPS = ["conv1d", "conv1d.padding", "conv2d", "conv2d.padding", "conv1d_fused",
+              "conv1d_fused.padding", "conv2d_fused", "conv2d_fused.padding", "convolve", "mv",
+              "sum", "sum.dim_IntList", "mean", "mean.dim", "amax", "amin"]
 
 
 @pytest.mark.parametrize("name", PUBLIC_OPS)

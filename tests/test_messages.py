@@ -74,6 +74,35 @@ def _cases(device):
     ]
 
 
+def _fused_cases(device):
+    x1, w1 = _t(2, 4, 16, device=device), _t(6, 2, 3, device=device)
+    x2, w2 = _t(2, 4, 9, 10, device=device), _t(6, 2, 3, 3, device=device)
+    f1, f2 = ops.conv1d_fused, ops.conv2d_fused
+    return [
+        (lambda: f2(x2, w2, None, [1], [1], [1], 2, "tanh"), ValueError,
+         "gpukern::conv2d_fused: activation must be one of 'none', 'relu', 'relu6', 'silu', "
+         "'gelu', 'gelu_tanh', 'hardswish', 'sigmoid', got 'tanh'"),
+        (lambda: f1(x1, w1, None, [1], [1], [1], 2, "relu", _t(6, 16, device=device)),
+         RuntimeError,
+         r"gpukern::conv1d_fused: expected residual of exactly the output's shape \[2, 6, 16\] "
+         r"\(it is not broadcast\), got residual of shape \[6, 16\]"),
+        (lambda: ops.conv2d_fused.padding(x2, w2, None, [1], "same", [1], 2, "none",
+                                          _t(2, 6, 9, 10, device=device).double()),
+         RuntimeError,
+         "gpukern::conv2d_fused: expected input and residual of the same dtype, got Float and "
+         "Double"),
+        (lambda: f1(x1, w1, None, [1, 1], [0], [1], 2),
+         RuntimeError, "gpukern::conv1d_fused: stride must have 1 value, got 2"),
+    ]
+
+
+@pytest.mark.parametrize("device", DEVICE_PARAMS)
+def test_fused_messages(device):
+    for fn, error, match in _fused_cases(device):
+        with pytest.raises(error, match=match):
+            fn()
+
+
 @pytest.mark.parametrize("device", DEVICE_PARAMS)
 def test_conv_argument_messages(device):
     for fn, match in _cases(device):

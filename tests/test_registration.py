@@ -6,7 +6,8 @@ import torch
 import torch_ops
 from conftest import DEVICE_PARAMS, HAS_CUDA, rand
 
-OPS = ["conv1d", "conv1d.padding", "conv2d", "conv2d.padding", "convolve", "mv", "sum",
+OPS = ["conv1d", "conv1d.padding", "conv2d", "conv2d.padding", "conv1d_fused",
+       "conv1d_fused.padding", "conv2d_fused", "conv2d_fused.padding", "convolve", "mv", "sum",
        "sum.dim_IntList", "mean", "mean.dim", "amax", "amin"]
 
 
@@ -38,6 +39,15 @@ def _cases(device):
         (ops.conv2d.default, (x2, w2, None, [1, 2], [1, 0], [1, 1], 4), {}),
         (ops.conv2d.padding, (x2.to(memory_format=torch.channels_last), w2, None, [1, 1],
                               "same", [1, 1], 4), {}),
+        (ops.conv1d_fused.default, (x1, w1, b1, [2], [1], [1], 2, "silu",
+                                    rand(2, 6, 16, device=device, generator=g)), {}),
+        (ops.conv1d_fused.padding, (x1, w1, None, [1], "same", [2], 2),
+         {"activation": "gelu"}),
+        (ops.conv2d_fused.default, (x2, w2, None, [1, 2], [1, 0], [1, 1], 4, "relu",
+                                    rand(2, 4, 13, 5, device=device, generator=g)), {}),
+        (ops.conv2d_fused.padding, (x2.to(memory_format=torch.channels_last), w2, None,
+                                    [1, 1], "same", [1, 1], 4),
+         {"activation": "hardswish", "residual": rand(2, 4, 13, 11, device=device, generator=g)}),
         (ops.convolve.default, (sig, taps), {}),
         (ops.convolve.default, (sig[:, :1, ::2], taps, "same"), {}),
         (ops.convolve.default, (sig[0, 0], taps[:, :4]), {"mode": "valid"}),

@@ -7,7 +7,8 @@ and the override mode (:mod:`torch_ops.override`), which hands every call these 
 torch, so that a user inside ``torch_ops.enabled()`` sees torch's own result or exception.
 
 Mirrored: ``csrc/core/checks.h`` (check_same_device, check_same_dtype, check_floating,
-check_dim_in), ``csrc/conv/args.cpp`` (conv_args, conv_output), the checks of
+check_dim_in), ``csrc/conv/args.cpp`` (conv_args, conv_output, and the fused ops'
+conv_activation and check_conv_residual), the checks of
 ``csrc/mv/mv.cpp``, ``csrc/conv1d/convolve.cpp`` and ``csrc/reduce/reduce.cpp``. Not mirrored:
 checks of the device itself (the fake kernel runs for whatever device the tensors claim),
 forced-algorithm errors and launch limits of the CUDA kernels. ``tests/test_meta.py`` checks every
@@ -237,6 +238,31 @@ def conv_check(op: str, nsp: int, input: torch.Tensor, weight: torch.Tensor,
     channels_last = (nsp == 2 and n > 0 and c > 0
                      and (_is_channels_last(input if batched else input.unsqueeze(0))
                           or _is_channels_last(weight)))
+    return shape, channels_last
+
+
+#: The activations of conv1d_fused / conv2d_fused, in the order of their ActKind codes
+#: (csrc/device/activation.cuh).
+ACTIVATIONS = ("none", "relu", "relu6", "silu", "gelu", "gelu_tanh", "hardswish", "sigmoid")
+
+
+def conv_fused_check(op: str, nsp: int, input: torch.Tensor, weight: torch.Tensor,
+                     bias: Optional[torch.Tensor], stride, padding, dilation, groups: int,
+                     activation: str, residual: Optional[torch.Tensor]
+                     ) -> Tuple[List[int], bool]:
+    """conv_check, then the fused ops' own checks (conv_activation, check_conv_residual): raises
+    what ``gpukern::conv{nsp}d_fused`` raises, else returns (output shape, channels_last)."""
+    shape, channels_last = conv_check(op, nsp, input, weight, bias, stride, padding, dilation,
+                                      groups)
+    if activation not in ACTIVATIONS:
+        valid = ", ".join(f"'{a}'" for a in ACTIVATIONS)
+        fail(op, f"activation must be one of {valid}, got '{activation}'", error=ValueError)
+    if residual is not None:
+        check_same_device(op, input, "input", residual, "residual")
+        check_same_dtype(op, input, "input", residual, "residual")
+        if list(residual.shape) != shape:
+            fail(op, f"expected residual of exactly the output's shape {_ints(shape)} (it is not "
+                     f"broadcast), got residual of shape {_sizes(residual)}")
     return shape, channels_last
 
 

@@ -12,6 +12,10 @@ lib = "gpukern::"
 def _conv_out(nsp, input, weight, bias, stride, padding, dilation, groups):
     shape, channels_last = _checks.conv_check(f"conv{nsp}d", nsp, input, weight, bias, stride,
                                               padding, dilation, groups)
+    return _empty_conv_output(shape, channels_last, input)
+
+
+def _empty_conv_output(shape, channels_last, input):
     fmt = torch.channels_last if channels_last else torch.contiguous_format
     if channels_last and len(shape) == 3:  # unbatched: the batched layout without the batch dim
         return torch.empty([1] + shape, dtype=input.dtype, device=input.device,
@@ -40,6 +44,42 @@ def _conv2d_fake(input, weight, bias=None, stride=(1, 1), padding=(0, 0), dilati
 def _conv2d_padding_fake(input, weight, bias=None, stride=(1, 1), padding="valid",
                          dilation=(1, 1), groups=1):
     return _conv_out(2, input, weight, bias, stride, padding, dilation, groups)
+
+
+def _conv_fused_out(nsp, input, weight, bias, stride, padding, dilation, groups, activation,
+                    residual):
+    shape, channels_last = _checks.conv_fused_check(f"conv{nsp}d_fused", nsp, input, weight,
+                                                    bias, stride, padding, dilation, groups,
+                                                    activation, residual)
+    return _empty_conv_output(shape, channels_last, input)
+
+
+@torch.library.register_fake(lib + "conv1d_fused")
+def _conv1d_fused_fake(input, weight, bias=None, stride=(1,), padding=(0,), dilation=(1,),
+                       groups=1, activation="none", residual=None):
+    return _conv_fused_out(1, input, weight, bias, stride, padding, dilation, groups, activation,
+                           residual)
+
+
+@torch.library.register_fake(lib + "conv1d_fused.padding")
+def _conv1d_fused_padding_fake(input, weight, bias=None, stride=(1,), padding="valid",
+                               dilation=(1,), groups=1, activation="none", residual=None):
+    return _conv_fused_out(1, input, weight, bias, stride, padding, dilation, groups, activation,
+                           residual)
+
+
+@torch.library.register_fake(lib + "conv2d_fused")
+def _conv2d_fused_fake(input, weight, bias=None, stride=(1, 1), padding=(0, 0), dilation=(1, 1),
+                       groups=1, activation="none", residual=None):
+    return _conv_fused_out(2, input, weight, bias, stride, padding, dilation, groups, activation,
+                           residual)
+
+
+@torch.library.register_fake(lib + "conv2d_fused.padding")
+def _conv2d_fused_padding_fake(input, weight, bias=None, stride=(1, 1), padding="valid",
+                               dilation=(1, 1), groups=1, activation="none", residual=None):
+    return _conv_fused_out(2, input, weight, bias, stride, padding, dilation, groups, activation,
+                           residual)
 
 
 @torch.library.register_fake(lib + "convolve")

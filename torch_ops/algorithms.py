@@ -16,7 +16,7 @@ _ops = torch.ops.gpukern
 
 FAMILIES = ("conv1d", "conv2d", "mv", "reduce")
 _REDUCE_OPS = ("sum", "mean", "amax", "amin")
-OPS = ("conv1d", "conv2d", "convolve", "mv") + _REDUCE_OPS
+OPS = ("conv1d", "conv2d", "convolve", "mv") + _REDUCE_OPS + ("conv1d_fused", "conv2d_fused")
 
 
 def has_convolve_query() -> bool:
@@ -27,17 +27,22 @@ def has_convolve_query() -> bool:
 def algorithm(op: str, *args, **kwargs) -> str:
     """The CUDA algorithm ``torch_ops.<op>(*args, **kwargs)`` would run, by name.
 
-    ``op`` is one of conv1d, conv2d, convolve, mv, sum, mean, amax, amin; the arguments are
+    ``op`` is one of conv1d, conv2d, conv1d_fused, conv2d_fused (their convolution's
+    algorithm), convolve, mv, sum, mean, amax, amin; the arguments are
     those of the op (tensors may be on any device, including ``meta``), in every form the op's
     Python function takes (ints, tuples, lists, 'same'/'valid'). convolve runs conv1d's kernels,
     so ``force_algorithm("conv1d", ...)`` applies to it; its query needs a build with the op
     ``gpukern::_algorithm_convolve`` (NotImplementedError otherwise). Honours
     :func:`force_algorithm`.
     """
-    if op in ("conv1d", "conv2d"):
-        names = ("input", "weight", "bias", "stride", "padding", "dilation", "groups")
+    if op in ("conv1d", "conv2d", "conv1d_fused", "conv2d_fused"):
+        # The fused ops run their convolution's algorithm (then, where it has no native epilogue,
+        # one elementwise pass): activation and residual do not change the choice.
+        names = ("input", "weight", "bias", "stride", "padding", "dilation", "groups",
+                 "activation", "residual")
         a = dict(zip(names, args))
         a.update(kwargs)
+        op = op.removesuffix("_fused")
         stride, padding = int_list(a.get("stride", 1)), a.get("padding", 0)
         dilation, groups = int_list(a.get("dilation", 1)), a.get("groups", 1)
         q = getattr(_ops, "_algorithm_" + op)

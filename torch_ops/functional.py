@@ -49,6 +49,46 @@ def conv2d(input: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tenso
                         groups)
 
 
+def _activation(activation: Optional[str]) -> str:
+    return "none" if activation is None else activation
+
+
+def conv1d_fused(input: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor] = None,
+                 stride: IntOrSeq = 1, padding: Union[IntOrSeq, str] = 0, dilation: IntOrSeq = 1,
+                 groups: int = 1, activation: Optional[str] = "none",
+                 residual: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """``act(F.conv1d(input, weight, bias, ...) + residual)`` in one op: the convolution's
+    arguments in every form :func:`conv1d` takes, then ``activation``, one of "none" (or None),
+    "relu", "relu6", "silu", "gelu", "gelu_tanh" (``F.gelu(approximate="tanh")``), "hardswish",
+    "sigmoid", and an optional ``residual`` of exactly the output's shape (not broadcast), the
+    input's dtype and device, any strides. The epilogue is computed in the accumulation type
+    (float32; float64 for float64) and rounded once on CPU and in the tensor-core path; the other
+    CUDA paths round conv + bias to the dtype first. The result's layout is the convolution's."""
+    stride, dilation = int_list(stride, "stride"), int_list(dilation, "dilation")
+    groups, activation = int_arg(groups, "groups"), _activation(activation)
+    if isinstance(padding, str):
+        return _ops.conv1d_fused.padding(input, weight, bias, stride, padding, dilation, groups,
+                                         activation, residual)
+    return _ops.conv1d_fused(input, weight, bias, stride, int_list(padding, "padding"), dilation,
+                              groups, activation, residual)
+
+
+def conv2d_fused(input: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor] = None,
+                 stride: IntOrSeq = 1, padding: Union[IntOrSeq, str] = 0, dilation: IntOrSeq = 1,
+                 groups: int = 1, activation: Optional[str] = "none",
+                 residual: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """``act(F.conv2d(input, weight, bias, ...) + residual)`` in one op, as :func:`conv1d_fused`
+    with the arguments of :func:`conv2d` (NCHW or channels_last; the residual may have another
+    layout than the output, which follows the convolution's rule)."""
+    stride, dilation = int_list(stride, "stride"), int_list(dilation, "dilation")
+    groups, activation = int_arg(groups, "groups"), _activation(activation)
+    if isinstance(padding, str):
+        return _ops.conv2d_fused.padding(input, weight, bias, stride, padding, dilation, groups,
+                                         activation, residual)
+    return _ops.conv2d_fused(input, weight, bias, stride, int_list(padding, "padding"), dilation,
+                              groups, activation, residual)
+
+
 def convolve(x: torch.Tensor, h: torch.Tensor, mode: str = "full") -> torch.Tensor:
     """True convolution (flipped filter) of x [..., N] and h [..., K] along the last dimension,
     like torchaudio.functional.convolve, with numpy.convolve's modes:

@@ -23,7 +23,8 @@ import torch
 
 import torch_ops
 
-OPS = ("conv1d", "conv1d.padding", "conv2d", "conv2d.padding", "convolve", "mv", "sum",
+OPS = ("conv1d", "conv1d.padding", "conv2d", "conv2d.padding", "conv1d_fused",
+       "conv1d_fused.padding", "conv2d_fused", "conv2d_fused.padding", "convolve", "mv", "sum",
        "sum.dim_IntList", "mean", "mean.dim", "amax", "amin")
 _REDUCE = ("sum", "mean", "amax", "amin")
 
@@ -47,10 +48,10 @@ def build_info() -> str:
     archs = getattr(_C, "CUDA_ARCHS", "")
     lines.append("CUDA kernels: " + (f"yes, compiled for {archs or '(unknown)'}"
                                      if torch_ops.has_cuda_kernels() else "no (CPU-only build)"))
-    lines.append(f"{'op':<18} CPU  CUDA  Autograd (inference-only guard)")
+    lines.append(f"{'op':<21} CPU  CUDA  Autograd (inference-only guard)")
     for name in OPS:
         marks = ["yes" if _has_kernel(name, k) else "-" for k in ("CPU", "CUDA", "Autograd")]
-        lines.append(f"{name:<18} {marks[0]:<4} {marks[1]:<5} {marks[2]}")
+        lines.append(f"{name:<21} {marks[0]:<4} {marks[1]:<5} {marks[2]}")
     return "\n".join(lines)
 
 

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "core/checks.h"
+#include "device/activation.cuh"
 
 namespace gpukern {
 namespace {
@@ -126,13 +127,18 @@ ConvArgs conv_args(const char* op, int nsp, const at::Tensor& input, const at::T
   return a;
 }
 
-at::Tensor conv_output(const ConvArgs& a, const at::Tensor& input, const at::Tensor& weight) {
+std::vector<int64_t> conv_output_shape(const ConvArgs& a) {
   std::vector<int64_t> shape;
   if (a.batched) shape.push_back(a.N);
-  // As aten: an input with zero channels gives zero output channels (not O channels of bias),
-  // and an empty input (zero batch or channels) a contiguous output.
+  // As aten: an input with zero channels gives zero output channels (not O channels of bias).
   shape.push_back(a.C == 0 ? 0 : a.O);
   for (int i = 0; i < a.nsp; ++i) shape.push_back(a.out[i]);
+  return shape;
+}
+
+at::Tensor conv_output(const ConvArgs& a, const at::Tensor& input, const at::Tensor& weight) {
+  std::vector<int64_t> shape = conv_output_shape(a);
+  // As aten: an empty input (zero batch or channels) gives a contiguous output.
   auto opts = input.options();
   // As aten, which runs an unbatched call on input.unsqueeze(0) and squeezes the result: the
   // rule reads the batched view, and an unbatched channels_last output is the [1, O, OH, OW]
@@ -213,6 +219,59 @@ ConvProblem make_conv_problem(const ConvArgs& a, const at::Tensor& x, const at::
   p.w = w.const_data_ptr();
   p.b = has_bias ? bias->const_data_ptr() : nullptr;
   p.y = y.data_ptr();
+  return p;
+}
+
+// The activation names of the fused ops, indexed by ActKind code (device/activation.cuh).
+namespace {
+constexpr const char* kActNames[kActCount] = {"none",      "relu",      "relu6",
+                                              "silu",      "gelu",      "gelu_tanh",
+                                              "hardswish", "sigmoid"};
+static_assert(kActNone == 0 && kActRelu == 1 && kActRelu6 == 2 && kActSilu == 3 &&
+                  kActGelu == 4 && kActGeluTanh == 5 && kActHardswish == 6 && kActSigmoid == 7,
+              "kActNames follows the ActKind codes");
+}  // namespace
+
+int conv_activation(const char* op, std::string_view name) {
+  for (int k = 0; k < kActCount; ++k) {
+    if (name == kActNames[k]) return k;
+  }
+  std::string valid;
+  for (int k = 0; k < kActCount; ++k) {
+    valid += (k ? ", '" : "'");
+    valid += kActNames[k];
+    valid += "'";
+  }
+  // ValueError, as torch raises for an unknown enum-like string (F.gelu's approximate=).
+  TORCH_CHECK_VALUE(false, detail::check_msg("gpukern::", op, ": activation must be one of ",
+                                             valid, ", got '", name, "'"));
+  return 0;
+}
+
+void check_conv_residual(const char* op, const ConvArgs& a, const at::Tensor& input,
+                         const at::Tensor& residual) {
+  check_same_device(op, input, "input", residual, "residual");
+  check_same_dtype(op, input, "input", residual, "residual");
+  const std::vector<int64_t> shape = conv_output_shape(a);
+  GK_CHECK(residual.sizes() == at::IntArrayRef(shape), op,
+           "expected residual of exactly the output's shape ", at::IntArrayRef(shape),
+           " (it is not broadcast), got residual of shape ", residual.sizes());
+}
+
+ConvProblem make_conv_problem(const ConvArgs& a, const at::Tensor& x, const at::Tensor& w,
+                              const std::optional<at::Tensor>& bias, const at::Tensor& y, int act,
+                              const std::optional<at::Tensor>& residual) {
+  ConvProblem p = make_conv_problem(a, x, w, bias, y);
+  p.act = act;
+  if (residual.has_value() && residual->defined()) {
+    const at::Tensor& r = *residual;  // batched, y's shape
+    p.r = r.const_data_ptr();
+    p.r_sn = r.stride(0);
+    p.r_so = r.stride(1);
+    p.r_sw = r.stride(r.dim() - 1);
+    // 1-D: H = 1, as y's row stride (never stepped).
+    p.r_sh = a.nsp == 2 ? r.stride(2) : r.size(2) * p.r_sw;
+  }
   return p;
 }
 

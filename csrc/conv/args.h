@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "conv/problem.h"
 
@@ -39,6 +40,10 @@ ConvArgs conv_args(const char* op, int nsp, const at::Tensor& input, const at::T
                    const std::optional<at::Tensor>& bias, at::IntArrayRef stride,
                    std::string_view padding, at::IntArrayRef dilation, int64_t groups);
 
+// The output shape of args: [N, O, out...] (without N when the input was unbatched; [N, 0, out...]
+// when the input has zero channels, as aten).
+std::vector<int64_t> conv_output_shape(const ConvArgs& args);
+
 // The output tensor for args on input's device and dtype: [N, O, out...] (without N when the input
 // was unbatched; [N, 0, out...] when the input has zero channels, as aten). For 2-D with a
 // non-empty input, channels_last when the input or the weight is channels_last (torch's rule for
@@ -49,6 +54,21 @@ at::Tensor conv_output(const ConvArgs& args, const at::Tensor& input, const at::
 // conv_batched_output) and the weight; bias may be absent. 1-D calls become H = 1 problems.
 ConvProblem make_conv_problem(const ConvArgs& args, const at::Tensor& x, const at::Tensor& weight,
                               const std::optional<at::Tensor>& bias, const at::Tensor& y);
+
+// The fused ops (conv{1,2}d_fused): y = act(conv(x, w) + bias [+ residual]).
+// The ActKind code (device/activation.cuh) of an activation name: "none", "relu", "relu6", "silu",
+// "gelu", "gelu_tanh", "hardswish", "sigmoid"; another name raises ValueError
+// "gpukern::<op>: activation must be one of 'none', ..., got '<name>'".
+int conv_activation(const char* op, std::string_view name);
+// The residual's checks (RuntimeError, as torch for mixed devices and dtypes): input's device,
+// input's dtype, exactly the output's shape (not broadcast, unlike `y + r`); any strides.
+void check_conv_residual(const char* op, const ConvArgs& args, const at::Tensor& input,
+                         const at::Tensor& residual);
+// make_conv_problem plus the epilogue: act (an ActKind code) and the batched view of the residual
+// (conv_batched_output's view of a checked residual), absent for none.
+ConvProblem make_conv_problem(const ConvArgs& args, const at::Tensor& x, const at::Tensor& weight,
+                              const std::optional<at::Tensor>& bias, const at::Tensor& y, int act,
+                              const std::optional<at::Tensor>& residual);
 
 // A 4-D (conv2d) / 3-D (conv1d) view of input with the batch dim, whatever the caller passed.
 at::Tensor conv_batched_input(const ConvArgs& args, const at::Tensor& input);
@@ -106,6 +126,31 @@ struct ConvSchemas {
                                std::string_view(padding.data(), padding.size()), dilation,
                                groups),
                      input, weight);
+  }
+};
+
+// ConvSchemas for the fused ops (conv{1,2}d_fused and their .padding overloads): the same two
+// padding forms with the epilogue's arguments. Op: kName, kDims and run(args, input, weight,
+// bias, activation, residual) -> Tensor.
+template <typename Op>
+struct ConvFusedSchemas {
+  static at::Tensor ints(const at::Tensor& input, const at::Tensor& weight,
+                         const std::optional<at::Tensor>& bias, at::IntArrayRef stride,
+                         at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups,
+                         c10::string_view activation, const std::optional<at::Tensor>& residual) {
+    return Op::run(conv_args(Op::kName, Op::kDims, input, weight, bias, stride, padding, dilation,
+                             groups),
+                   input, weight, bias, std::string_view(activation.data(), activation.size()),
+                   residual);
+  }
+  static at::Tensor str(const at::Tensor& input, const at::Tensor& weight,
+                        const std::optional<at::Tensor>& bias, at::IntArrayRef stride,
+                        c10::string_view padding, at::IntArrayRef dilation, int64_t groups,
+                        c10::string_view activation, const std::optional<at::Tensor>& residual) {
+    return Op::run(conv_args(Op::kName, Op::kDims, input, weight, bias, stride,
+                             std::string_view(padding.data(), padding.size()), dilation, groups),
+                   input, weight, bias, std::string_view(activation.data(), activation.size()),
+                   residual);
   }
 };
 

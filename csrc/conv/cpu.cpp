@@ -1,13 +1,16 @@
-// The CPU kernel of conv1d, conv2d and convolve: one direct loop nest over a ConvProblem (a 1-D
-// problem is the H = 1 case, its loops over kh and oh run once).
+// The CPU kernel of conv1d, conv2d, convolve and the fused ops: one direct loop nest over a
+// ConvProblem (a 1-D problem is the H = 1 case, its loops over kh and oh run once); the fused ops'
+// epilogue (p.act, p.r) is applied to the accumulator before the one rounding to the output dtype.
 #include "conv/cpu.h"
 
 #include <ATen/Parallel.h>
 
 #include <algorithm>
+#include <cmath>
 #include <vector>
 
 #include "core/dispatch.h"
+#include "device/activation.cuh"
 
 namespace gpukern {
 namespace {
@@ -22,6 +25,36 @@ void valid_range(int64_t n, int64_t s, int64_t pad, int64_t off, int64_t out, in
   if (hi < lo) hi = lo;
 }
 
+// The fused ops' activations in the CPU's accumulation type: float through the one shared
+// definition (device/activation.cuh), double with the same formulas in double (the float64 path
+// is the reference-grade one; its result is rounded once, to double).
+template <int kind>
+float cpu_activate(float v) {
+  return activate_k<kind>(v);
+}
+template <int kind>
+double cpu_activate(double v) {
+  if constexpr (kind == kActRelu) {
+    return v < 0.0 ? 0.0 : v;  // NaN stays NaN, as torch's
+  } else if constexpr (kind == kActRelu6) {
+    return v < 0.0 ? 0.0 : (v > 6.0 ? 6.0 : v);
+  } else if constexpr (kind == kActSilu) {
+    return v / (1.0 + std::exp(-v));
+  } else if constexpr (kind == kActGelu) {
+    return 0.5 * v * (1.0 + std::erf(v * 0.70710678118654752440));
+  } else if constexpr (kind == kActGeluTanh) {
+    const double inner = 0.79788456080286535588 * (v + 0.044715 * v * v * v);
+    return 0.5 * v * (1.0 + std::tanh(inner));
+  } else if constexpr (kind == kActHardswish) {
+    const double t = v + 3.0;
+    return v * (t < 0.0 ? 0.0 : (t > 6.0 ? 6.0 : t)) / 6.0;
+  } else if constexpr (kind == kActSigmoid) {
+    return 1.0 / (1.0 + std::exp(-v));
+  } else {
+    return v;
+  }
+}
+
 // One (n, o) output plane per task item: the plane is accumulated in a contiguous buffer of acc_t
 // (bias first, then one input channel and one filter tap at a time over the whole valid output
 // range, which keeps the inner loop branch-free and its strides fixed), then written through the
@@ -33,6 +66,8 @@ void conv_cpu_kernel(const ConvProblem& p) {
   const auto* w = static_cast<const scalar_t*>(p.w);
   const auto* b = static_cast<const scalar_t*>(p.b);
   auto* y = static_cast<scalar_t*>(p.y);
+  const auto* r = static_cast<const scalar_t*>(p.r);  // the fused ops' residual, or nullptr
+  const bool fused = p.fused();
   const int64_t plane = p.OH * p.OW;
   // About 32K multiply-adds per task, so small planes are batched and big ones run one per task.
   const int64_t plane_work =
@@ -71,11 +106,26 @@ void conv_cpu_kernel(const ConvProblem& p) {
         }
       }
       scalar_t* yp = y + n * p.y_sn + o * p.y_so;
-      for (int64_t oh = 0; oh < p.OH; ++oh) {
-        for (int64_t ow = 0; ow < p.OW; ++ow) {
-          yp[oh * p.y_sh + ow * p.y_sw] = static_cast<scalar_t>(acc[oh * p.OW + ow]);
+      if (!fused) {
+        for (int64_t oh = 0; oh < p.OH; ++oh) {
+          for (int64_t ow = 0; ow < p.OW; ++ow) {
+            yp[oh * p.y_sh + ow * p.y_sw] = static_cast<scalar_t>(acc[oh * p.OW + ow]);
+          }
         }
+        continue;
       }
+      // The fused ops' epilogue on the accumulator: y = act(acc + residual), rounded once.
+      const scalar_t* rp = r != nullptr ? r + n * p.r_sn + o * p.r_so : nullptr;
+      with_activation(p.act, [&](auto kind) {
+        constexpr int k = decltype(kind)::value;
+        for (int64_t oh = 0; oh < p.OH; ++oh) {
+          for (int64_t ow = 0; ow < p.OW; ++ow) {
+            acc_t v = acc[oh * p.OW + ow];
+            if (rp != nullptr) v += static_cast<acc_t>(rp[oh * p.r_sh + ow * p.r_sw]);
+            yp[oh * p.y_sh + ow * p.y_sw] = static_cast<scalar_t>(cpu_activate<k>(v));
+          }
+        }
+      });
     }
   });
 }

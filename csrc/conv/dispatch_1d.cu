@@ -8,6 +8,7 @@
 #include <string>
 
 #include "conv/dispatch.h"
+#include "conv/epilogue.h"
 #include "conv/igemm/igemm.h"
 #include "conv/launch_1d.h"
 #include "core/algo_table.h"
@@ -107,6 +108,16 @@ Conv1dAlgo choose(const ConvProblem& p) {
       });
 }
 
+// Whether an algorithm applies the fused ops' epilogue (p.act, p.r) itself, in its accumulator;
+// the others compute conv + bias and conv1d_cuda_run adds the elementwise pass
+// (conv_epilogue_run). A kernel that gains a native epilogue joins here.
+bool algorithm_fuses_epilogue(Conv1dAlgo a) {
+  switch (a) {
+    case Conv1dAlgo::kIgemm: return true;  // CUTLASS epilogue (conv/igemm/epilogue.cuh)
+    default: return false;
+  }
+}
+
 template <typename T>
 void run(Conv1dAlgo algo, const ConvProblem& p, const at::Tensor& x, cudaStream_t stream) {
   switch (algo) {
@@ -129,8 +140,18 @@ std::string conv1d_cuda_algorithm(const ConvProblem& p) { return algo_table().na
 void conv1d_cuda_run(const ConvProblem& p, const at::Tensor& x) {
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
   const Conv1dAlgo algo = choose(p);
-  if (algo == Conv1dAlgo::kIgemm) return igemm_run(p, x);  // its own dtype switch and layouts
-  GK_DISPATCH_FLOAT_CUDA(x.scalar_type(), "conv1d", [&] { run<scalar_t>(algo, p, x, stream); });
+  if (algo == Conv1dAlgo::kIgemm) {
+    igemm_run(p, x);  // its own dtype switch and layouts
+  } else {
+    GK_DISPATCH_FLOAT_CUDA(x.scalar_type(), "conv1d",
+                           [&] { run<scalar_t>(algo, p, x, stream); });
+  }
+  // The fused ops (p.fused()): one elementwise pass y = act(y + r) after an algorithm without a
+  // native epilogue (conv/epilogue.h; one more rounding of y than a native epilogue).
+  if (p.fused() && !algorithm_fuses_epilogue(algo)) {
+    GK_DISPATCH_FLOAT_CUDA(x.scalar_type(), "conv1d",
+                           [&] { conv_epilogue_run<scalar_t>(p, stream); });
+  }
 }
 
 }  // namespace gpukern

@@ -8,6 +8,7 @@
 
 #include "conv/direct/direct2d.h"
 #include "conv/dispatch.h"
+#include "conv/epilogue.h"
 #include "conv/igemm/igemm.h"
 #include "core/algo_table.h"
 #include "core/checks.h"
@@ -139,6 +140,16 @@ Algo choose(const ConvProblem& p) {
       });
 }
 
+// Whether an algorithm applies the fused ops' epilogue (p.act, p.r) itself, in its accumulator;
+// the others compute conv + bias and conv2d_cuda_run adds the elementwise pass
+// (conv_epilogue_run). A direct kernel that gains a native epilogue joins here.
+bool algorithm_fuses_epilogue(Algo a) {
+  switch (a) {
+    case Algo::kIgemm: return true;  // CUTLASS epilogue (conv/igemm/epilogue.cuh)
+    default: return false;
+  }
+}
+
 template <typename T>
 void run(Algo a, const ConvProblem& p, cudaStream_t stream) {
   switch (a) {
@@ -162,9 +173,18 @@ std::string conv2d_cuda_algorithm(const ConvProblem& p) { return kTable.name(cho
 
 void conv2d_cuda_run(const ConvProblem& p, const at::Tensor& x) {
   const Algo a = choose(p);
-  if (a == Algo::kIgemm) return igemm_run(p, x);  // its own dtype switch, layouts and workspace
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream(x.device().index()).stream();
-  GK_DISPATCH_FLOAT_CUDA(x.scalar_type(), kOp, [&] { run<scalar_t>(a, p, stream); });
+  if (a == Algo::kIgemm) {
+    igemm_run(p, x);  // its own dtype switch, layouts and workspace
+  } else {
+    GK_DISPATCH_FLOAT_CUDA(x.scalar_type(), kOp, [&] { run<scalar_t>(a, p, stream); });
+  }
+  // The fused ops (p.fused()): one elementwise pass y = act(y + r) after an algorithm without a
+  // native epilogue (conv/epilogue.h; one more rounding of y than a native epilogue).
+  if (p.fused() && !algorithm_fuses_epilogue(a)) {
+    GK_DISPATCH_FLOAT_CUDA(x.scalar_type(), kOp,
+                           [&] { conv_epilogue_run<scalar_t>(p, stream); });
+  }
 }
 
 }  // namespace gpukern

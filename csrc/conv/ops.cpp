@@ -1,7 +1,8 @@
-// The host entries of the convolution ops, CPU and CUDA: conv1d, conv2d (both padding overloads
-// each), convolve, and their algorithm queries. Every call flows one way: check and normalise the
-// arguments (conv/args.h, or convolve's own checks below) -> one ConvProblem -> the CPU kernel
-// (conv/cpu.h) or the CUDA run of its dimension (conv/dispatch.h).
+// The host entries of the convolution ops, CPU and CUDA: conv1d, conv2d, conv1d_fused,
+// conv2d_fused (both padding overloads each), convolve, and their algorithm queries. Every call
+// flows one way: check and normalise the arguments (conv/args.h, or convolve's own checks below)
+// -> one ConvProblem -> the CPU kernel (conv/cpu.h) or the CUDA run of its dimension
+// (conv/dispatch.h).
 #include <ATen/ATen.h>
 #include <torch/library.h>
 
@@ -104,6 +105,46 @@ struct ConvOp {
 
 using Conv1d = ConvSchemas<ConvOp<1>>;
 using Conv2d = ConvSchemas<ConvOp<2>>;
+
+// ------------------------------------------------------------------------------------------------
+// conv1d_fused, conv2d_fused: y = act(conv(x, w) + bias [+ residual]), the conv ops' checks plus
+// the activation name and the residual's (conv/args.h); then the same run with the epilogue in
+// the problem (p.act, p.r): the CPU kernel applies it in its accumulation type, the CUDA runs in
+// the algorithm's epilogue or in one elementwise pass after it (conv/epilogue.h).
+// ------------------------------------------------------------------------------------------------
+
+at::Tensor conv_fused_run(const char* op, const ConvArgs& a, const at::Tensor& input,
+                          const at::Tensor& weight, const std::optional<at::Tensor>& bias,
+                          std::string_view activation,
+                          const std::optional<at::Tensor>& residual) {
+  const int act = conv_activation(op, activation);
+  const bool has_residual = residual.has_value() && residual->defined();
+  if (has_residual) check_conv_residual(op, a, input, *residual);
+  const ConvDeviceGuard guard(input);
+  at::Tensor out = conv_output(a, input, weight);
+  if (out.numel() == 0) return out;
+  const at::Tensor x = conv_batched_input(a, input);
+  std::optional<at::Tensor> r;
+  if (has_residual) r = conv_batched_output(a, *residual);  // unbatched: viewed batched like y
+  const ConvProblem p =
+      make_conv_problem(a, x, weight, bias, conv_batched_output(a, out), act, r);
+  run_problem(op, p, x);
+  return out;
+}
+
+template <int kDims_>
+struct ConvFusedOp {
+  static constexpr const char* kName = kDims_ == 1 ? "conv1d_fused" : "conv2d_fused";
+  static constexpr int kDims = kDims_;
+  static at::Tensor run(const ConvArgs& a, const at::Tensor& input, const at::Tensor& weight,
+                        const std::optional<at::Tensor>& bias, std::string_view activation,
+                        const std::optional<at::Tensor>& residual) {
+    return conv_fused_run(kName, a, input, weight, bias, activation, residual);
+  }
+};
+
+using Conv1dFused = ConvFusedSchemas<ConvFusedOp<1>>;
+using Conv2dFused = ConvFusedSchemas<ConvFusedOp<2>>;
 
 // ------------------------------------------------------------------------------------------------
 // convolve: true convolution along the last dimension with broadcast leading dimensions
@@ -326,6 +367,10 @@ TORCH_LIBRARY_IMPL(gpukern, CPU, m) {
   m.impl("conv1d.padding", &gpukern::Conv1d::str);
   m.impl("conv2d", &gpukern::Conv2d::ints);
   m.impl("conv2d.padding", &gpukern::Conv2d::str);
+  m.impl("conv1d_fused", &gpukern::Conv1dFused::ints);
+  m.impl("conv1d_fused.padding", &gpukern::Conv1dFused::str);
+  m.impl("conv2d_fused", &gpukern::Conv2dFused::ints);
+  m.impl("conv2d_fused.padding", &gpukern::Conv2dFused::str);
   m.impl("convolve", &gpukern::convolve);
 }
 
@@ -335,6 +380,10 @@ TORCH_LIBRARY_IMPL(gpukern, CUDA, m) {
   m.impl("conv1d.padding", &gpukern::Conv1d::str);
   m.impl("conv2d", &gpukern::Conv2d::ints);
   m.impl("conv2d.padding", &gpukern::Conv2d::str);
+  m.impl("conv1d_fused", &gpukern::Conv1dFused::ints);
+  m.impl("conv1d_fused.padding", &gpukern::Conv1dFused::str);
+  m.impl("conv2d_fused", &gpukern::Conv2dFused::ints);
+  m.impl("conv2d_fused.padding", &gpukern::Conv2dFused::str);
   m.impl("convolve", &gpukern::convolve);
 }
 #endif

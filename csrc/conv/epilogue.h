@@ -1,0 +1,27 @@
+#pragma once
+// The fused ops' epilogue as one elementwise pass over the output (conv/epilogue.cu), for the CUDA
+// algorithms that have no native epilogue: they compute y = conv(x, w) + bias as for the plain ops,
+// then conv_epilogue_run applies y = act(y + r) in place (p.act: an ActKind code of
+// device/activation.cuh; p.r: the residual with its own strides, or nullptr).
+//
+// Precision: the pass reads y after the algorithm has rounded conv + bias to the output dtype, so
+// a float16 / bfloat16 result is rounded twice (conv + bias, then act(y + r)) where an algorithm
+// with a native epilogue (igemm) rounds once, from its fp32 accumulator. The pass itself computes
+// in fp32. float32 loses nothing measurable (one fp32 rounding of conv + bias before the add).
+//
+// Torch-free, CUDA builds only; the caller (conv/dispatch_1d.cu, conv/dispatch_2d.cu) holds the
+// device guard and passes the current stream.
+#include <cuda_runtime_api.h>
+
+#include "conv/problem.h"
+
+namespace gpukern {
+
+// y = act(y + r) over p's output [N, O, OH, OW] (y and r read through their strides; r may be
+// absent). T: float, __half or __nv_bfloat16 (the output's dtype). An empty output launches
+// nothing. Dense y and r of the same layout take a flat, 16-byte vectorised pass; other strides a
+// general indexed one (int64 indices either way).
+template <typename T>
+void conv_epilogue_run(const ConvProblem& p, cudaStream_t stream);
+
+}  // namespace gpukern
