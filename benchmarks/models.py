@@ -3,12 +3,16 @@
 Builds architectures nobody here wrote, with random weights (no downloads), from the libraries
 installed beside torch: torchaudio's Conformer (depthwise Conv1d in every block) and wav2vec2
 feature extractor (dense strided Conv1d), torchvision's MobileNetV3-Large and ConvNeXt-Tiny
-(depthwise Conv2d) and ResNet-18 (dense Conv2d only). Each runs stock, after
-``torch_ops.swap(model, filter=torch_ops.has_fast_path)`` ("swap(fast)": only the layers gpukern
-has a specialised kernel for, depthwise / single-channel at stride 1), after ``torch_ops.swap``
-("swap": every Conv1d/Conv2d, dense ones on gpukern's slow general kernel), optionally under
+(depthwise Conv2d) and ResNet-18 (dense Conv2d only). Each runs stock, after the default
+``torch_ops.swap(model)`` ("swap": Conv -> BatchNorm -> add -> activation blocks fused, the
+per-layer rule table choosing gpukern or torch, the model run is ``result.model``), after
+``torch_ops.swap(model, policy="all")`` ("swap(all)": the same blocks, gpukern on every layer),
+optionally after ``torch_ops.swap(model, filter=torch_ops.has_fast_path, policy="all")``
+("swap(fast)": only the layers gpukern has a specialised kernel for) and under
 ``torch_ops.enabled()`` ("override", "override(fast)"), eager and ``torch.compile``-d, in float32
-and bfloat16, under ``torch.inference_mode()``.
+and bfloat16, under ``torch.inference_mode()``. The swapped variants are swapped with the example
+input (``example_inputs=``), so every per-layer decision is made before anything is timed or
+compiled.
 
 Correctness first: every variant's output is compared with the stock model's in the same dtype
 and with a float64 run of the stock model; a variant "agrees" when its norm-relative error to the
@@ -123,10 +127,10 @@ def conv_census(model):
     return dw, other
 
 
-VARIANTS = ("stock", "swap(fast)", "swap", "override", "override(fast)")
+VARIANTS = ("stock", "swap", "swap(all)", "swap(fast)", "override", "override(fast)")
 
 
-def _variant_models(stock, names):
+def _variant_models(stock, names, x):
     """(name, model, context factory, layers converted or None) for each requested variant."""
     out = []
     for vname in names:
@@ -135,8 +139,10 @@ def _variant_models(stock, names):
         elif vname.startswith("swap"):
             model = copy.deepcopy(stock)
             fast = vname == "swap(fast)"
-            report = torch_ops.swap(model, filter=torch_ops.has_fast_path if fast else None)
-            out.append((vname, model, contextlib.nullcontext, report))
+            report = torch_ops.swap(model, filter=torch_ops.has_fast_path if fast else None,
+                                    policy="rules" if vname == "swap" else "all",
+                                    example_inputs=x)
+            out.append((vname, report.model, contextlib.nullcontext, report))
         else:
             convs = "fast" if vname == "override(fast)" else "all"
             out.append((vname, stock, lambda c=convs: torch_ops.enabled(convs=c), None))
@@ -190,8 +196,8 @@ def run_model(name, args, device, gpu):
             if len(names) < len(args.variants) and dtype_name == args.dtypes[0]:
                 print(f"{name}: no layer has a gpukern fast path; swap(fast)/override(fast) "
                       f"would equal stock, not run", flush=True)
-            variants = _variant_models(stock, names)
             x = _cast(inputs, device, dtype)
+            variants = _variant_models(stock, names, x)
             eager_ms = {}
             for mode in args.modes:
                 results = {}
@@ -231,13 +237,17 @@ def run_model(name, args, device, gpu):
                         swapped = None
                     elif isinstance(report, int):
                         swapped = report
-                    else:
-                        swapped = len(report.replaced)
+                    else:  # layers on gpukern-capable modules: fused blocks + the rest
+                        running = {id(m) for m in report.model.modules()}
+                        swapped = len(report.fused) + sum(
+                            1 for _, m in report.replaced if id(m) in running)
                     row = dict(
                         model=name, input=described, dtype=dtype_name, mode=mode,
                         variant=vname, ms=ms, speedup=None, max_abs_vs_stock=None,
                         rel_vs_stock=None, rel_vs_fp64=None, stock_rel_vs_fp64=stock_rel64,
-                        agree=None, note=note, replaced=swapped, convs_depthwise=dw,
+                        agree=None, note=note, replaced=swapped,
+                        fused=None if report is None or isinstance(report, int)
+                        else len(report.fused), convs_depthwise=dw,
                         convs_other=other, convs_fast=fast_total,
                         skip_reasons=_skip_counts(report))
                     if out is not None:
@@ -306,10 +316,12 @@ def markdown(rows, env):
     lines = [f"# Real models, stock vs gpukern ({env['device']})", "",
              f"torch {env['torch']}, CUDA {env['cuda']}, gpukern CUDA kernels: "
              f"{env['gpukern_cuda']} ({env['archs'] or '-'}); compile: {env['compile']}", "",
-             "Variants: stock = torch; swap(fast) = `torch_ops.swap(model, "
-             "filter=torch_ops.has_fast_path)` (only the depthwise / single-channel stride-1 "
-             "layers gpukern has specialised kernels for); swap = every Conv1d/Conv2d gpukern "
-             "can run (dense and grouped ones on its general kernel, slower than cuDNN for now); "
+             "Variants: stock = torch; swap = `torch_ops.swap(model)` (fused blocks, the rule "
+             "table picking gpukern or torch per layer); swap(all) = `swap(model, "
+             "policy=\"all\")` (fused blocks, gpukern on every layer); swap(fast) = "
+             "`swap(model, filter=torch_ops.has_fast_path, policy=\"all\")` (only the "
+             "depthwise / single-channel stride-1 layers gpukern has specialised kernels for); "
+             "swapped = fused blocks + other converted layers (fused blocks in the JSON); "
              "override = the stock model under `torch_ops.enabled()` (override(fast): "
              "`enabled(convs=\"fast\")`). Variants more than "
              f"{env['max_slowdown']}x slower than stock in eager are not compiled (note column); "
@@ -344,7 +356,7 @@ def main():
                    choices=["none", "default", "reduce-overhead", "max-autotune-no-cudagraphs"],
                    help="torch.compile mode for the compiled rows (default: 'default' on GPU, "
                         "'none' on CPU, where inductor's C++ compile takes minutes)")
-    p.add_argument("--variants", nargs="+", default=["stock", "swap(fast)", "swap"],
+    p.add_argument("--variants", nargs="+", default=["stock", "swap", "swap(all)"],
                    choices=VARIANTS, help="stock always runs (the reference)")
     p.add_argument("--override", action="store_true",
                    help="also run the stock model under torch_ops.enabled() (= adding the "

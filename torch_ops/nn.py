@@ -14,6 +14,19 @@ Forward only: called with grad mode on while the weight (a Parameter: ``requires
 default) or the input requires grad, the op raises a RuntimeError saying gpukern is
 inference-only. Run the model under ``torch.inference_mode()`` or ``torch.no_grad()`` (or call
 ``model.requires_grad_(False)``).
+
+Policy: a layer converted by :func:`torch_ops.swap` carries the swap's policy
+(``gpukern_policy``: "rules", "autotune" or "all"; see :mod:`torch_ops.policy`) and, on CUDA,
+runs gpukern or torch per input signature as the policy decides. A layer built directly runs
+gpukern on every CUDA input ("all").
+
+``FusedConv1d`` / ``FusedConv2d`` are what :func:`torch_ops.swap` puts in place of a fused block
+(Conv -> BatchNorm -> residual add -> activation, each part optional): ``act(conv(x, w) + bias +
+residual)`` with the BatchNorm folded into ``weight`` and ``bias``. ``forward(x, residual=None)``
+runs gpukern's fused op (``torch.ops.gpukern.conv{1,2}d_fused``) where the policy picks gpukern,
+and torch's sequence (convolution with the folded weights, ``+ residual``, activation) where it
+picks torch, so fusion alone never forces gpukern. A build without the fused op runs gpukern's
+convolution and the epilogue in torch on the gpukern path.
 """
 from typing import Optional, TypeVar
 
@@ -21,8 +34,9 @@ import torch
 import torch.nn.functional as F
 
 from . import functional as gk
+from . import policy as _policy
 
-__all__ = ["Conv1d", "Conv2d"]
+__all__ = ["Conv1d", "Conv2d", "FusedConv1d", "FusedConv2d", "ACTIVATIONS", "has_fused_op"]
 
 _M = TypeVar("_M", bound=torch.nn.Module)
 
@@ -40,8 +54,26 @@ def _share_state(new: torch.nn.Module, old: torch.nn.Module) -> None:
 
 class _FromModule:
     _torch_class: type
+    _gk_op: str
     #: Whether CPU inputs run gpukern's CPU kernel (True) or torch's convolution (False).
     gpukern_cpu: bool = True
+    #: Which CUDA inputs run gpukern (torch_ops.policy): "all" unless swap set another.
+    gpukern_policy: str = "all"
+
+    def _gk_runs_fused_op(self) -> bool:
+        return False
+
+    def _run_torch(self, x: torch.Tensor, residual=None) -> torch.Tensor:
+        return self._torch_class._conv_forward(self, x, self.weight, self.bias)
+
+    def _run_gpukern(self, x: torch.Tensor, residual=None) -> torch.Tensor:
+        return self._gpukern_conv(x, self.weight, self.bias)
+
+    def _conv_forward(self, input: torch.Tensor, weight: torch.Tensor,
+                      bias: Optional[torch.Tensor]) -> torch.Tensor:
+        if not _policy.use_gpukern(self, input):
+            return self._torch_class._conv_forward(self, input, weight, bias)
+        return self._gpukern_conv(input, weight, bias)
 
     @classmethod
     def from_module(cls: type, module: torch.nn.Module):
@@ -61,11 +93,10 @@ class Conv1d(_FromModule, torch.nn.Conv1d):
     """``torch.nn.Conv1d`` computed by ``gpukern::conv1d`` (same arguments and state_dict)."""
 
     _torch_class = torch.nn.Conv1d
+    _gk_op = "conv1d"
 
-    def _conv_forward(self, input: torch.Tensor, weight: torch.Tensor,
+    def _gpukern_conv(self, input: torch.Tensor, weight: torch.Tensor,
                       bias: Optional[torch.Tensor]) -> torch.Tensor:
-        if input.device.type == "cpu" and not self.gpukern_cpu:
-            return self._torch_class._conv_forward(self, input, weight, bias)
         if self.padding_mode != "zeros":
             input = F.pad(input, self._reversed_padding_repeated_twice, mode=self.padding_mode)
             return gk.conv1d(input, weight, bias, self.stride, 0, self.dilation, self.groups)
@@ -77,11 +108,10 @@ class Conv2d(_FromModule, torch.nn.Conv2d):
     """``torch.nn.Conv2d`` computed by ``gpukern::conv2d`` (same arguments and state_dict)."""
 
     _torch_class = torch.nn.Conv2d
+    _gk_op = "conv2d"
 
-    def _conv_forward(self, input: torch.Tensor, weight: torch.Tensor,
+    def _gpukern_conv(self, input: torch.Tensor, weight: torch.Tensor,
                       bias: Optional[torch.Tensor]) -> torch.Tensor:
-        if input.device.type == "cpu" and not self.gpukern_cpu:
-            return self._torch_class._conv_forward(self, input, weight, bias)
         if self.padding_mode != "zeros":
             input = F.pad(input, self._reversed_padding_repeated_twice, mode=self.padding_mode)
             return gk.conv2d(input, weight, bias, self.stride, 0, self.dilation, self.groups)
@@ -91,3 +121,177 @@ class Conv2d(_FromModule, torch.nn.Conv2d):
 
 # torch class -> gpukern class, for swap().
 GPUKERN_CLASS = {torch.nn.Conv1d: Conv1d, torch.nn.Conv2d: Conv2d}
+
+
+# ---------------------------------------------------------------------------------------------
+# Fused blocks
+
+#: The fused op's activations ("none": no activation).
+ACTIVATIONS = ("none", "relu", "relu6", "silu", "gelu", "gelu_tanh", "hardswish", "sigmoid")
+
+
+def has_fused_op(op: str) -> bool:
+    """Whether this build has ``torch.ops.gpukern.<op>_fused`` (op: conv1d or conv2d)."""
+    return hasattr(torch.ops.gpukern, f"{op}_fused")
+
+
+def apply_activation(y: torch.Tensor, activation: str, inplace: bool = False) -> torch.Tensor:
+    """torch's activation by the fused op's name (in place where torch's module would be)."""
+    if activation == "none":
+        return y
+    if activation == "relu":
+        return torch.relu_(y) if inplace else torch.relu(y)
+    if activation == "relu6":
+        return F.relu6(y, inplace=inplace)
+    if activation == "silu":
+        return F.silu(y, inplace=inplace)
+    if activation == "gelu":
+        return F.gelu(y)
+    if activation == "gelu_tanh":
+        return F.gelu(y, approximate="tanh")
+    if activation == "hardswish":
+        return F.hardswish(y, inplace=inplace)
+    if activation == "sigmoid":
+        return y.sigmoid_() if inplace else torch.sigmoid(y)
+    raise ValueError(f"unknown activation {activation!r}; expected one of {ACTIVATIONS}")
+
+
+class _FusedConvNd(torch.nn.Module):
+    """``act(conv(x, weight) + bias + residual)``; see the module docstring."""
+
+    _nsp: int
+    _gk_op: str
+    _torch_conv = None
+    _gpukern_fn = None
+    gpukern_cpu: bool = True
+    gpukern_policy: str = "all"
+
+    def __init__(self, weight: torch.Tensor, bias: Optional[torch.Tensor], stride, padding,
+                 dilation, groups: int, activation: str = "none", fused: str = "",
+                 residual: bool = False) -> None:
+        super().__init__()
+        if activation not in ACTIVATIONS:
+            raise ValueError(f"unknown activation {activation!r}; expected one of "
+                             f"{ACTIVATIONS}")
+        if weight.dim() != self._nsp + 2:
+            raise ValueError(f"{type(self).__name__}: weight must be {self._nsp + 2}-D")
+        as_param = (lambda t: t if isinstance(t, torch.nn.Parameter)
+                    else torch.nn.Parameter(t.detach(), requires_grad=False))
+        self.weight = as_param(weight)
+        self.bias = None if bias is None else as_param(bias)
+        n = self._nsp
+        tup = (lambda v: tuple(int(i) for i in v) if isinstance(v, (tuple, list))
+               else (int(v),) * n)
+        self.stride, self.dilation = tup(stride), tup(dilation)
+        self.padding = padding if isinstance(padding, str) else tup(padding)
+        self.groups = int(groups)
+        self.out_channels = int(weight.shape[0])
+        self.in_channels = int(weight.shape[1]) * self.groups
+        self.kernel_size = tuple(int(k) for k in weight.shape[2:])
+        self.activation = activation
+        #: What the block replaced after the convolution, e.g. "bn+add+relu" ("" for none).
+        self.fused = fused
+        #: Whether forward expects a residual (the block had an add).
+        self.has_residual = bool(residual)
+        self._fused_op = has_fused_op(self._gk_op)
+
+    @classmethod
+    def from_conv(cls, conv: torch.nn.Module, bn: Optional[torch.nn.Module] = None,
+                  activation: str = "none", residual: bool = False, fused: str = ""):
+        """The block ``conv [-> bn] [-> + residual] [-> activation]``. ``bn`` (eval mode, running
+        statistics) is folded with ``torch.nn.utils.fusion.fuse_conv_bn_eval`` into new
+        Parameters; without it the block shares the conv's Parameter objects. ``conv`` must use
+        padding_mode 'zeros'."""
+        if conv.padding_mode != "zeros":
+            raise ValueError("fused blocks need padding_mode='zeros'")
+        weight, bias = conv.weight, conv.bias
+        if bn is not None:
+            from torch.nn.utils.fusion import fuse_conv_bn_eval
+            folded = fuse_conv_bn_eval(conv, bn)
+            weight, bias = folded.weight, folded.bias
+        return cls(weight, bias, conv.stride, conv.padding, conv.dilation, conv.groups,
+                   activation=activation, fused=fused, residual=residual)
+
+    def extra_repr(self) -> str:
+        k = "x".join(str(i) for i in self.kernel_size)
+        s = (f"{self.in_channels}, {self.out_channels}, kernel_size={k}, stride={self.stride}, "
+             f"padding={self.padding}")
+        if any(d != 1 for d in self.dilation):
+            s += f", dilation={self.dilation}"
+        if self.groups != 1:
+            s += f", groups={self.groups}"
+        s += f", bias={self.bias is not None}, activation={self.activation!r}"
+        return s + (f", fused={self.fused!r}" if self.fused else "")
+
+    def _gk_runs_fused_op(self) -> bool:
+        return self._fused_op
+
+    def _out_size(self, x: torch.Tensor) -> list:
+        sizes = [x.shape[0], self.out_channels] if x.dim() == self._nsp + 2 \
+            else [self.out_channels]
+        for i, size in enumerate(x.shape[-self._nsp:]):
+            if isinstance(self.padding, str):
+                if self.padding == "same":
+                    sizes.append(size)
+                    continue
+                pad = 0
+            else:
+                pad = self.padding[i]
+            span = self.dilation[i] * (self.kernel_size[i] - 1) + 1
+            sizes.append((size + 2 * pad - span) // self.stride[i] + 1)
+        return sizes
+
+    def _epilogue(self, y: torch.Tensor, residual: Optional[torch.Tensor]) -> torch.Tensor:
+        inplace = not (torch.is_grad_enabled() and y.requires_grad)
+        if residual is not None:
+            if inplace and residual.shape == y.shape and residual.dtype == y.dtype:
+                y = y.add_(residual)
+            else:  # broadcasting or type promotion: as the model's own add
+                y = y + residual
+        return apply_activation(y, self.activation, inplace=inplace)
+
+    def _run_torch(self, x: torch.Tensor, residual: Optional[torch.Tensor] = None):
+        y = self._torch_conv(x, self.weight, self.bias, self.stride, self.padding, self.dilation,
+                             self.groups)
+        return self._epilogue(y, residual)
+
+    def _run_gpukern(self, x: torch.Tensor, residual: Optional[torch.Tensor] = None):
+        if self._fused_op and (residual is None or (
+                list(residual.shape) == self._out_size(x) and residual.dtype == x.dtype
+                and residual.device == x.device)):
+            op = getattr(torch.ops.gpukern, f"{self._gk_op}_fused")
+            if isinstance(self.padding, str):
+                return op.padding(x, self.weight, self.bias, list(self.stride), self.padding,
+                                  list(self.dilation), self.groups, self.activation, residual)
+            return op.default(x, self.weight, self.bias, list(self.stride), list(self.padding),
+                              list(self.dilation), self.groups, self.activation, residual)
+        y = self._gpukern_fn(x, self.weight, self.bias, self.stride, self.padding,
+                             self.dilation, self.groups)
+        return self._epilogue(y, residual)
+
+    def forward(self, x: torch.Tensor, residual: Optional[torch.Tensor] = None) -> torch.Tensor:
+        if _policy.use_gpukern(self, x, residual):
+            return self._run_gpukern(x, residual)
+        return self._run_torch(x, residual)
+
+
+class FusedConv1d(_FusedConvNd):
+    """A fused Conv1d block: ``act(conv1d(x, weight) + bias + residual)``."""
+
+    _nsp = 1
+    _gk_op = "conv1d"
+    _torch_conv = staticmethod(F.conv1d)
+    _gpukern_fn = staticmethod(gk.conv1d)
+
+
+class FusedConv2d(_FusedConvNd):
+    """A fused Conv2d block: ``act(conv2d(x, weight) + bias + residual)``."""
+
+    _nsp = 2
+    _gk_op = "conv2d"
+    _torch_conv = staticmethod(F.conv2d)
+    _gpukern_fn = staticmethod(gk.conv2d)
+
+
+FUSED_CLASS = {torch.nn.Conv1d: FusedConv1d, torch.nn.Conv2d: FusedConv2d,
+               Conv1d: FusedConv1d, Conv2d: FusedConv2d}

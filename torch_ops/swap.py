@@ -1,72 +1,164 @@
-"""``torch_ops.swap(model)``: run a model's convolution layers on gpukern, in place.
+"""``torch_ops.swap(model)``: run a model's convolutions on gpukern, fused, where that is faster.
 
-Each ``torch.nn.Conv1d`` / ``torch.nn.Conv2d`` that gpukern can run is converted by reassigning
-its ``__class__`` to ``torch_ops.nn.Conv1d`` / ``Conv2d`` (subclasses that add no state and only
-replace the convolution call). The layer stays the same object, so everything that refers to it
-stays valid: its Parameters (the same objects, so an optimizer or a tied weight still points at
-them), buffers, forward hooks and pre-hooks (and the handles that remove them), its training flag,
-a layer reachable under two names, and any outside reference to the layer. Nothing is allocated
-or copied. :meth:`SwapResult.restore` (or :func:`unswap`) turns the layers back.
+What ``swap`` does, in order:
+
+1. **Fusion** (``fuse=True``, the default, for a model in eval mode): Conv -> BatchNorm ->
+   residual add -> activation blocks become one :class:`torch_ops.nn.FusedConv1d` /
+   ``FusedConv2d`` computing ``act(conv(x, w') + b' [+ residual])``, the BatchNorm folded into
+   ``w', b'`` by ``torch.nn.utils.fusion.fuse_conv_bn_eval`` (:mod:`torch_ops.fuse` lists the
+   patterns). Where ``torch.fx.symbolic_trace`` traces the model, the fused model is a new
+   ``torch.fx.GraphModule``, ``result.model``; the model passed in is not rewritten (its
+   unfused layers are converted in place as in 2., and it stays usable). Where fx cannot trace,
+   blocks inside ``nn.Sequential`` containers are fused in place and ``result.model`` is
+   ``model`` itself. Where nothing is fused, ``result.model`` is ``model``. A model in training
+   mode is not fused (a warning says so), nor is a block whose BatchNorm is in training mode.
+2. **Conversion in place** (as before fusion existed): every ``torch.nn.Conv1d`` / ``Conv2d``
+   that gpukern can run is converted by reassigning its ``__class__`` to
+   ``torch_ops.nn.Conv1d`` / ``Conv2d`` (subclasses that add no state and only replace the
+   convolution call). The layer stays the same object, so everything that refers to it stays
+   valid: its Parameters, buffers, forward hooks and pre-hooks, its training flag, a layer
+   reachable under two names, and any outside reference. ``swap(model, fuse=False)`` does only
+   this (and ``result.model is model``). :meth:`SwapResult.restore` (or :func:`unswap`) turns
+   the layers back.
+3. **Policy** (``policy="rules"`` default, ``"autotune"``, ``"all"``; :mod:`torch_ops.policy`):
+   which CUDA calls of the converted and fused layers run gpukern and which torch, decided per
+   layer at the first call with each input signature and cached; a fused block whose policy
+   picks torch runs the torch sequence it replaced (conv with the folded weights, + residual,
+   activation), so fusion alone never forces gpukern. ``"all"`` runs gpukern everywhere.
+4. ``channels_last=True`` converts the 4-D parameters and buffers of ``result.model`` (shared
+   with ``model``) to ``torch.channels_last`` and registers a forward pre-hook on
+   ``result.model`` converting its 4-D tensor inputs to channels_last (the hook's handle is kept;
+   ``restore`` removes it; the parameters stay channels_last). Default False.
+5. ``example_inputs=(x, ...)`` runs ``result.model`` once on them under ``torch.inference_mode()``
+   so every layer's decision for that signature is made (and, for ``"autotune"``, timed) now,
+   before any ``torch.compile`` or CUDA graph capture; with it, residual adds whose operands
+   differ in shape are also recognised at fusion time. ``verbose=True`` prints
+   :meth:`SwapResult.table`: per layer its name, input shape, chosen path (gpukern's algorithm,
+   or torch) and the ops fused into it.
+
+state_dict: a fused model's ``state_dict`` differs from the original's: each fused block holds
+``weight`` and ``bias`` under the conv's name (the BatchNorm's parameters and buffers are gone,
+folded into them; a conv without bias gains one), and Identity slots (Sequential fusion) have no
+state. Load checkpoints into the original model and swap after loading. Fused blocks drop the
+forward hooks of the modules they replace; the GraphModule keeps the model's ``forward`` only (not
+its other methods or attributes): keep calling those on ``model``. Folded weights are new
+Parameters (the only memory swap allocates); blocks without BatchNorm share the conv's.
 
 Layers gpukern cannot run are left alone and listed with a one-line reason: subclasses of the
-torch classes (they may override ``forward``, e.g. weight-normalised or quantisation-aware layers,
-lazy layers), complex or non-floating weights, float64 on CUDA, devices other than cpu/cuda, CUDA
-tensors in a build without CUDA kernels. The check looks at the weight as it is now: swap after
-moving the model to its final device and dtype.
+torch classes (they may override ``forward``), complex or non-floating weights, float64 on CUDA,
+devices other than cpu/cuda, CUDA tensors in a build without CUDA kernels. The check looks at the
+weight as it is now: swap after moving the model to its final device and dtype.
 
-CPU: by default a converted layer runs torch's own convolution on CPU inputs (gpukern's CPU
-kernels are reference kernels, several times slower than torch's: a drop-in must not make a
-model slower); ``swap(model, cpu=True)`` makes CPU inputs run gpukern's CPU kernels too. CUDA
-inputs always run gpukern. The choice is made per call from the input's device, so a model swapped
-on CPU and moved to CUDA afterwards runs gpukern there.
+CPU: by default a converted or fused layer runs torch on CPU inputs (gpukern's CPU kernels are
+reference kernels, several times slower than torch's); ``swap(model, cpu=True)`` makes CPU inputs
+run gpukern's CPU kernels (the fused op's too). The policy applies to CUDA inputs. The choice is
+made per call from the input's device, so a model swapped on CPU and moved to CUDA afterwards runs
+the policy there.
 
-gpukern's fast kernels are the depthwise / single-channel ones; dense and grouped convolutions run
-a general kernel that is slower than cuDNN for now. ``swap(model, filter=torch_ops.has_fast_path)``
-converts only the layers with a specialised kernel (see :mod:`torch_ops.fastpath`), listing the
-others as skipped with the reason.
+``swap(model, filter=torch_ops.has_fast_path)`` converts (and fuses) only the layers with a
+specialised kernel (see :mod:`torch_ops.fastpath`), listing the others as skipped with the
+reason.
 """
 import dataclasses
+import warnings
 from typing import Callable, List, Optional, Tuple
 
 import torch
 
 from . import _checks
+from . import policy as _policy
 from .fastpath import fast_path_reason, has_fast_path
 from .nn import GPUKERN_CLASS
 
 __all__ = ["swap", "unswap", "SwapResult", "skip_reason"]
 
 
-
 @dataclasses.dataclass
 class SwapResult:
     """What :func:`swap` did.
 
-    ``replaced``: ``(qualified_name, layer)`` for every converted layer, in ``named_modules``
-    order; ``layer`` is the layer object itself (converted in place; its torch class is kept in
-    ``original_class``). ``skipped``: ``(qualified_name, reason)`` for every torch convolution
-    left alone. ``len(result)`` is the number of layers replaced.
+    ``model``: the module to run (the fused GraphModule, or ``model`` itself; see :func:`swap`).
+    ``replaced``: ``(qualified_name, layer)`` for every layer converted in place, in
+    ``named_modules`` order; ``layer`` is the layer object itself (its torch class is kept in
+    ``original_class``). ``fused``: :class:`torch_ops.fuse.Block` per fused block (``name``,
+    ``module``, ``parts``: the names of what it replaced, ``fused``: e.g. "bn+add+relu").
+    ``skipped``: ``(qualified_name, reason)`` for every torch convolution left alone. ``notes``:
+    how fusion went (e.g. why it did not happen). ``len(result)`` is the number of layers
+    converted in place (as before fusion existed); ``len(result.fused)`` the fused blocks.
     """
 
     replaced: List[Tuple[str, torch.nn.Module]] = dataclasses.field(default_factory=list)
     skipped: List[Tuple[str, str]] = dataclasses.field(default_factory=list)
     original_class: dict = dataclasses.field(default_factory=dict, repr=False)
+    model: Optional[torch.nn.Module] = dataclasses.field(default=None, repr=False)
+    fused: list = dataclasses.field(default_factory=list)
+    notes: List[str] = dataclasses.field(default_factory=list)
+    policy: str = "rules"
+    _undo_slots: list = dataclasses.field(default_factory=list, repr=False)
+    _hooks: list = dataclasses.field(default_factory=list, repr=False)
 
     def __len__(self) -> int:
         return len(self.replaced)
 
     def restore(self) -> None:
-        """Turn the replaced layers back into their torch classes (same objects again)."""
+        """Turn the layers converted in place back into their torch classes (same objects
+        again), put back the modules that in-place (nn.Sequential) fusion replaced, and remove the
+        channels_last input hook. A fused GraphModule stays as it is (its unconverted layers are
+        the model's own, now torch's again)."""
         for _, layer in self.replaced:
             cls = self.original_class.get(id(layer))
             if cls is not None:
                 layer.__class__ = cls
-                layer.__dict__.pop("gpukern_cpu", None)
+                _policy.unregister(layer)
+        for parent, key, old in reversed(self._undo_slots):
+            parent._modules[key] = old
+        self._undo_slots.clear()
+        for h in self._hooks:
+            h.remove()
+        self._hooks.clear()
 
     def summary(self) -> str:
-        lines = [f"gpukern.swap: replaced {len(self.replaced)} layer(s), "
-                 f"skipped {len(self.skipped)}"]
+        lines = [f"gpukern.swap: replaced {len(self.replaced)} layer(s), fused "
+                 f"{len(self.fused)} block(s), skipped {len(self.skipped)}; policy "
+                 f"{self.policy!r}"]
+        lines += [f"  note: {n}" for n in self.notes]
         lines += [f"  skipped {name or '<root>'}: {reason}" for name, reason in self.skipped]
+        return "\n".join(lines)
+
+    def rows(self) -> List[dict]:
+        """One dict per layer and input signature decided so far: layer, kind, fused, input
+        (shape, dtype, layout), path ("gpukern:<algorithm>" / "gpukern" / "torch"; "-" before
+        the first call), reason."""
+        out = []
+        layers = [(b.name, b.module, b.fused) for b in self.fused]
+        running = None if self.model is None else {id(m) for m in self.model.modules()}
+        layers += [(n, m, "") for n, m in self.replaced if running is None or id(m) in running]
+        for name, m, fused in layers:
+            kind = _policy.layer_kind(m.in_channels, m.out_channels, m.groups, m.kernel_size)
+            base = dict(layer=name or "<root>", kind=kind, fused=fused or "-")
+            decided = _policy.decisions(m)
+            if not decided:
+                base.update(input="-", path="-", reason="decided at the first call")
+                out.append(base)
+            for (shape, strides, dtype, device, has_res), d in decided.items():
+                path = d.path if d.algorithm is None or d.path != "gpukern" \
+                    else f"gpukern:{d.algorithm}"
+                layout = _policy.layout_of(shape, strides)
+                out.append(dict(base, input=f"{'x'.join(map(str, shape))} "
+                                f"{str(dtype).replace('torch.', '')} {layout} {device}",
+                                path=path, reason=d.reason))
+        return out
+
+    def table(self) -> str:
+        """The per-layer table (what ``verbose=True`` prints): layer, kind, input, path, fused
+        ops, reason."""
+        rows = self.rows()
+        cols = ("layer", "kind", "input", "path", "fused", "reason")
+        width = {c: max([len(c)] + [len(str(r[c])) for r in rows]) for c in cols[:-1]}
+        lines = ["  ".join(f"{c:<{width[c]}}" for c in cols[:-1]) + "  reason"]
+        for r in rows:
+            lines.append("  ".join(f"{str(r[c]):<{width[c]}}" for c in cols[:-1])
+                         + f"  {r['reason']}")
         return "\n".join(lines)
 
 
@@ -106,53 +198,128 @@ def skip_reason(module: torch.nn.Module) -> Optional[str]:
     return None
 
 
+def _channels_last_inputs(module, args, kwargs):
+    """Forward pre-hook: 4-D tensor inputs to channels_last."""
+    def cl(v):
+        if isinstance(v, torch.Tensor) and v.dim() == 4:
+            return v.contiguous(memory_format=torch.channels_last)
+        return v
+    return tuple(cl(a) for a in args), {k: cl(v) for k, v in kwargs.items()}
+
+
 def swap(model: torch.nn.Module,
          filter: Optional[Callable[[str, torch.nn.Module], bool]] = None,  # noqa: A002
-         cpu: bool = False) -> SwapResult:
-    """Convert, in place and recursively, the ``torch.nn.Conv1d`` / ``Conv2d`` layers of
-    ``model`` (``model`` itself included) that gpukern can run into ``torch_ops.nn`` layers.
+         cpu: bool = False, *, fuse: bool = True, policy: str = "rules",
+         channels_last: bool = False, verbose: bool = False,
+         example_inputs: Optional[tuple] = None) -> SwapResult:
+    """Run ``model``'s convolutions on gpukern where that is faster, fusing Conv -> BatchNorm ->
+    residual add -> activation blocks (module docstring: what happens, in order).
 
-    CUDA inputs then run gpukern; CPU inputs run torch's convolution unless ``cpu=True``, which
-    routes them to gpukern's CPU kernels (reference kernels, slower than torch's).
+    - ``fuse`` (default True): fuse blocks (eval-mode models only); ``result.model`` is the
+      model to run. ``fuse=False``: only the in-place conversion (``result.model is model``).
+    - ``policy``: ``"rules"`` (default: the measured rule table, torch where no rule says
+      gpukern is faster), ``"autotune"`` (time both on the first call of each input signature)
+      or ``"all"`` (gpukern on every CUDA call). See :mod:`torch_ops.policy`.
+    - ``cpu=True``: CPU inputs run gpukern's CPU kernels (reference kernels, slower than
+      torch's); by default CPU inputs run torch.
+    - ``filter(qualified_name, layer) -> bool`` limits conversion and fusion to the layers it
+      accepts (the others are listed as skipped, "excluded by filter");
+      ``filter=torch_ops.has_fast_path`` keeps only the layers gpukern has a specialised kernel
+      for (depthwise with multiplier 1 or single-channel, stride 1).
+    - ``channels_last=True``: 4-D parameters and inputs of ``result.model`` in channels_last.
+    - ``example_inputs``: a tuple of inputs to run once after swapping (decisions made now).
+    - ``verbose=True``: print the per-layer table (:meth:`SwapResult.table`).
 
-    ``filter(qualified_name, layer) -> bool`` limits the conversion to the layers it accepts
-    (the others are listed as skipped, "excluded by filter"). ``filter=torch_ops.has_fast_path``
-    keeps only the layers gpukern has a specialised kernel for (depthwise with multiplier 1 or
-    single-channel, stride 1); the others are skipped with the rule's reason. Returns a
-    :class:`SwapResult`.
+    Returns a :class:`SwapResult`.
     """
-    result = SwapResult()
-    seen = set()
-    for name, module in model.named_modules(remove_duplicate=False):
-        if not isinstance(module, tuple(GPUKERN_CLASS)) or id(module) in seen:
-            continue
-        seen.add(id(module))
-        if type(module) in GPUKERN_CLASS.values():
-            continue
+    if policy not in _policy.POLICIES:
+        raise ValueError(f"torch_ops.swap: policy={policy!r}; expected one of "
+                         f"{', '.join(_policy.POLICIES)}")
+    if example_inputs is not None and not isinstance(example_inputs, tuple):
+        example_inputs = (example_inputs,)
+    result = SwapResult(policy=policy)
+    reasons = {}
+
+    def reason_of(name: str, module: torch.nn.Module) -> Optional[str]:
+        if id(module) in reasons:
+            return reasons[id(module)]
         reason = skip_reason(module)
         if reason is None and filter is not None and not filter(name, module):
             reason = "excluded by filter"
             if filter is has_fast_path:
                 reason = f"excluded by has_fast_path: {fast_path_reason(module)}"
-        if reason is not None:
-            result.skipped.append((name, reason))
-            continue
-        result.original_class[id(module)] = type(module)
-        module.__class__ = GPUKERN_CLASS[type(module)]
-        module.gpukern_cpu = bool(cpu)
-        result.replaced.append((name, module))
+        reasons[id(module)] = reason
+        return reason
+
+    def accept(name: str, module: torch.nn.Module) -> bool:
+        return reason_of(name, module) in (None, "already a gpukern layer")
+
+    target = model
+    if fuse and model.training:
+        if any(isinstance(m, torch.nn.modules.batchnorm._BatchNorm) for m in model.modules()):
+            warnings.warn("torch_ops.swap: the model is in training mode: nothing fused "
+                          "(BatchNorm folding needs eval mode's running statistics, and gpukern is "
+                          "inference-only); call model.eval() before swap to fuse",
+                          stacklevel=2)
+        result.notes.append("model in training mode: not fused")
+    elif fuse:
+        from . import fuse as _fuse
+        try:
+            gm, blocks, notes = _fuse.fuse_fx(model, accept, example_inputs)
+            result.notes += notes
+            if gm is not None:
+                target = gm
+                result.fused = blocks
+        except Exception as e:  # noqa: BLE001  (untraceable: control flow, unsupported ops)
+            first = (str(e).splitlines() or [""])[0][:120]
+            result.notes.append(f"torch.fx cannot trace the model ({type(e).__name__}: "
+                                f"{first}); fused inside nn.Sequential containers only")
+            blocks, undo, notes = _fuse.fuse_sequential(model, accept)
+            result.fused, result._undo_slots = blocks, undo
+            result.notes += notes
+        for block in result.fused:
+            _policy.register(block.module, policy, cpu)
+    result.model = target
+
+    seen = set()
+    for root in ([model] if target is model else [model, target]):
+        for name, module in root.named_modules(remove_duplicate=False):
+            if not isinstance(module, tuple(GPUKERN_CLASS)) or id(module) in seen:
+                continue
+            seen.add(id(module))
+            if type(module) in GPUKERN_CLASS.values():
+                continue
+            reason = reason_of(name, module)
+            if reason is not None:
+                result.skipped.append((name, reason))
+                continue
+            result.original_class[id(module)] = type(module)
+            module.__class__ = GPUKERN_CLASS[type(module)]
+            _policy.register(module, policy, cpu)
+            result.replaced.append((name, module))
+
+    if channels_last:
+        target.to(memory_format=torch.channels_last)
+        result._hooks.append(target.register_forward_pre_hook(_channels_last_inputs,
+                                                              with_kwargs=True))
+    if example_inputs is not None:
+        with torch.inference_mode():
+            target(*example_inputs)
+    if verbose:
+        print(result.summary())
+        print(result.table())
     return result
 
 
 def unswap(model: torch.nn.Module) -> int:
-    """Turn every ``torch_ops.nn`` layer of ``model`` back into its torch class; returns how
-    many."""
+    """Turn every ``torch_ops.nn`` layer of ``model`` converted in place back into its torch
+    class; returns how many. (Fused blocks are not undone: use :meth:`SwapResult.restore`.)"""
     back = {v: k for k, v in GPUKERN_CLASS.items()}
     n = 0
     for module in model.modules():
         cls = back.get(type(module))
         if cls is not None:
             module.__class__ = cls
-            module.__dict__.pop("gpukern_cpu", None)
+            _policy.unregister(module)
             n += 1
     return n

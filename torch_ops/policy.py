@@ -1,0 +1,469 @@
+"""Which layers :func:`torch_ops.swap` runs on gpukern: the policy that never makes a layer slower.
+
+``swap(model, policy=...)``:
+
+* ``"all"``: every converted layer runs gpukern on CUDA (tests, benchmarks, the pre-policy
+  behaviour).
+* ``"rules"`` (default): the rule table below decides per layer and per input signature, from the
+  layer's kind (:func:`layer_kind`: dense 1x1, dense KxK, depthwise, grouped, stem), its stride,
+  the input's dtype and memory layout, the output plane size, whether the block runs gpukern's
+  fused op, and the GPU's architecture. A case no rule covers runs torch: gpukern is chosen only
+  where it was measured faster.
+* ``"autotune"``: on the first call of each distinct input signature on CUDA, both paths run
+  (their outputs are checked to agree first), are timed with CUDA events (a few warm-up and timed
+  calls each), and the faster is kept for the process, like ``cudnn.benchmark``.
+
+A decision is made at the first call with each distinct input signature (shape, strides, dtype,
+device, whether a residual is given) and cached on the layer (``layer._gk_decisions``;
+:meth:`torch_ops.SwapResult.table` lists them). CPU inputs do not use the policy: they run
+gpukern's CPU kernels when the model was swapped with ``cpu=True`` and torch's otherwise.
+
+torch.compile and CUDA graphs: nothing is timed while dynamo traces or while a CUDA graph is
+being captured (timing synchronises). Inside a compiled function the decision comes from
+:func:`_compiled_choice`, which dynamo calls once while tracing and keeps as a constant
+(``torch._dynamo.assume_constant_result``, as :mod:`torch_ops.fastpath` does): the decision
+cached by an earlier eager call with the same signature, else the rule table. Under capture the
+same holds (cached, else rules). So, for ``policy="autotune"``, run the model eagerly once per
+input shape before compiling or capturing it (``swap(..., example_inputs=...)`` does that);
+for ``"rules"`` nothing is needed.
+
+The rule table (``RULES``) is generated: ``python3 benchmarks/derive_policy.py CENSUS.json ...
+--write`` rewrites the block between the GENERATED markers from one or more census files of
+``benchmarks/layers.py`` (``python3 benchmarks/derive_policy.py --help``). Each rule says where
+it comes from (file, how many measured layers, their speedup range). A derived rule sends a cell
+(arch, op, kind, stride, dtype, layout, fused) to gpukern only where every measured layer in it
+was at least ``MARGIN`` times faster on gpukern; a cell with mixed results is split at one output
+plane size where that separates them cleanly, otherwise it stays on torch.
+"""
+import dataclasses
+import time
+import weakref
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import torch
+
+__all__ = ["POLICIES", "Rule", "RULES", "Decision", "layer_kind", "layout_of", "lookup",
+           "use_gpukern", "decisions"]
+
+POLICIES = ("rules", "autotune", "all")
+
+#: Minimum speedup of gpukern over torch's best, in every measured layer of a rule's range, for
+#: the derivation to send that range to gpukern (noise margin of the census's medians).
+MARGIN = 1.05
+
+
+@dataclasses.dataclass(frozen=True)
+class Rule:
+    """One row of the table. ``"*"`` (or None for the bounds and ``fused``) matches anything.
+
+    ``stride`` is ``"1"`` (every stride 1) or ``">1"``; ``layout`` is the input's
+    (:func:`layout_of`); ``out_px`` bounds are on the output plane size per image and channel
+    (H_out x W_out, or L_out), inclusive; ``fused`` is True for a block running gpukern's fused
+    op (conv + bias + residual + activation in one kernel), False for a plain convolution (and
+    for a fused block on a build without the fused op, whose epilogue runs in torch)."""
+
+    arch: str
+    op: str
+    kind: str
+    stride: str
+    dtype: str
+    layout: str
+    fused: Optional[bool]
+    out_px_min: Optional[int]
+    out_px_max: Optional[int]
+    path: str
+    source: str = ""
+
+    def matches(self, key: Dict) -> bool:
+        for field in ("arch", "op", "kind", "stride", "dtype", "layout"):
+            want = getattr(self, field)
+            if want != "*" and want != key[field]:
+                return False
+        if self.fused is not None and self.fused != key["fused"]:
+            return False
+        if self.out_px_min is not None and key["out_px"] < self.out_px_min:
+            return False
+        if self.out_px_max is not None and key["out_px"] > self.out_px_max:
+            return False
+        return True
+
+
+# The first table: the H100 census of this session (benchmarks/layers.py --quick, torch 2.11,
+# cuDNN 9.19, cudnn.allow_tf32 True as torch's default: float32 rows compare gpukern's true fp32
+# with cuDNN's TF32), files /work/census_s1/all_models.json (resnet50, convnext_tiny, conformer,
+# wav2vec2; float32 and bfloat16; NCHW and channels_last) and mobilenet_resnet_bf16.json
+# (resnet50, mobilenet_v3_large; bfloat16), derived by
+#   python3 benchmarks/derive_policy.py /work/census_s1/all_models.json \
+#       /work/census_s1/mobilenet_resnet_bf16.json --write
+# Dense layers are getting new tensor-core kernels: re-run the census and the command above.
+# Only the gpukern rules matter (anything unmatched runs torch); the torch rules document the
+# measured cells. float16 was not measured: it runs torch under "rules".
+# BEGIN GENERATED RULES
+RULES: List[Rule] = [
+    Rule('sm_90', 'conv1d', 'dense1x1', '1', 'bfloat16', 'contiguous', False, None, None, 'torch',
+         'all_models.json: 1 layer(s), gpukern/torch 0.31x-0.31x'),
+    Rule('sm_90', 'conv1d', 'dense1x1', '1', 'bfloat16', 'strided', False, None, None, 'torch',
+         'all_models.json: 1 layer(s), gpukern/torch 0.81x-0.81x'),
+    Rule('sm_90', 'conv1d', 'dense1x1', '1', 'float32', 'contiguous', False, None, None, 'torch',
+         'all_models.json: 1 layer(s), gpukern/torch 0.37x-0.37x'),
+    Rule('sm_90', 'conv1d', 'dense1x1', '1', 'float32', 'strided', False, None, None, 'torch',
+         'all_models.json: 1 layer(s), gpukern/torch 0.87x-0.87x'),
+    Rule('sm_90', 'conv1d', 'denseKxK', '>1', 'bfloat16', 'contiguous', False, None, 199, 'gpukern',
+         'all_models.json: 1 layer(s), out_px <= 199, gpukern/torch 1.27x-1.27x'),
+    Rule('sm_90', 'conv1d', 'denseKxK', '>1', 'bfloat16', 'contiguous', False, None, None, 'torch',
+         'all_models.json: 5 layer(s) (mixed; the rest), gpukern/torch 0.41x-0.83x'),
+    Rule('sm_90', 'conv1d', 'denseKxK', '>1', 'float32', 'contiguous', False, None, 199, 'gpukern',
+         'all_models.json: 1 layer(s), out_px <= 199, gpukern/torch 1.26x-1.26x'),
+    Rule('sm_90', 'conv1d', 'denseKxK', '>1', 'float32', 'contiguous', False, None, None, 'torch',
+         'all_models.json: 5 layer(s) (mixed; the rest), gpukern/torch 0.44x-0.99x'),
+    Rule('sm_90', 'conv1d', 'depthwise', '1', 'bfloat16', 'contiguous', False, None, None, 'gpukern',
+         'all_models.json: 1 layer(s), gpukern/torch 4.69x-4.69x'),
+    Rule('sm_90', 'conv1d', 'depthwise', '1', 'float32', 'contiguous', False, None, None, 'gpukern',
+         'all_models.json: 1 layer(s), gpukern/torch 4.15x-4.15x'),
+    Rule('sm_90', 'conv1d', 'grouped', '1', 'bfloat16', 'strided', False, None, None, 'gpukern',
+         'all_models.json: 1 layer(s), gpukern/torch 12.77x-12.77x'),
+    Rule('sm_90', 'conv1d', 'grouped', '1', 'float32', 'strided', False, None, None, 'torch',
+         'all_models.json: 1 layer(s), gpukern/torch 0.54x-0.54x'),
+    Rule('sm_90', 'conv1d', 'stem', '>1', 'bfloat16', 'contiguous', False, None, None, 'gpukern',
+         'all_models.json: 1 layer(s), gpukern/torch 1.29x-1.29x'),
+    Rule('sm_90', 'conv1d', 'stem', '>1', 'float32', 'contiguous', False, None, None, 'torch',
+         'all_models.json: 1 layer(s), gpukern/torch 0.78x-0.78x'),
+    Rule('sm_90', 'conv2d', 'dense1x1', '1', 'bfloat16', 'channels_last', False, None, None, 'torch',
+         'all_models.json+mobilenet_resnet_bf16.json: 44 layer(s) (mixed; the rest), gpukern/torch 0.17x-1.21x'),
+    Rule('sm_90', 'conv2d', 'dense1x1', '1', 'bfloat16', 'contiguous', False, None, 1, 'gpukern',
+         'all_models.json+mobilenet_resnet_bf16.json: 16 layer(s), out_px <= 1, gpukern/torch 1.24x-2.03x'),
+    Rule('sm_90', 'conv2d', 'dense1x1', '1', 'bfloat16', 'contiguous', False, None, None, 'torch',
+         'all_models.json+mobilenet_resnet_bf16.json: 44 layer(s) (mixed; the rest), gpukern/torch 0.06x-1.07x'),
+    Rule('sm_90', 'conv2d', 'dense1x1', '1', 'float32', 'channels_last', False, None, None, 'torch',
+         'all_models.json: 12 layer(s), gpukern/torch 0.54x-0.98x'),
+    Rule('sm_90', 'conv2d', 'dense1x1', '1', 'float32', 'contiguous', False, None, None, 'torch',
+         'all_models.json: 12 layer(s), gpukern/torch 0.15x-0.65x'),
+    Rule('sm_90', 'conv2d', 'dense1x1', '>1', 'bfloat16', 'channels_last', False, None, None, 'torch',
+         'all_models.json+mobilenet_resnet_bf16.json: 6 layer(s), gpukern/torch 0.59x-0.94x'),
+    Rule('sm_90', 'conv2d', 'dense1x1', '>1', 'bfloat16', 'contiguous', False, None, None, 'torch',
+         'all_models.json+mobilenet_resnet_bf16.json: 6 layer(s), gpukern/torch 0.33x-0.43x'),
+    Rule('sm_90', 'conv2d', 'dense1x1', '>1', 'float32', 'channels_last', False, None, None, 'torch',
+         'all_models.json: 3 layer(s), gpukern/torch 0.66x-0.92x'),
+    Rule('sm_90', 'conv2d', 'dense1x1', '>1', 'float32', 'contiguous', False, None, None, 'torch',
+         'all_models.json: 3 layer(s), gpukern/torch 0.43x-0.52x'),
+    Rule('sm_90', 'conv2d', 'denseKxK', '1', 'bfloat16', 'channels_last', False, None, None, 'torch',
+         'all_models.json+mobilenet_resnet_bf16.json: 8 layer(s), gpukern/torch 0.66x-0.82x'),
+    Rule('sm_90', 'conv2d', 'denseKxK', '1', 'bfloat16', 'contiguous', False, None, None, 'torch',
+         'all_models.json+mobilenet_resnet_bf16.json: 8 layer(s), gpukern/torch 0.43x-1.04x'),
+    Rule('sm_90', 'conv2d', 'denseKxK', '1', 'float32', 'channels_last', False, None, None, 'torch',
+         'all_models.json: 4 layer(s), gpukern/torch 0.62x-0.74x'),
+    Rule('sm_90', 'conv2d', 'denseKxK', '1', 'float32', 'contiguous', False, None, None, 'torch',
+         'all_models.json: 4 layer(s), gpukern/torch 0.52x-0.78x'),
+    Rule('sm_90', 'conv2d', 'denseKxK', '>1', 'bfloat16', 'channels_last', False, None, None, 'torch',
+         'all_models.json+mobilenet_resnet_bf16.json: 12 layer(s) (mixed; the rest), gpukern/torch 0.64x-1.25x'),
+    Rule('sm_90', 'conv2d', 'denseKxK', '>1', 'bfloat16', 'contiguous', False, None, None, 'torch',
+         'all_models.json+mobilenet_resnet_bf16.json: 6 layer(s), gpukern/torch 0.42x-0.84x'),
+    Rule('sm_90', 'conv2d', 'denseKxK', '>1', 'float32', 'channels_last', False, None, None, 'torch',
+         'all_models.json: 9 layer(s) (mixed; the rest), gpukern/torch 0.60x-1.24x'),
+    Rule('sm_90', 'conv2d', 'denseKxK', '>1', 'float32', 'contiguous', False, None, None, 'torch',
+         'all_models.json: 3 layer(s), gpukern/torch 0.49x-0.68x'),
+    Rule('sm_90', 'conv2d', 'depthwise', '1', 'bfloat16', 'channels_last', False, None, None, 'torch',
+         'all_models.json+mobilenet_resnet_bf16.json: 15 layer(s), gpukern/torch 0.44x-0.75x'),
+    Rule('sm_90', 'conv2d', 'depthwise', '1', 'bfloat16', 'contiguous', False, 784, None, 'gpukern',
+         'mobilenet_resnet_bf16.json: 3 layer(s), out_px >= 784, gpukern/torch 1.94x-5.83x'),
+    Rule('sm_90', 'conv2d', 'depthwise', '1', 'bfloat16', 'contiguous', False, None, None, 'torch',
+         'mobilenet_resnet_bf16.json: 4 layer(s) (mixed; the rest), gpukern/torch 0.49x-0.89x'),
+    Rule('sm_90', 'conv2d', 'depthwise', '1', 'float32', 'channels_last', False, None, None, 'gpukern',
+         'all_models.json: 8 layer(s), gpukern/torch 1.12x-1.47x'),
+    Rule('sm_90', 'conv2d', 'depthwise', '>1', 'bfloat16', 'channels_last', False, None, None, 'torch',
+         'mobilenet_resnet_bf16.json: 4 layer(s), gpukern/torch 0.32x-0.60x'),
+    Rule('sm_90', 'conv2d', 'depthwise', '>1', 'bfloat16', 'contiguous', False, None, None, 'torch',
+         'mobilenet_resnet_bf16.json: 4 layer(s), gpukern/torch 0.07x-0.68x'),
+    Rule('sm_90', 'conv2d', 'stem', '>1', 'bfloat16', 'channels_last', False, None, None, 'torch',
+         'all_models.json+mobilenet_resnet_bf16.json: 4 layer(s), gpukern/torch 0.10x-0.17x'),
+    Rule('sm_90', 'conv2d', 'stem', '>1', 'bfloat16', 'contiguous', False, None, None, 'torch',
+         'all_models.json+mobilenet_resnet_bf16.json: 4 layer(s), gpukern/torch 0.15x-0.18x'),
+    Rule('sm_90', 'conv2d', 'stem', '>1', 'float32', 'channels_last', False, None, None, 'torch',
+         'all_models.json: 2 layer(s), gpukern/torch 0.10x-0.10x'),
+    Rule('sm_90', 'conv2d', 'stem', '>1', 'float32', 'contiguous', False, None, None, 'torch',
+         'all_models.json: 2 layer(s), gpukern/torch 0.16x-0.21x'),
+]
+# END GENERATED RULES
+
+
+# ---------------------------------------------------------------------------------------------
+# Layer and input classification (shared with benchmarks/derive_policy.py)
+
+def layer_kind(in_channels: int, out_channels: int, groups: int,
+               kernel_size: Sequence[int]) -> str:
+    """``"depthwise"`` (groups == in_channels, one filter per input channel, single-channel
+    signals and images included), ``"stem"`` (dense with at most 4 input channels: RGB stems,
+    raw waveforms), ``"dense1x1"``, ``"denseKxK"`` or ``"grouped"``."""
+    if groups == in_channels and (groups > 1 or out_channels == 1):
+        return "depthwise"
+    if groups == 1:
+        if in_channels <= 4:
+            return "stem"
+        return "dense1x1" if all(int(k) == 1 for k in kernel_size) else "denseKxK"
+    return "grouped"
+
+
+def layout_of(shape: Sequence[int], stride: Sequence[int]) -> str:
+    """``"contiguous"``, ``"channels_last"`` (4-D) or ``"strided"`` (as benchmarks/layers.py:
+    a tensor that is both, e.g. H = W = 1, reads as contiguous)."""
+    def dense(order):
+        expected = 1
+        for d in order:
+            if shape[d] != 1 and stride[d] != expected:
+                return False
+            expected *= shape[d]
+        return True
+    n = len(shape)
+    if dense(range(n - 1, -1, -1)):
+        return "contiguous"
+    if n == 4 and dense((1, 3, 2, 0)):
+        return "channels_last"
+    return "strided"
+
+
+def out_plane(in_sizes: Sequence[int], kernel: Sequence[int], stride: Sequence[int],
+              padding, dilation: Sequence[int]) -> int:
+    """Output elements per image and channel (H_out x W_out or L_out)."""
+    n = 1
+    for i, size in enumerate(in_sizes):
+        if isinstance(padding, str):
+            if padding == "same":
+                n *= size
+                continue
+            pad = 0
+        else:
+            pad = padding[i]
+        n *= max(0, (size + 2 * pad - dilation[i] * (kernel[i] - 1) - 1) // stride[i] + 1)
+    return n
+
+
+def rule_key(arch: str, op: str, in_channels: int, out_channels: int, groups: int,
+             kernel: Sequence[int], stride: Sequence[int], padding, dilation: Sequence[int],
+             shape: Sequence[int], strides: Sequence[int], dtype: str, fused: bool) -> Dict:
+    nsp = 1 if op == "conv1d" else 2
+    return dict(arch=arch, op=op, kind=layer_kind(in_channels, out_channels, groups, kernel),
+                stride="1" if all(int(s) == 1 for s in stride) else ">1", dtype=dtype,
+                layout=layout_of(shape, strides), fused=bool(fused),
+                out_px=out_plane(list(shape[-nsp:]), kernel, stride, padding, dilation))
+
+
+def lookup(key: Dict, rules: Optional[Sequence[Rule]] = None) -> Tuple[str, str]:
+    """(path, reason) for a rule key: the first matching rule; for a fused block a rule for
+    fused blocks first, then one for the plain convolution; torch where nothing matches."""
+    rules = RULES if rules is None else rules
+    tries = [key] + ([dict(key, fused=False)] if key["fused"] else [])
+    for k in tries:
+        for rule in rules:
+            if rule.matches(k):
+                return rule.path, f"rule: {rule.source or 'hand-written'}"
+    return "torch", (f"no measured rule for {key['arch']} {key['op']} {key['kind']} stride "
+                     f"{key['stride']} {key['dtype']} {key['layout']}: torch")
+
+
+# ---------------------------------------------------------------------------------------------
+# Per-layer decisions
+
+@dataclasses.dataclass
+class Decision:
+    """One cached decision: ``path`` "gpukern" or "torch", why, the CUDA algorithm gpukern runs
+    for it (where known) and, for autotune, the times measured (ms per call)."""
+
+    path: str
+    reason: str
+    algorithm: Optional[str] = None
+    times: Optional[Dict[str, float]] = None
+
+
+_LAYERS: "weakref.WeakValueDictionary[int, torch.nn.Module]" = weakref.WeakValueDictionary()
+_NEXT_UID = [0]
+# Device types whose inputs follow the policy (tests add "cpu" to exercise it without a GPU).
+_RULED_DEVICE_TYPES = ("cuda",)
+# Autotune: warm-up and timed calls per path.
+AUTOTUNE_WARMUP, AUTOTUNE_REPS = 3, 10
+# Norm-relative difference allowed between the two paths before autotune trusts the timing
+# (float32 allows cuDNN's TF32 against gpukern's true fp32).
+AGREE_TOL = {torch.float32: 5e-3, torch.float16: 5e-3, torch.bfloat16: 3e-2,
+             torch.float64: 1e-9}
+
+
+def register(layer: torch.nn.Module, policy: str, cpu: bool) -> None:
+    """Give a layer its policy, CPU choice, a process-unique id and an empty decision cache."""
+    if policy not in POLICIES:
+        raise ValueError(f"policy={policy!r}: expected one of {', '.join(POLICIES)}")
+    layer.gpukern_policy = policy
+    layer.gpukern_cpu = bool(cpu)
+    _NEXT_UID[0] += 1
+    layer._gk_uid = _NEXT_UID[0]
+    layer._gk_decisions = {}
+    _LAYERS[layer._gk_uid] = layer
+
+
+def unregister(layer: torch.nn.Module) -> None:
+    for attr in ("gpukern_policy", "gpukern_cpu", "_gk_uid", "_gk_decisions"):
+        layer.__dict__.pop(attr, None)
+
+
+def decisions(layer: torch.nn.Module) -> Dict[tuple, Decision]:
+    """The layer's cached decisions, keyed by input signature
+    ``(shape, strides, dtype, device, has_residual)``."""
+    return layer.__dict__.get("_gk_decisions", {})
+
+
+def _arch(device_type: str, index: Optional[int]) -> str:
+    if device_type != "cuda":
+        return device_type
+    major, minor = torch.cuda.get_device_capability(index)
+    return f"sm_{major}{minor}"
+
+
+def _layer_key(layer, shape, strides, dtype, device_type, index) -> Dict:
+    return rule_key(_arch(device_type, index), layer._gk_op, layer.in_channels,
+                    layer.out_channels, layer.groups, layer.kernel_size, layer.stride,
+                    layer.padding, layer.dilation, shape, strides,
+                    str(dtype).replace("torch.", ""), layer._gk_runs_fused_op())
+
+
+def _rules_decision(layer, shape, strides, dtype, device_type, index) -> Decision:
+    key = _layer_key(layer, shape, strides, dtype, device_type, index)
+    path, reason = lookup(key)
+    return Decision(path, reason)
+
+
+def _algorithm(layer, shape, strides, dtype) -> Optional[str]:
+    """The CUDA algorithm gpukern runs for the call, from meta tensors (None without CUDA
+    kernels or where the query fails)."""
+    from . import has_cuda_kernels
+    from .algorithms import algorithm
+    if not has_cuda_kernels():
+        return None
+    try:
+        x = torch.empty_strided(tuple(shape), tuple(strides), dtype=dtype, device="meta")
+        w = torch.empty(layer.weight.shape, dtype=dtype, device="meta")
+        return algorithm(layer._gk_op, x, w, None, layer.stride, layer.padding, layer.dilation,
+                         layer.groups)
+    except Exception:  # noqa: BLE001  (a name for the table only)
+        return None
+
+
+# Called by dynamo while tracing and kept as a constant: a pure lookup (no timing, no sync).
+@torch._dynamo.assume_constant_result
+def _compiled_choice(uid: int, shape: tuple, strides: tuple, dtype: torch.dtype,
+                     device_type: str, index: Optional[int], has_residual: bool) -> bool:
+    layer = _LAYERS.get(uid)
+    if layer is None:
+        return False
+    sig = (shape, strides, dtype, f"{device_type}:{index}", has_residual)
+    cached = decisions(layer).get(sig)
+    if cached is None:
+        cached = _rules_decision(layer, shape, strides, dtype, device_type, index)
+    return cached.path == "gpukern"
+
+
+def _norm_rel(a: torch.Tensor, b: torch.Tensor) -> float:
+    a, b = a.detach().double(), b.detach().double()
+    if a.shape != b.shape:
+        return float("inf")
+    d = b.norm().item()
+    return (a - b).norm().item() / (d if d > 0 else 1.0)
+
+
+def _time_ms(fn, device: torch.device) -> float:
+    for _ in range(AUTOTUNE_WARMUP):
+        fn()
+    if device.type == "cuda":
+        start = torch.cuda.Event(enable_timing=True)
+        end = torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(AUTOTUNE_REPS):
+            fn()
+        end.record()
+        end.synchronize()
+        return start.elapsed_time(end) / AUTOTUNE_REPS
+    t0 = time.perf_counter()
+    for _ in range(AUTOTUNE_REPS):
+        fn()
+    return (time.perf_counter() - t0) * 1e3 / AUTOTUNE_REPS
+
+
+def _autotune(layer, x, residual) -> Decision:
+    """Run both paths, check they agree, time them; the faster wins (torch on any doubt)."""
+    def gk():
+        return layer._run_gpukern(x, residual)
+
+    def th():
+        return layer._run_torch(x, residual)
+    with torch.no_grad():
+        try:
+            ref = th()
+            out = gk()
+        except Exception as e:  # noqa: BLE001  (gpukern cannot run it: torch, with the reason)
+            return Decision("torch", f"autotune: gpukern failed ({type(e).__name__}: "
+                                     f"{str(e).splitlines()[0][:120]})")
+        err = _norm_rel(out, ref)
+        tol = AGREE_TOL.get(x.dtype, 1e-2)
+        if not err <= tol:
+            return Decision("torch", f"autotune: outputs differ (norm-relative {err:.1e} > "
+                                     f"{tol:.0e}): torch")
+        del out, ref
+        t_gk = _time_ms(gk, x.device)
+        t_th = _time_ms(th, x.device)
+    path = "gpukern" if t_gk < t_th else "torch"
+    return Decision(path, f"autotune: gpukern {t_gk * 1e3:.1f} us, torch {t_th * 1e3:.1f} us",
+                    times={"gpukern": t_gk, "torch": t_th})
+
+
+def _capturing(x: torch.Tensor) -> bool:
+    return x.device.type == "cuda" and torch.cuda.is_current_stream_capturing()
+
+
+def _eager_choice(layer, x: torch.Tensor, residual: Optional[torch.Tensor]) -> bool:
+    if _LAYERS.get(layer._gk_uid) is not layer:  # a deep copy: its own id and cache
+        register(layer, layer.gpukern_policy, layer.gpukern_cpu)
+    shape, strides = tuple(x.shape), tuple(x.stride())
+    sig = (shape, strides, x.dtype, f"{x.device.type}:{x.device.index}", residual is not None)
+    cache = layer._gk_decisions
+    hit = cache.get(sig)
+    if hit is not None:
+        return hit.path == "gpukern"
+    if layer.gpukern_policy == "autotune" and not _capturing(x):
+        decision = _autotune(layer, x, residual)
+    else:
+        decision = _rules_decision(layer, shape, strides, x.dtype, x.device.type,
+                                   x.device.index)
+        if layer.gpukern_policy == "autotune":  # capturing: decided by the rules, not cached
+            return decision.path == "gpukern"
+    if decision.path == "gpukern":
+        decision.algorithm = _algorithm(layer, shape, strides, x.dtype)
+    cache[sig] = decision
+    return decision.path == "gpukern"
+
+
+def _note_cpu(layer, x: torch.Tensor, residual: Optional[torch.Tensor]) -> None:
+    """Record a CPU call's path for the table (CPU inputs follow swap's cpu= flag)."""
+    sig = (tuple(x.shape), tuple(x.stride()), x.dtype, "cpu:None", residual is not None)
+    cache = layer._gk_decisions
+    if sig not in cache:
+        cache[sig] = (Decision("gpukern", "CPU input, swap(cpu=True): gpukern's CPU kernel",
+                               algorithm="cpu") if layer.gpukern_cpu else
+                      Decision("torch", "CPU input: torch (swap(cpu=True) runs gpukern's CPU "
+                                        "kernels)"))
+
+
+def use_gpukern(layer: torch.nn.Module, x: torch.Tensor,
+                residual: Optional[torch.Tensor] = None) -> bool:
+    """Whether this call of a swapped layer runs gpukern (True) or torch (False)."""
+    dev = x.device.type
+    if dev == "cpu" and dev not in _RULED_DEVICE_TYPES:
+        if not torch.compiler.is_compiling() and "_gk_decisions" in layer.__dict__:
+            _note_cpu(layer, x, residual)
+        return bool(layer.gpukern_cpu)
+    if dev not in ("cpu", "cuda"):
+        return True  # meta and the like: the op's fake kernel either way
+    policy = layer.gpukern_policy
+    if policy == "all":
+        return True
+    if torch.compiler.is_compiling():
+        return _compiled_choice(layer._gk_uid, tuple(int(s) for s in x.shape),
+                                tuple(int(s) for s in x.stride()), x.dtype, dev,
+                                x.device.index, residual is not None)
+    return _eager_choice(layer, x, residual)
