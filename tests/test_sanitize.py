@@ -20,7 +20,8 @@ pytestmark = [pytest.mark.cuda, pytest.mark.sanitize,
 CONV1D = ["rowwise8", "rowwise16", "rowwise8_dilated", "general_ot1", "general_ot4", "fft",
           "rowwise_reg", "rowwise_mma", "igemm"]
 CONV2D = ["depthwise_nhwc", "depthwise_rows", "depthwise_tma", "depthwise_plane",
-          "depthwise_large", "depthwise_nchw", "general_staged", "general_direct", "igemm"]
+          "depthwise_large", "depthwise_nchw", "general_staged", "general_direct", "igemm",
+          "depthwise_nhwc_tile", "depthwise_strided"]
 MV = ["rows_vec", "rows", "cols_vec", "cols", "rows_mma"]
 REDUCE = ["small", "seg_contig", "seg", "row", "col_vec", "col", "row_vec", "seg_runs", "flat"]
 OPTIONAL = {"igemm"}  # only in builds with the CUTLASS path on sm_90
@@ -63,6 +64,10 @@ def _conv_cases(nsp):
                 (r(1, 3, 13, 9), r(3, 1, 3, 3), dict(padding=1, groups=3)),
                 (r(1, 2, 40, 40), r(2, 1, 9, 9), dict(padding=4, groups=2)),
                 (r(1, 2, 30, 33), r(2, 1, 5, 5), dict(padding=4, dilation=2, groups=2)),
+                (r(2, 24, 15, 13).contiguous(memory_format=cl), r(24, 1, 5, 5),
+                 dict(stride=2, padding=2, groups=24)),
+                (r(2, 5, 29, 31), r(5, 1, 3, 3), dict(stride=2, padding=1, groups=5)),
+                (r(1, 16, 20, 20), r(32, 16, 3, 3), dict(padding=1)),
                 (r(2, 16, 15, 17), r(32, 16, 3, 3), dict(stride=2, padding=1)),
                 (r(1, 4, 30, 30), r(8, 4, 2, 2), dict(stride=13)),
                 (_offset(r(2, 8, 11, 10)), r(8, 8, 3, 3), dict(padding=1)),

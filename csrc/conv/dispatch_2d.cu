@@ -146,6 +146,8 @@ Algo choose(const ConvProblem& p) {
 bool algorithm_fuses_epilogue(Algo a) {
   switch (a) {
     case Algo::kIgemm: return true;  // CUTLASS epilogue (conv/igemm/epilogue.cuh)
+    case Algo::kDepthwiseStrided:     // act(acc + bias + residual) in registers
+    case Algo::kDepthwiseNhwcTile: return true;
     default: return false;
   }
 }
