@@ -496,7 +496,8 @@ def test_algorithm_forcing_errors():
         w5 = torch.empty(4, 1, 3, 5, device="meta")
         with pytest.raises(RuntimeError, match="cannot run this shape"):  # not square
             torch_ops.algorithm("conv2d", xd, w5, None, 1, 1, 1, 4)
-    assert torch_ops.algorithm("conv2d", xd, wd, None, 1, 1, 1, 4) == "depthwise_rows"
+    # Small NCHW planes (output <= 28x28) the plane / TMA kernels leave take depthwise_strided.
+    assert torch_ops.algorithm("conv2d", xd, wd, None, 1, 1, 1, 4) == "depthwise_strided"
     w11 = torch.empty(4, 1, 11, 9, device="meta")  # 99 taps > NhwcTraits::kMaxTaps
     with torch_ops.force_algorithm("conv2d", "depthwise_nhwc"):
         with pytest.raises(RuntimeError, match="cannot run this shape"):
