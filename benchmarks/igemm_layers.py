@@ -9,6 +9,8 @@ reference with TF32 off); single calls between CUDA events, median of 30, L2 flu
 cuBLAS 8192^3 bf16 matmul measured in the same run. Both tile configurations (large 128x128,
 small 64x64) are timed, forced through GPUKERN_IGEMM_CONFIG; "auto" is the one the shape-bucket
 rule picks (the best of the two is the "gpukern" column; the rule's miss shows when they differ).
+1x1 stride-1 layers run as GEMMs; their row also gives the implicit-GEMM conv kernel's time
+(GPUKERN_IGEMM_GEMM=0), the measurement behind that choice.
 
     python3 benchmarks/igemm_layers.py [--json out.json] [--quick]
 """
@@ -96,9 +98,13 @@ def run_layer(layer, dtype, channels_last):
     ref = tconv(x.float(), w.float(), b.float(), stride_a, pad_a)
     torch.backends.cudnn.allow_tf32 = tf32
     per_config, errs, ok = {}, [], True
+    pointwise = (k == 1 if one_d else k == (1, 1)) and stride == 1 and padding == 0
+    configs = ("large", "small", "auto") + (("conv",) if pointwise else ())
     with torch_ops.force_algorithm(family, "igemm"):
-        for cfg in ("large", "small", "auto"):
-            if cfg == "auto":
+        for cfg in configs:
+            # "conv": a 1x1 layer through the implicit-GEMM conv kernel instead of the GEMM
+            os.environ["GPUKERN_IGEMM_GEMM"] = "0" if cfg == "conv" else "1"
+            if cfg in ("auto", "conv"):
                 os.environ.pop("GPUKERN_IGEMM_CONFIG", None)
             else:
                 os.environ["GPUKERN_IGEMM_CONFIG"] = cfg
@@ -108,6 +114,7 @@ def run_layer(layer, dtype, channels_last):
             ok = ok and err <= TOL[dtype] and out.shape == ref.shape
             per_config[cfg] = timed(ours)
     os.environ.pop("GPUKERN_IGEMM_CONFIG", None)
+    os.environ.pop("GPUKERN_IGEMM_GEMM", None)
     err = max(errs)
     best = min(("large", "small"), key=lambda c: per_config[c][0])
     t_ours, how_ours = per_config[best]
@@ -163,6 +170,8 @@ def main():
             print(f"| {r['layer']} | {r['dtype']} | {r['format']} | "
                   f"{'yes' if r['ok'] else 'NO'} ({r['rel_err']:.1e}) | "
                   + " / ".join(f"{r['config_ms'][c] * 1e3:.1f}" for c in ("large", "small", "auto"))
+                  + (f" (conv kernel {r['config_ms']['conv'] * 1e3:.1f})"
+                     if "conv" in r["config_ms"] else "")
                   + f"{' (graph)' if r['ours_method'] == 'graph' else ''} | "
                   f"{r['torch_ms'] * 1e3:.1f} | {r['speedup']:.2f}x ({r['best_config']}) | "
                   f"{r['auto_speedup']:.2f}x | "

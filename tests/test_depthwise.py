@@ -153,10 +153,12 @@ CENSUS = [
     ((16, 672, 14, 14), 5, 2, 2, False, "depthwise_strided"),
     ((16, 200, 14, 14), 3, 1, 1, False, "depthwise_strided"),
     ((16, 480, 14, 14), 3, 1, 1, False, "depthwise_strided"),
-    ((16, 480, 14, 14), 3, 1, 1, True, "depthwise_nhwc_tile"),
+    ((16, 480, 14, 14), 3, 1, 1, True, "depthwise_nhwc_tile|depthwise_nhwc"),
     ((16, 672, 14, 14), 5, 2, 2, True, "depthwise_nhwc_tile"),
-    ((16, 672, 14, 14), 3, 1, 1, True, "depthwise_nhwc_tile"),
+    ((16, 672, 14, 14), 3, 1, 1, True, "depthwise_nhwc_tile|depthwise_nhwc"),
 ]
+# "a|b": fp32 takes a, 16-bit dtypes b (channels_last stride 1: the H100 census measured the
+# pixel-group kernel ahead in fp32 and behind depthwise_nhwc in bf16).
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
@@ -167,6 +169,8 @@ def test_census_dispatch(layer, dtype):
     got = torch_ops.algorithm("conv2d", x, w, None, stride, pad, 1, shape[1])
     if got.startswith("cpu"):
         pytest.skip("the CPU-only build has no CUDA algorithm choice")
+    if "|" in algo:
+        algo = algo.split("|")[0 if dtype == torch.float32 else 1]
     assert got == algo
 
 
@@ -180,7 +184,7 @@ def test_census_parity(layer):
     x, w, b = _make(n, c, h, w_, k, True, torch.bfloat16, seed=c + k)
     if cl:
         x = x.to(memory_format=torch.channels_last)
-    assert torch_ops.algorithm("conv2d", x, w, b, stride, pad, 1, c) == algo
+    assert torch_ops.algorithm("conv2d", x, w, b, stride, pad, 1, c) == algo.split("|")[-1]
     out = torch_ops.conv2d(x, w, b, stride, pad, 1, c)
     assert_close_ref(out, _ref(x, w, b, stride, pad, c), torch.bfloat16)
 

@@ -120,7 +120,7 @@ def test_swapped_model_zero_channels_as_torch(device):
     x = torch.randn(2, 0, 8, device=device)
     with torch.no_grad():
         ref = net(x)
-        torch_ops.swap(net, cpu=True)
+        torch_ops.swap(net, cpu=True, policy="all")  # gpukern on every call, zero channels too
         with OpLog() as log:
             out = net(x)
     assert out.shape == ref.shape == (2, 0, 8)

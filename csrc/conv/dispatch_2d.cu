@@ -52,11 +52,11 @@ const AlgorithmTable<Algo> kTable("conv2d", {
 // fp32 filters from this many taps on (beyond 7x7) take depthwise_large.
 constexpr int64_t kLargeMinTaps = 50;
 
-// Output planes up to this many pixels count as small for the stride-1 depthwise rules below:
-// NCHW up to 28x28 (the rows kernel lost 2x to cuDNN at 14x14, where its 128-column strips and
-// per-warp rows leave most lanes idle), channels_last up to 16x16 (the roll kernel's row strips
-// give too few blocks: 14x14 ran 1.4x slower than cuDNN).
-constexpr int64_t kSmallPlaneNchw = 28 * 28;
+// Output planes up to this many pixels count as small for the stride-1 depthwise rules below
+// (14x14 and 7x7 in the real networks): the rows kernel lost 2x to cuDNN at 14x14, where its
+// 128-column strips and per-warp rows leave most lanes idle; at 28x28 it stays ahead of the staged
+// kernel (H100 census, below).
+constexpr int64_t kSmallPlaneNchw = 16 * 16;
 constexpr int64_t kSmallPlaneNhwc = 16 * 16;
 
 // Whether algorithm a can run the shape.
@@ -87,10 +87,13 @@ bool nhwc_depthwise(const ConvProblem& p) {
 // for sm_90). Never of the data pointers: alignment only switches vector accesses on or off
 // inside a kernel, or moves the TMA map's base.
 Algo choose_auto(const ConvProblem& p) {
-  // Channels_last depthwise 3/5/7 with stride 2, or stride 1 on small planes: pixel groups of
-  // every image and row spread over the blocks, each input pixel loaded once per filter row
+  // Channels_last depthwise 3/5/7 with stride 2, or fp32 stride 1 on small planes: pixel groups
+  // of every image and row spread over the blocks, each input pixel loaded once per filter row
   // (depthwise_nhwc took 3x cuDNN's time at 14x14 stride 2: too few blocks, one load per tap).
-  if (nhwc_depthwise(p) && (p.stride_h == 2 || p.OH * p.OW <= kSmallPlaneNhwc) &&
+  // 16-bit stride-1 small planes stay on depthwise_nhwc: H100 census, 16x480x14x14 3x3 bf16
+  // 14.0 us here against 9.4 us there, 16x384x14x14 7x7 31.0 against 26.
+  if (nhwc_depthwise(p) &&
+      (p.stride_h == 2 || (p.elem_size == 4 && p.OH * p.OW <= kSmallPlaneNhwc)) &&
       depthwise_nhwc_tile_can_run(p)) {
     return Algo::kDepthwiseNhwcTile;
   }
@@ -104,7 +107,8 @@ Algo choose_auto(const ConvProblem& p) {
   // Square 3/5/7, stride 1, sm_90+, rows 16 bytes apart: persistent tiles fed by the TMA.
   if (depthwise_tma_can_run(p)) return Algo::kDepthwiseTma;
   // Small stride-1 planes the kernels above do not take (14x14, 7x7, odd widths): the staged
-  // kernel with many planes a block.
+  // kernel with many planes a block (H100 census: 16x200x14x14 3x3 bf16 8.5 us against
+  // depthwise_rows' 15.4; at 28x28 5x5 rows stays ahead, 14.6 against 18.7).
   if (p.OH * p.OW <= kSmallPlaneNchw && depthwise_strided_can_run(p)) {
     return Algo::kDepthwiseStrided;
   }

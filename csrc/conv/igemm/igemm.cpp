@@ -39,6 +39,7 @@ using conv::GemmProblem;
 
 constexpr int64_t kMaxInt = std::numeric_limits<int32_t>::max();
 constexpr int64_t kTmaBytes = 16;  // TMA: base addresses and strides in 16-byte units
+constexpr int64_t kMaxTmaStride = 8;  // TMA im2col: element (traversal) strides 1..8
 
 // SMs assumed by a query without a GPU (an H100 SXM).
 constexpr int64_t kQuerySmCount = 132;
@@ -312,7 +313,11 @@ void run4(const ConvProblem& p, const at::Tensor& x4, const at::Tensor& w4,
 
   // 1x1, stride 1: a plain GEMM. Over NCHW (16-bit) one GEMM per image with no transpose; over
   // NHWC one GEMM over every pixel. The weight as [O, C] rows.
-  if (pointwise(p) && p.C % align == 0) {
+  // GPUKERN_IGEMM_GEMM=0 in the environment sends them to the conv kernel instead (benchmarks
+  // compare the two; read on every call).
+  const char* gemm_env = std::getenv("GPUKERN_IGEMM_GEMM");
+  const bool gemm_on = gemm_env == nullptr || std::strcmp(gemm_env, "0") != 0;
+  if (gemm_on && pointwise(p) && p.C % align == 0) {
     at::Tensor w2 = w4.reshape({p.O, p.C});
     if (w2.stride(1) != 1 || w2.stride(0) % align != 0 ||
         reinterpret_cast<uintptr_t>(w2.const_data_ptr()) % kTmaBytes != 0) {
@@ -376,6 +381,10 @@ bool igemm_can_run(const ConvProblem& p, bool tf32_allowed) {
   // C may be padded (the conversion zero-fills channels); O may not (y is written in place).
   const int64_t align = channel_align(p);
   if (p.O % align != 0) return false;
+  // The TMA's im2col traversal stride is 1..8 (cuTensorMapEncodeIm2col's elementStrides);
+  // CUTLASS's can_implement does not check it, and a stride of 13 ran into an illegal
+  // instruction on an H100.
+  if (p.stride_h > kMaxTmaStride || p.stride_w > kMaxTmaStride) return false;
   if (!make_igemm_problem(p, ip) || !device_ok()) return false;
   ip.C = static_cast<int>(round_up(p.C, align));
   if (static_cast<double>(p.N) * ip.C * p.H * p.W > kMaxInt ||
