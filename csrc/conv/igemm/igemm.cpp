@@ -18,6 +18,7 @@
 #include <ATen/cuda/CUDAContext.h>
 
 #include "conv/igemm/config.h"
+#include "conv/igemm/im2col.h"
 #include "conv/layout.h"
 #define GPUKERN_IGEMM 1
 #endif
@@ -40,6 +41,8 @@ using conv::GemmProblem;
 constexpr int64_t kMaxInt = std::numeric_limits<int32_t>::max();
 constexpr int64_t kTmaBytes = 16;  // TMA: base addresses and strides in 16-byte units
 constexpr int64_t kMaxTmaStride = 8;  // TMA im2col: element (traversal) strides 1..8
+// GEMMs of at most this many rows (output pixels) run the conv kernel's 64x64 tile instead.
+constexpr int64_t kSmallGemmRows = 64;
 
 // SMs assumed by a query without a GPU (an H100 SXM).
 constexpr int64_t kQuerySmCount = 132;
@@ -70,7 +73,7 @@ IgemmBucket bucket_of(const ConvProblem& p) {
     if (std::strcmp(env, "large") == 0) return IgemmBucket::kLarge;
     if (std::strcmp(env, "small") == 0) return IgemmBucket::kSmall;
   }
-  return p.N * p.OH * p.OW <= 64 ? IgemmBucket::kSmall : IgemmBucket::kLarge;
+  return p.N * p.OH * p.OW <= kSmallGemmRows ? IgemmBucket::kSmall : IgemmBucket::kLarge;
 }
 
 // The problem's GEMM sizes in int32 and its paddings after the input, with x, w, y as packed
@@ -298,6 +301,43 @@ bool try_gemm(const ConvProblem& p, IgemmDtype d, GemmForm form, const at::Tenso
   return true;
 }
 
+// A stem through explicit im2col and the kNhwc GEMM (see run4). False when the GEMM cannot take
+// the sizes (the caller falls back to the implicit-GEMM conv kernel with padded channels).
+bool run_stem_gemm(const ConvProblem& p, IgemmDtype d, const at::Tensor& x4,
+                   const at::Tensor& w4, const at::Tensor& bias,
+                   const std::optional<at::Tensor>& residual, const at::Tensor& y4) {
+  const int64_t align = channel_align(p);
+  const int64_t K = p.C * p.KH * p.KW;
+  const int64_t Kp = round_up(K, align);
+  const int64_t M = p.N * p.OH * p.OW;
+  if (M > kMaxInt || Kp > kMaxInt) return false;
+  GemmProblem gp;
+  gp.form = GemmForm::kNhwc;
+  gp.device = x4.device().index();
+  gp.sm_count = static_cast<int>(at::cuda::getDeviceProperties(gp.device)->multiProcessorCount);
+  gp.M = static_cast<int>(M);
+  gp.N = static_cast<int>(p.O);
+  gp.K = static_cast<int>(Kp);
+  gp.a_ld = Kp;
+  gp.b_ld = Kp;
+  gp.d_ld = p.O;  // a packed channels_last output (or temporary)
+  const GemmKernel& k = gemm_kernel_for(d, GemmForm::kNhwc);
+  if (!k.can_implement(gp)) return false;
+  const at::Tensor a = im2col_rows(p, x4, align);
+  // The filter as [O, Kp] rows in the patches' (c, r, s) order, zeros past K.
+  at::Tensor w2 = at::zeros({p.O, Kp}, w4.options().memory_format(at::MemoryFormat::Contiguous));
+  w2.narrow(1, 0, K).copy_(w4.reshape({p.O, K}));
+  const auto ys = nhwc_strides(y4);
+  const bool y_direct = ys && (*ys)[2] == p.O && uniform_rows(*ys, p.OH, p.OW);
+  const at::Tensor yc =
+      y_direct ? y4
+               : at::empty(y4.sizes(), y4.options().memory_format(at::MemoryFormat::ChannelsLast));
+  const at::Tensor rc = prepared_residual(residual, yc);
+  launch(k, gp, buffers(a, w2, bias, rc, yc, p.act), x4);
+  if (!y_direct) nhwc_copy_to(yc, y4);
+  return true;
+}
+
 void run4(const ConvProblem& p, const at::Tensor& x4, const at::Tensor& w4,
           const std::optional<at::Tensor>& bias, const std::optional<at::Tensor>& residual,
           const at::Tensor& y4) {
@@ -317,7 +357,9 @@ void run4(const ConvProblem& p, const at::Tensor& x4, const at::Tensor& w4,
   // compare the two; read on every call).
   const char* gemm_env = std::getenv("GPUKERN_IGEMM_GEMM");
   const bool gemm_on = gemm_env == nullptr || std::strcmp(gemm_env, "0") != 0;
-  if (gemm_on && pointwise(p) && p.C % align == 0) {
+  // (Tiny GEMMs, M <= 64 rows, e.g. squeeze-excitation 1x1s over 1x1 planes: the conv kernel's
+  // 64x64 tile ran them in 4.2 us against the GEMM's 7.9 on an H100.)
+  if (gemm_on && pointwise(p) && p.C % align == 0 && p.N * p.OH * p.OW > kSmallGemmRows) {
     at::Tensor w2 = w4.reshape({p.O, p.C});
     if (w2.stride(1) != 1 || w2.stride(0) % align != 0 ||
         reinterpret_cast<uintptr_t>(w2.const_data_ptr()) % kTmaBytes != 0) {
@@ -335,6 +377,14 @@ void run4(const ConvProblem& p, const at::Tensor& x4, const at::Tensor& w4,
       if (!y_direct) nhwc_copy_to(yc, y4);
       return;
     }
+  }
+
+  // Stems (C not a multiple of the alignment: RGB images, single-channel audio): the patches
+  // written once as an [M, Kp] matrix, then the same NHWC GEMM (the implicit GEMM would load
+  // one tiny TMA box per tap: conv/igemm/im2col.h).
+  if (gemm_on && p.C % align != 0 && p.N * p.OH * p.OW > kSmallGemmRows &&
+      run_stem_gemm(p, d, x4, w4, bc, residual, y4)) {
+    return;
   }
 
   // The implicit-GEMM conv kernel over NHWC: activations and filter in place when NHWC-aligned,
@@ -409,9 +459,9 @@ bool igemm_can_run(const ConvProblem& p) {
 bool igemm_preferred(const ConvProblem& p) {
   if (p.groups != 1 || !igemm_can_run(p)) return false;
   const int64_t align = channel_align(p);
-  // Unaligned C (stems: RGB images, single-channel audio) pays the padding in MACs (up to 8x for
-  // C = 1): worth it for filters of 8+ taps feeding 32+ output channels.
-  return p.C % align == 0 || (p.C < align && p.O >= 32 && p.KH * p.KW >= 8);
+  // Unaligned C below the alignment (stems: RGB images, single-channel audio) runs through an
+  // explicit im2col and a GEMM (run4): worth it for filters of 8+ taps.
+  return p.C % align == 0 || (p.C < align && p.KH * p.KW >= 8);
 }
 
 std::string igemm_config_name(const ConvProblem& p) {

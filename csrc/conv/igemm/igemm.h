@@ -44,7 +44,7 @@ bool igemm_can_run(const ConvProblem& p, bool tf32_allowed);
 bool igemm_can_run(const ConvProblem& p);
 
 // The automatic dispatch's rule: dense, igemm_can_run, and C a multiple of the kernels' channel
-// alignment or a stem (C below it, O >= 32, 8+ taps), whose input and filter are zero-padded.
+// alignment or a stem (C below it, 8+ taps), which runs as explicit im2col + GEMM.
 bool igemm_preferred(const ConvProblem& p);
 
 // The shape bucket igemm_run would use for p ("large_128x128" or "small_64x64", conv/igemm/
