@@ -96,7 +96,12 @@ def _igemm_setup():
               "tensor-core path")
         return [], []
     print(f"gpukern: igemm tensor-core path with CUTLASS headers from {dirs[0]}")
-    return dirs, ["-DGPUKERN_WITH_CUTLASS"]
+    defs = ["-DGPUKERN_WITH_CUTLASS"]
+    # The bf16 1x1 GEMM tuning experiment (csrc/conv/igemm/gemm_variants.cu, benchmarks/
+    # gemm_variants.py): off by default, five more CUTLASS kernels to compile.
+    if os.environ.get("GPUKERN_GEMM_VARIANTS", "0") == "1":
+        defs.append("-DGPUKERN_GEMM_VARIANTS")
+    return dirs, defs
 # --- end igemm ---
 
 

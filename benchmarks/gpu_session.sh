@@ -11,6 +11,8 @@
 #     models   benchmarks/models.py ($MODELS_ARGS)
 #     igemm    benchmarks/igemm_layers.py (the tensor-core path's tile configurations, $IGEMM_ARGS)
 #     census   benchmarks/layers.py, the layer census ($CENSUS_ARGS)
+#     variants benchmarks/gemm_variants.py, the bf16 1x1 GEMM tuning experiment (needs a build
+#              with GPUKERN_GEMM_VARIANTS=1 in the environment)
 #     sanitize compute-sanitizer's memcheck, racecheck, synccheck and initcheck over $SAN_TESTS
 #              (a pytest selection; default: the sanitizer-sized tests, `-m sanitize`), each tool
 #              bounded by $SAN_TIMEOUT seconds; the summary lines go to sanitize.txt
@@ -83,6 +85,11 @@ if [[ $STEPS == *igemm* ]]; then
   timeout ${IGEMM_TIMEOUT:-200} python3 benchmarks/igemm_layers.py --json "$OUT/igemm_layers.json" \
     ${IGEMM_ARGS:-} > "$OUT/igemm_layers.log" 2>&1 || rc=1
   tail -n 40 "$OUT/igemm_layers.log"
+fi
+if [[ $STEPS == *variants* ]]; then
+  timeout ${VARIANTS_TIMEOUT:-150} python3 benchmarks/gemm_variants.py --json "$OUT/gemm_variants.json" \
+    > "$OUT/gemm_variants.log" 2>&1 || rc=1
+  cat "$OUT/gemm_variants.log"
 fi
 if [[ $STEPS == *census* ]]; then
   timeout ${CENSUS_TIMEOUT:-500} python3 benchmarks/layers.py --out "$OUT" ${CENSUS_ARGS:-} \

@@ -114,6 +114,11 @@ struct GemmKernel {
 extern const GemmKernel kGemmNhwcBf16, kGemmNchwBf16;
 extern const GemmKernel kGemmNhwcF16, kGemmNchwF16;
 extern const GemmKernel kGemmNhwcTf32;
+#ifdef GPUKERN_GEMM_VARIANTS
+// gemm_variants_{coop,pingpong}.cu: the tuning experiment's alternatives to kGemmNhwcBf16.
+extern const GemmKernel kGemmVarCoop128x128, kGemmVarCoop256x128, kGemmVarCoop128x256;
+extern const GemmKernel kGemmVarPing64x128, kGemmVarPing128x64;
+#endif
 #endif
 
 }  // namespace conv

@@ -48,7 +48,20 @@ namespace conv {
 
 // Element: cutlass::bfloat16_t, cutlass::half_t or float (TF32 math; kNhwc only: TF32 wgmma reads
 // both operands K-major). Tile M x N x K in elements.
-template <class Element, GemmForm kForm, int TileM, int TileN, int TileK>
+// The mainloop / epilogue schedule pair of a GEMM. Ping-pong (the default): two consumer warp
+// groups each own a tile, one's epilogue overlapping the other's mainloop. Cooperative: both
+// warp groups split one tile (M >= 128 per tile).
+struct PingpongSchedule {
+  using Kernel = cutlass::gemm::KernelTmaWarpSpecializedPingpong;
+  using Epilogue = cutlass::epilogue::TmaWarpSpecialized;
+};
+struct CooperativeSchedule {
+  using Kernel = cutlass::gemm::KernelTmaWarpSpecializedCooperative;
+  using Epilogue = cutlass::epilogue::TmaWarpSpecializedCooperative;
+};
+
+template <class Element, GemmForm kForm, int TileM, int TileN, int TileK,
+          class Schedule = PingpongSchedule>
 struct IgemmGemm {
   static_assert(kForm == GemmForm::kNhwc || cutlass::sizeof_bits<Element>::value == 16,
                 "kNchw reads B N-major: 16-bit types only (TF32 wgmma needs K-major operands)");
@@ -82,7 +95,7 @@ struct IgemmGemm {
       cutlass::epilogue::collective::EpilogueTileAuto, ElementAcc, ElementCompute,
       Element, LayoutCD, kAlign,  // C: the residual, D's layout
       Element, LayoutCD, kAlign,  // D
-      cutlass::epilogue::TmaWarpSpecialized, Fusion>::CollectiveOp;
+      typename Schedule::Epilogue, Fusion>::CollectiveOp;
 
   using CollectiveMainloop = typename cutlass::gemm::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp,
@@ -91,7 +104,7 @@ struct IgemmGemm {
       ElementAcc, TileShape, ClusterShape,
       cutlass::gemm::collective::StageCountAutoCarveout<
           static_cast<int>(sizeof(typename CollectiveEpilogue::SharedStorage))>,
-      cutlass::gemm::KernelTmaWarpSpecializedPingpong>::CollectiveOp;
+      typename Schedule::Kernel>::CollectiveOp;
 
   using ProblemShape = cute::Shape<int, int, int, int>;  // M, N, K, L
   using Kernel =

@@ -253,6 +253,19 @@ void launch(const Kernel& k, const Problem& ip, IgemmBuffers b, const at::Tensor
 
 const GemmKernel& gemm_kernel_for(IgemmDtype d, GemmForm f) {
   if (f == GemmForm::kNchw) return d == IgemmDtype::kF16 ? conv::kGemmNchwF16 : conv::kGemmNchwBf16;
+#ifdef GPUKERN_GEMM_VARIANTS
+  // The tuning experiment (gemm_variants.cu): GPUKERN_GEMM_VARIANT=<name> replaces the bf16 NHWC
+  // GEMM.
+  if (d == IgemmDtype::kBf16) {
+    if (const char* v = std::getenv("GPUKERN_GEMM_VARIANT")) {
+      for (const GemmKernel* k : {&conv::kGemmVarCoop128x128, &conv::kGemmVarCoop256x128,
+                                  &conv::kGemmVarCoop128x256, &conv::kGemmVarPing64x128,
+                                  &conv::kGemmVarPing128x64}) {
+        if (std::strcmp(v, k->name) == 0) return *k;
+      }
+    }
+  }
+#endif
   switch (d) {
     case IgemmDtype::kBf16: return conv::kGemmNhwcBf16;
     case IgemmDtype::kF16: return conv::kGemmNhwcF16;

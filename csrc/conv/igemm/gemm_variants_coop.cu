@@ -1,0 +1,28 @@
+// Tuning experiment only (built when GPUKERN_GEMM_VARIANTS=1 is set for setup.py): alternative
+// tile / schedule configurations of the bf16 NHWC 1x1 GEMM, selected at run time by
+// GPUKERN_GEMM_VARIANT=<name> (conv/igemm/igemm.cpp) so that benchmarks/gemm_variants.py can time
+// them on the real 1x1 layers against the default (gemm_bf16.cu) in one run. Not in the default
+// build: each configuration costs ~35 s and ~3.5 GB to compile (split over two files so that a
+// parallel build compiles them side by side).
+#ifndef NDEBUG
+#define NDEBUG
+#endif
+#if defined(GPUKERN_WITH_CUTLASS) && defined(GPUKERN_GEMM_VARIANTS)
+#include "conv/igemm/gemm.cuh"
+
+namespace gpukern {
+namespace conv {
+
+const GemmKernel kGemmVarCoop128x128 =
+    gemm_kernel<IgemmGemm<cutlass::bfloat16_t, GemmForm::kNhwc, 128, 128, 64, CooperativeSchedule>>(
+        "coop_128x128x64", IgemmDtype::kBf16, GemmForm::kNhwc);
+const GemmKernel kGemmVarCoop256x128 =
+    gemm_kernel<IgemmGemm<cutlass::bfloat16_t, GemmForm::kNhwc, 256, 128, 64, CooperativeSchedule>>(
+        "coop_256x128x64", IgemmDtype::kBf16, GemmForm::kNhwc);
+const GemmKernel kGemmVarCoop128x256 =
+    gemm_kernel<IgemmGemm<cutlass::bfloat16_t, GemmForm::kNhwc, 128, 256, 64, CooperativeSchedule>>(
+        "coop_128x256x64", IgemmDtype::kBf16, GemmForm::kNhwc);
+
+}  // namespace conv
+}  // namespace gpukern
+#endif
