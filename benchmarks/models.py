@@ -1,9 +1,12 @@
 """Real models, stock vs gpukern: end-to-end latency and agreement.
 
 Builds architectures nobody here wrote, with random weights (no downloads), from the libraries
-installed beside torch: torchaudio's Conformer (depthwise Conv1d in every block) and wav2vec2
-feature extractor (dense strided Conv1d), torchvision's MobileNetV3-Large and ConvNeXt-Tiny
-(depthwise Conv2d) and ResNet-18 (dense Conv2d only). Each runs stock, after the default
+installed beside torch. By default the issue's five: torchvision's ResNet-50 (dense Conv2d
+only), MobileNetV3-Large and ConvNeXt-Tiny (depthwise Conv2d), torchaudio's Conformer (depthwise
+Conv1d in every block) and wav2vec2-base (the whole model: the dense strided Conv1d feature
+extractor and the encoder's grouped positional Conv1d; batch 4 x 64000 samples on GPU, as
+benchmarks/layers.py builds it). ``--models`` also takes wav2vec2_fe (the feature extractor
+alone), mobilenet_v3 (the same MobileNetV3-Large, the older name) and resnet18. Each runs stock, after the default
 ``torch_ops.swap(model)`` ("swap": Conv -> BatchNorm -> add -> activation blocks fused, the
 per-layer rule table choosing gpukern or torch, the model run is ``result.model``), after
 ``torch_ops.swap(model, policy="all")`` ("swap(all)": the same blocks, gpukern on every layer),
@@ -51,7 +54,10 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import torch_ops  # noqa: E402
 from timing import time_cpu, time_cuda  # noqa: E402
 
-MODELS = ("conformer", "wav2vec2_fe", "mobilenet_v3", "convnext_tiny", "resnet18")
+MODELS = ("resnet50", "mobilenet_v3_large", "convnext_tiny", "conformer", "wav2vec2",
+          "wav2vec2_fe", "mobilenet_v3", "resnet18")
+#: The issue's five models (the default --models); the others stay selectable by name.
+DEFAULT_MODELS = ("resnet50", "mobilenet_v3_large", "convnext_tiny", "conformer", "wav2vec2")
 
 
 def build(name: str, device: str, gpu: bool):
@@ -67,14 +73,22 @@ def build(name: str, device: str, gpu: bool):
         x = torch.randn(b, t, 144, generator=g)
         lengths = torch.full((b,), t, dtype=torch.int64)
         return model, (x, lengths), f"{b}x{t} frames x 144"
+    if name == "wav2vec2":
+        # The whole model (feature extractor + transformer encoder), as benchmarks/layers.py.
+        from torchaudio.models import wav2vec2_base
+        model = wav2vec2_base()
+        b, n = (4, 64000) if gpu else (1, 4000)
+        return model, (torch.randn(b, n, generator=g), None), f"{b}x{n} samples"
     if name == "wav2vec2_fe":
         from torchaudio.models import wav2vec2_base
         model = wav2vec2_base().feature_extractor
         b, n = (4, 16000 * 4) if gpu else (1, 4000)
         return model, (torch.randn(b, n, generator=g), None), f"{b}x{n} samples"
     import torchvision.models as tvm
-    ctor = {"mobilenet_v3": tvm.mobilenet_v3_large, "convnext_tiny": tvm.convnext_tiny,
-            "resnet18": tvm.resnet18}[name]
+    # "mobilenet_v3" is the older name of the same MobileNetV3-Large.
+    ctor = {"mobilenet_v3": tvm.mobilenet_v3_large, "mobilenet_v3_large": tvm.mobilenet_v3_large,
+            "convnext_tiny": tvm.convnext_tiny, "resnet18": tvm.resnet18,
+            "resnet50": tvm.resnet50}[name]
     # ConvNeXt's default layer-scale init (1e-6) scales every block's branch, depthwise conv
     # included, below bfloat16's resolution of the residual stream, so the output would not
     # depend on the convolutions under test; trained models have scales of ~0.1-1.
@@ -349,7 +363,10 @@ def markdown(rows, env):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--models", nargs="+", default=list(MODELS), choices=MODELS)
+    p.add_argument("--models", nargs="+", default=list(DEFAULT_MODELS), choices=MODELS,
+                   help="default: the issue's five (resnet50 mobilenet_v3_large convnext_tiny "
+                        "conformer wav2vec2); also wav2vec2_fe (feature extractor only), "
+                        "mobilenet_v3 (= mobilenet_v3_large), resnet18")
     p.add_argument("--dtypes", nargs="+", default=["float32", "bfloat16"],
                    choices=["float32", "bfloat16", "float16"])
     p.add_argument("--compile", default=None,

@@ -15,7 +15,11 @@
 
 A decision is made at the first call with each distinct input signature (shape, strides, dtype,
 device, whether a residual is given) and cached on the layer (``layer._gk_decisions``;
-:meth:`torch_ops.SwapResult.table` lists them). CPU inputs do not use the policy: they run
+:meth:`torch_ops.SwapResult.table` lists them). Eager calls read the choice from a second cache,
+``layer._gk_fast``, keyed by ``(x.shape, x.stride(), x.dtype, x.device, has_residual)`` (no
+strings or tuple copies to build), which the layers' ``forward`` looks up inline: a layer whose
+policy says torch then costs one dict lookup more than the stock layer
+(benchmarks/policy_overhead.py measures it). CPU inputs do not use the policy: they run
 gpukern's CPU kernels when the model was swapped with ``cpu=True`` and torch's otherwise.
 
 torch.compile and CUDA graphs: nothing is timed while dynamo traces or while a CUDA graph is
@@ -369,11 +373,12 @@ def register(layer: torch.nn.Module, policy: str, cpu: bool) -> None:
     _NEXT_UID[0] += 1
     layer._gk_uid = _NEXT_UID[0]
     layer._gk_decisions = {}
+    layer._gk_fast = {}
     _LAYERS[layer._gk_uid] = layer
 
 
 def unregister(layer: torch.nn.Module) -> None:
-    for attr in ("gpukern_policy", "gpukern_cpu", "_gk_uid", "_gk_decisions"):
+    for attr in ("gpukern_policy", "gpukern_cpu", "_gk_uid", "_gk_decisions", "_gk_fast"):
         layer.__dict__.pop(attr, None)
 
 
@@ -491,8 +496,6 @@ def _capturing(x: torch.Tensor) -> bool:
 
 
 def _eager_choice(layer, x: torch.Tensor, residual: Optional[torch.Tensor]) -> bool:
-    if _LAYERS.get(layer._gk_uid) is not layer:  # a deep copy: its own id and cache
-        register(layer, layer.gpukern_policy, layer.gpukern_cpu)
     shape, strides = tuple(x.shape), tuple(x.stride())
     sig = (shape, strides, x.dtype, f"{x.device.type}:{x.device.index}", residual is not None)
     cache = layer._gk_decisions
@@ -523,21 +526,66 @@ def _note_cpu(layer, x: torch.Tensor, residual: Optional[torch.Tensor]) -> None:
                                         "kernels)"))
 
 
+def fast_key(x: torch.Tensor, has_residual: bool) -> tuple:
+    """The eager cache key of a call: cheap to build (no string, no tuple copies of the sizes;
+    ``torch.Size`` hashes as the tuple it is)."""
+    return (x.shape, x.stride(), x.dtype, x.device, has_residual)
+
+
 def use_gpukern(layer: torch.nn.Module, x: torch.Tensor,
                 residual: Optional[torch.Tensor] = None) -> bool:
-    """Whether this call of a swapped layer runs gpukern (True) or torch (False)."""
+    """Whether this call of a swapped layer runs gpukern (True) or torch (False).
+
+    Eager calls answer from ``layer._gk_fast``, a dict from :func:`fast_key` to the choice,
+    filled by the first call with each signature (:func:`_decide`); the layers' ``forward``
+    inlines that lookup, this function is the general entry."""
+    if torch.compiler.is_compiling():
+        return _compiled_use(layer, x, residual)
+    fast = layer.__dict__.get("_gk_fast")
+    if fast is not None:
+        hit = fast.get(fast_key(x, residual is not None))
+        if hit is not None:
+            return hit
+    return _decide(layer, x, residual)
+
+
+def _decide(layer: torch.nn.Module, x: torch.Tensor,
+            residual: Optional[torch.Tensor] = None) -> bool:
+    """The eager choice for a signature not in ``layer._gk_fast`` yet: made (rules, autotune,
+    CPU flag), recorded for the table and cached in ``_gk_fast`` where it is final."""
     dev = x.device.type
     if dev == "cpu" and dev not in _RULED_DEVICE_TYPES:
-        if not torch.compiler.is_compiling() and "_gk_decisions" in layer.__dict__:
+        if "_gk_decisions" in layer.__dict__:
             _note_cpu(layer, x, residual)
+        choice = bool(layer.gpukern_cpu)
+    elif dev not in ("cpu", "cuda"):
+        return True  # meta and the like: the op's fake kernel either way (not cached)
+    elif layer.gpukern_policy == "all":
+        choice = True
+    else:
+        if _LAYERS.get(layer.__dict__.get("_gk_uid")) is not layer:
+            # a deep copy (its own id and cache), or a layer never registered
+            register(layer, layer.gpukern_policy, layer.gpukern_cpu)
+        choice = _eager_choice(layer, x, residual)
+        if layer.gpukern_policy == "autotune" and _capturing(x):
+            return choice  # decided by the rules during capture, not cached
+    fast = layer.__dict__.get("_gk_fast")
+    if fast is None:
+        fast = layer.__dict__["_gk_fast"] = {}
+    fast[fast_key(x, residual is not None)] = choice
+    return choice
+
+
+def _compiled_use(layer: torch.nn.Module, x: torch.Tensor,
+                  residual: Optional[torch.Tensor]) -> bool:
+    """The choice while dynamo traces: constants only, no cache writes."""
+    dev = x.device.type
+    if dev == "cpu" and dev not in _RULED_DEVICE_TYPES:
         return bool(layer.gpukern_cpu)
     if dev not in ("cpu", "cuda"):
-        return True  # meta and the like: the op's fake kernel either way
-    policy = layer.gpukern_policy
-    if policy == "all":
         return True
-    if torch.compiler.is_compiling():
-        return _compiled_choice(layer._gk_uid, tuple(int(s) for s in x.shape),
-                                tuple(int(s) for s in x.stride()), x.dtype, dev,
-                                x.device.index, residual is not None)
-    return _eager_choice(layer, x, residual)
+    if layer.gpukern_policy == "all":
+        return True
+    return _compiled_choice(layer._gk_uid, tuple(int(s) for s in x.shape),
+                            tuple(int(s) for s in x.stride()), x.dtype, dev,
+                            x.device.index, residual is not None)

@@ -1,0 +1,143 @@
+"""The default policy's per-call cost: a swapped layer whose policy says torch runs what the stock
+layer runs, with a bounded amount of Python around it, and compiles to the same graphs.
+
+Counted, not only timed: the Python-level calls one forward makes (``sys.setprofile``) are
+deterministic; the wall-time check is loose (medians of interleaved runs, < 2x stock on a tiny
+convolution) so a loaded machine does not flake it."""
+import copy
+import statistics
+import sys
+import time
+
+import pytest
+import torch
+import torch.nn as nn
+
+import torch_ops
+from torch_ops import policy as gk_policy
+
+tvm = pytest.importorskip("torchvision.models")
+
+
+@pytest.fixture(params=[False, True], ids=["cpu-default", "cpu-follows-rules"])
+def follows(request, monkeypatch):
+    """CPU inputs either skip the policy (swap's default on CPU: torch) or follow it as CUDA
+    inputs do (the rule table has no CPU rules: torch, through the lookup and cache)."""
+    if request.param:
+        monkeypatch.setattr(gk_policy, "_RULED_DEVICE_TYPES", ("cuda", "cpu"))
+    return request.param
+
+
+def _calls(fn):
+    n = [0]
+
+    def prof(frame, event, arg):
+        if event in ("call", "c_call"):
+            n[0] += 1
+    sys.setprofile(prof)
+    try:
+        fn()
+    finally:
+        sys.setprofile(None)
+    return n[0]
+
+
+class ConvBnRelu(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(4, 4, 3, padding=1, bias=False)
+        self.bn = nn.BatchNorm2d(4)
+        self.relu = nn.ReLU(inplace=True)
+
+    def forward(self, x):
+        return self.relu(self.bn(self.conv(x)))
+
+
+def test_torch_policy_layer_python_calls(follows):
+    conv = nn.Conv2d(4, 4, 1).eval()
+    swapped = copy.deepcopy(conv)
+    torch_ops.swap(swapped)
+    x = torch.randn(1, 4, 4, 4)
+    with torch.inference_mode():
+        torch.testing.assert_close(swapped(x), conv(x))  # decided (torch), cached
+        assert gk_policy.decisions(swapped)  # the table still sees the decision
+        stock_n, swap_n = _calls(lambda: conv(x)), _calls(lambda: swapped(x))
+    # The cached decision: is_compiling (2 Python frames), two dict lookups, x.stride().
+    assert swap_n <= stock_n + 5, (stock_n, swap_n)
+
+
+def test_torch_policy_fused_block_no_more_calls_than_stock(follows):
+    block = ConvBnRelu().eval()
+    fused = torch_ops.swap(copy.deepcopy(block)).model
+    x = torch.randn(1, 4, 4, 4)
+    with torch.inference_mode():
+        torch.testing.assert_close(fused(x), block(x), rtol=1e-4, atol=1e-5)
+        assert _calls(lambda: fused(x)) <= _calls(lambda: block(x))
+
+
+def test_torch_policy_layer_wall_time(follows):
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        conv = nn.Conv2d(4, 4, 1).eval()
+        swapped = copy.deepcopy(conv)
+        torch_ops.swap(swapped)
+        x = torch.randn(1, 4, 4, 4)
+        fns = (lambda: conv(x), lambda: swapped(x))
+        samples = ([], [])
+        with torch.inference_mode():
+            for f in fns:
+                for _ in range(50):
+                    f()
+            for _ in range(25):
+                for i, f in enumerate(fns):
+                    t0 = time.perf_counter()
+                    for _ in range(40):
+                        f()
+                    samples[i].append(time.perf_counter() - t0)
+        stock, swap = (statistics.median(s) for s in samples)
+        assert swap < 2 * stock, f"swapped {swap / stock:.2f}x the stock layer's time"
+    finally:
+        torch.set_num_threads(threads)
+
+
+def test_cache_survives_deepcopy_and_unswap(monkeypatch):
+    monkeypatch.setattr(gk_policy, "_RULED_DEVICE_TYPES", ("cuda", "cpu"))
+    conv = nn.Conv2d(4, 4, 1).eval()
+    torch_ops.swap(conv)
+    x = torch.randn(1, 4, 4, 4)
+    with torch.inference_mode():
+        conv(x)
+        assert list(conv._gk_fast.values()) == [False]
+        twin = copy.deepcopy(conv)
+        twin(torch.randn(1, 4, 5, 5))  # a new signature: the copy gets its own id and caches
+        assert twin._gk_uid != conv._gk_uid and len(conv._gk_fast) == 1
+    torch_ops.unswap(conv)
+    assert "_gk_fast" not in conv.__dict__ and type(conv) is nn.Conv2d
+
+
+def _graphs(model, x):
+    torch._dynamo.reset()
+    with torch.inference_mode():
+        ex = torch._dynamo.explain(model)(x)
+    torch._dynamo.reset()
+    targets = [str(n.target) for g in ex.graphs for n in g.graph.nodes
+               if n.op == "call_function"]
+    return ex.graph_count, ex.graph_break_count, targets
+
+
+@pytest.mark.parametrize("name", ["resnet18", "mobilenet_v3_small", "convnext_tiny"])
+def test_compiled_same_graphs_as_stock(name, follows):
+    torch.manual_seed(0)
+    stock = getattr(tvm, name)(weights=None).eval()
+    x = torch.randn(1, 3, 32, 32)
+    swapped = torch_ops.swap(copy.deepcopy(stock), example_inputs=(x,)).model
+    s_graphs, s_breaks, s_targets = _graphs(stock, x)
+    w_graphs, w_breaks, w_targets = _graphs(swapped, x)
+    assert (w_graphs, w_breaks) == (s_graphs, s_breaks) == (1, 0)
+    # Policy torch everywhere: torch's own convolutions, as many as stock, no gpukern op.
+    n_conv = sum(1 for t in s_targets if "conv2d" in t)
+    assert sum(1 for t in w_targets if "conv2d" in t and "gpukern" not in t) == n_conv
+    assert not any("gpukern" in t for t in w_targets)
+    torch.compile(swapped, fullgraph=True, backend="eager")(x)  # no break under fullgraph
+    torch._dynamo.reset()
