@@ -1,0 +1,262 @@
+"""Every CUDA algorithm name of each op family, and small cases that reach each of them, shared by
+tests/test_sanitize.py (compute-sanitizer), tests/test_graphs.py (CUDA-graph capture) and
+tests/test_multi_gpu.py (inputs on a device other than the current one).
+
+The cases are drawn from a fixed-seed generator on ``device``: on the same device the lists are
+the same values every call, and on two devices of one host the same values too (the CUDA
+generator's Philox sequence does not depend on the device). Odd sizes, strided views, a storage
+offset of one element, channels_last and empty batches; float32 and bfloat16.
+"""
+import torch
+
+# Every algorithm name of each family's dispatch table (csrc/*/dispatch*.cu).
+CONV1D = ["rowwise8", "rowwise16", "rowwise8_dilated", "general_ot1", "general_ot4", "fft",
+          "rowwise_reg", "rowwise_mma", "igemm"]
+CONV2D = ["depthwise_nhwc", "depthwise_rows", "depthwise_tma", "depthwise_plane",
+          "depthwise_large", "depthwise_nchw", "general_staged", "general_direct", "igemm",
+          "depthwise_nhwc_tile", "depthwise_strided"]
+MV = ["rows_vec", "rows", "cols_vec", "cols", "rows_mma"]
+REDUCE = ["small", "seg_contig", "seg", "row", "col_vec", "col", "row_vec", "seg_runs", "flat"]
+OPTIONAL = {"igemm"}  # only in builds with the CUTLASS path on sm_90
+FAMILY_ALGORITHMS = {"conv1d": CONV1D, "conv2d": CONV2D, "mv": MV, "reduce": REDUCE}
+
+
+def generator(device="cuda"):
+    return torch.Generator(device=device).manual_seed(0)
+
+
+def offset(t):
+    """t's values at a storage offset of one element (a misaligned base)."""
+    flat = torch.empty(t.numel() + 1, dtype=t.dtype, device=t.device)
+    return flat[1:].view(t.shape).copy_(t)
+
+
+def _randn(g, device, dtype):
+    def r(*s):
+        return torch.randn(*s, device=device, generator=g).to(dtype)
+    return r
+
+
+def conv_cases(nsp, device="cuda"):
+    """(x, weight, kwargs) for conv1d (nsp 1) or conv2d (nsp 2); kwargs are stride/padding/
+    dilation/groups as torch_ops.conv1d/conv2d take them (integer padding)."""
+    g = generator(device)
+    cases = []
+    for dtype in (torch.float32, torch.bfloat16):
+        r = _randn(g, device, dtype)
+        if nsp == 1:
+            cases += [
+                (r(2, 3, 1500), r(3, 1, 7), dict(padding=3, groups=3)),
+                (r(2, 3, 1500), r(3, 1, 16), dict(padding=8, groups=3)),
+                (r(1, 2, 1300), r(2, 1, 5), dict(padding=4, dilation=2, groups=2)),
+                (r(1, 1, 5000), r(1, 1, 200), dict(padding=100)),
+                (r(2, 8, 37), r(16, 8, 3), dict(stride=2, padding=1)),
+                (r(2, 6, 37), r(6, 2, 3), dict(padding=1, groups=3)),
+                (r(1, 16, 300)[:, :, 1:], r(32, 16, 3), dict(padding=1)),
+                (r(0, 8, 40), r(16, 8, 3), dict(padding=1)),
+            ]
+        else:
+            cl = torch.channels_last
+            cases += [
+                (r(2, 8, 19, 23).contiguous(memory_format=cl), r(8, 1, 3, 3),
+                 dict(padding=1, groups=8)),
+                (r(2, 4, 70, 66), r(4, 1, 3, 3), dict(padding=1, groups=4)),
+                (r(2, 4, 70, 66), r(4, 1, 5, 5), dict(padding=2, groups=4)),
+                (r(1, 3, 13, 9), r(3, 1, 3, 3), dict(padding=1, groups=3)),
+                (r(1, 2, 40, 40), r(2, 1, 9, 9), dict(padding=4, groups=2)),
+                (r(1, 2, 30, 33), r(2, 1, 5, 5), dict(padding=4, dilation=2, groups=2)),
+                (r(2, 24, 15, 13).contiguous(memory_format=cl), r(24, 1, 5, 5),
+                 dict(stride=2, padding=2, groups=24)),
+                (r(2, 5, 29, 31), r(5, 1, 3, 3), dict(stride=2, padding=1, groups=5)),
+                (r(1, 16, 20, 20), r(32, 16, 3, 3), dict(padding=1)),
+                (r(2, 16, 15, 17), r(32, 16, 3, 3), dict(stride=2, padding=1)),
+                (r(1, 4, 30, 30), r(8, 4, 2, 2), dict(stride=13)),
+                (offset(r(2, 8, 11, 10)), r(8, 8, 3, 3), dict(padding=1)),
+                (r(0, 8, 9, 9), r(8, 8, 3, 3), dict(padding=1)),
+            ]
+    return cases
+
+
+def mv_cases(device="cuda"):
+    """(matrix, vector) pairs: tall, transposed, wide, thin, a sliced view, no rows."""
+    g = generator(device)
+    cases = []
+    for dtype in (torch.float32, torch.bfloat16):
+        r = _randn(g, device, dtype)
+        cases += [(r(37, 129), r(129)), (r(129, 37).t(), r(129)), (r(3, 5000), r(5000)),
+                  (r(2000, 8), r(8)), (r(64, 256)[:, 1:], r(255)), (r(0, 5), r(5))]
+    return cases
+
+
+def reduce_cases(device="cuda"):
+    """(x, dim) pairs, dim None for a full reduction; the last one per dtype has no elements."""
+    g = generator(device)
+    cases = []
+    for dtype in (torch.float32, torch.bfloat16):
+        r = _randn(g, device, dtype)
+        cases += [(r(1000), None), (r(300, 257), 1), (r(257, 300), 0), (r(7, 33, 65), 1),
+                  (r(6, 40, 3), (0, 2)), (r(65, 130).t(), 1), (r(4, 300, 5)[:, 1:], 1),
+                  (r(200000), None), (r(3, 0, 4), 1)]
+    return cases
+
+
+def convolve_cases(device="cuda"):
+    """(x, h) pairs for convolve: one filter for many rows, broadcast leading dims, a strided
+    signal, a filter longer than the signal, 1-D operands; K <= 8 and long filters (the
+    register and FFT paths), float32 and bfloat16 (the tensor-core row path)."""
+    g = generator(device)
+    cases = []
+    for dtype in (torch.float32, torch.bfloat16):
+        r = _randn(g, device, dtype)
+        cases += [
+            (r(4, 1500), r(7)),
+            (r(2, 3, 1301)[..., 1:], r(3, 33)),
+            (r(3000), r(300)),
+            (r(1, 90), r(2, 120)),
+            (r(2, 1, 2000), r(3, 16)),
+        ]
+    return cases
+
+
+def missing_algorithms(ran, device=None):
+    """The names in ``ran`` (name -> count of cases run) that ran no case and must have: every
+    name but OPTIONAL ones, and igemm too where this build has it and the device is sm_90."""
+    missing = [n for n, k in ran.items() if k == 0 and n not in OPTIONAL]
+    if "igemm" in ran and torch.ops.gpukern._has_igemm() and \
+            torch.cuda.get_device_capability(device) == (9, 0) and ran["igemm"] == 0:
+        missing.append("igemm")
+    return missing
+
+
+# ------------------------------------------------------------------ shared by the graph and
+# multi-GPU tests: the query, float64 references, comparisons
+
+
+def forced_choice(family, name, op, *args, **kwargs):
+    """What ``torch_ops.<op>(*args, **kwargs)`` runs with ``name`` forced for ``family``: the name
+    itself, "empty" where the output (or, for reductions, the input) is empty and no algorithm
+    runs, or None where the forced algorithm cannot run the call. Asks the algorithm query (sizes,
+    strides, dtype and alignment only: no kernel, no cache of the real call is filled)."""
+    import torch_ops
+    with torch_ops.force_algorithm(family, name):
+        try:
+            return torch_ops.algorithm(op, *args, **kwargs)
+        except RuntimeError as e:
+            if "cannot run" in str(e):
+                return None
+            raise
+
+
+ACTIVATIONS = {
+    "none": lambda y: y,
+    "relu": torch.nn.functional.relu,
+    "relu6": torch.nn.functional.relu6,
+    "silu": torch.nn.functional.silu,
+    "gelu": torch.nn.functional.gelu,
+    "gelu_tanh": lambda y: torch.nn.functional.gelu(y, approximate="tanh"),
+    "hardswish": torch.nn.functional.hardswish,
+    "sigmoid": torch.sigmoid,
+}
+
+
+def conv_ref(nsp, x, w, b=None, activation="none", residual=None, **kw):
+    """act(conv(x, w) + b + residual) in float64 (torch's convolution)."""
+    conv = torch.nn.functional.conv1d if nsp == 1 else torch.nn.functional.conv2d
+    y = conv(x.double(), w.double(), None if b is None else b.double(), **kw)
+    if residual is not None:
+        y = y + residual.double()
+    return ACTIVATIONS[activation](y)
+
+
+def conv_output_shape(nsp, x, w, **kw):
+    conv = torch.nn.functional.conv1d if nsp == 1 else torch.nn.functional.conv2d
+    return conv(x.to("meta"), w.to("meta"), None, **kw).shape
+
+
+def convolve_ref(x, h, mode):
+    """numpy.convolve's full / same / valid along the last dim, leading dims broadcast, in
+    float64 (a grouped F.conv1d with the flipped filters and K - 1 zeros each side)."""
+    x, h = x.double(), h.double()
+    n, k = x.shape[-1], h.shape[-1]
+    lead = torch.broadcast_shapes(x.shape[:-1], h.shape[:-1])
+    xb = x.expand(*lead, n).reshape(-1, n)
+    hb = h.expand(*lead, k).reshape(-1, k)
+    full = torch.nn.functional.conv1d(xb.unsqueeze(0), hb.flip(-1).unsqueeze(1),
+                                      padding=k - 1, groups=xb.shape[0])[0]
+    lo, hi = min(n, k), max(n, k)
+    if mode == "full":
+        y = full
+    elif mode == "same":
+        start = (lo - 1) // 2
+        y = full[:, start:start + hi]
+    else:
+        y = full[:, lo - 1:lo - 1 + hi - lo + 1]
+    return y.reshape(*lead, y.shape[-1])
+
+
+def reduce_ref(op, x, dim=None, keepdim=False, dtype=None):
+    """torch's reduction of x in float64 (dim None: all dims)."""
+    xd = x.double()
+    if op in ("sum", "mean"):
+        f = getattr(torch, op)
+        return f(xd) if dim is None else f(xd, dim, keepdim)
+    f = getattr(torch, op)
+    return f(xd, () if dim is None else dim, keepdim)
+
+
+def reduce_call(op, x, dim=None, keepdim=False, dtype=None):
+    """torch_ops.<op>(x, dim, keepdim[, dtype]) (dim None: all dims; amax/amin take ())."""
+    import torch_ops
+    f = getattr(torch_ops, op)
+    if op in ("amax", "amin"):
+        return f(x, () if dim is None else dim, keepdim)
+    if dtype is not None:
+        return f(x, dim, keepdim, dtype=dtype)
+    return f(x, dim, keepdim)
+
+
+#: Tolerance against the float64 reference (conftest.assert_close_ref's form), by output dtype:
+#: loose on purpose (the bitwise comparisons are the point of the tests using it; this only
+#: proves a result is not garbage).
+REF_TOL = {torch.float32: 1e-3, torch.float16: 1e-2, torch.bfloat16: 3e-2, torch.int64: 0}
+
+_BITS = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+
+
+def same_bits(a, b):
+    """Whether a and b have the same shape, dtype and bits (NaN payloads and the sign of zero
+    included)."""
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    if a.numel() == 0:
+        return True
+    bits = _BITS[a.element_size()]
+    return torch.equal(a.contiguous().view(bits), b.contiguous().view(bits))
+
+
+def assert_same_bits(got, expected, what):
+    """got is expected bit for bit, with the same strides (the same code path wrote both)."""
+    assert got.shape == expected.shape, f"{what}: shape {tuple(got.shape)} != " \
+                                        f"{tuple(expected.shape)}"
+    assert got.dtype == expected.dtype, f"{what}: dtype {got.dtype} != {expected.dtype}"
+    assert got.device == expected.device, f"{what}: device {got.device} != {expected.device}"
+    if got.numel() == 0:
+        return
+    assert got.stride() == expected.stride(), \
+        f"{what}: strides {got.stride()} != {expected.stride()}"
+    if not same_bits(got, expected):
+        g, e = got.double(), expected.double()
+        differ = (g != e) & ~(g.isnan() & e.isnan())
+        diff = (g - e).abs().nan_to_num(float("inf"))
+        raise AssertionError(
+            f"{what}: {int(differ.sum())} of {got.numel()} elements differ from the eager call "
+            f"(max |difference| {float(diff[differ].max()) if differ.any() else 0.0:.3e}; "
+            f"NaN where eager has none: {int((g.isnan() & ~e.isnan()).sum())})")
+
+
+def new_values(t, gen):
+    """Values for t, in place, unlike its current ones: standard normal * 0.5 + 0.25 from gen
+    (a different mean and spread than the cases' draws, so every reduction and convolution
+    result moves)."""
+    v = torch.randn(t.shape, device=t.device, generator=gen).mul_(0.5).add_(0.25)
+    t.copy_(v.to(t.dtype))
