@@ -200,13 +200,16 @@ def test_rejected_shapes_fall_back(dtype):
         assert err <= (REL_TOL[dtype] if dtype != torch.float32 else FP32_TOL)
 
 
-# Unaligned input channels, zero-padded on the way in: (N, C, H, W, O, K, stride, padding).
+# Unaligned input channels (N, C, H, W, O, K, stride, padding): explicit im2col + the NHWC GEMM,
+# or the conv kernel over zero-padded channels where the patch rows are too long or the GEMM tiny.
 PADDED_C = [
     (2, 3, 33, 33, 64, 7, 2, 3),    # ResNet's RGB stem
     (2, 3, 32, 32, 96, 4, 4, 0),    # ConvNeXt's patchify stem
     (2, 3, 30, 30, 16, 3, 2, 1),    # MobileNet's stem (O = 16: forced only)
     (1, 12, 10, 10, 16, 3, 1, 1),   # C = 12 (bf16 pads to 16, fp32 runs as is)
-    (2, 5, 9, 9, 8, 1, 1, 0),       # 1x1 with C = 5: the conv kernel, not the GEMM
+    (2, 5, 9, 9, 8, 1, 1, 0),       # 1x1 with C = 5: im2col + GEMM (K = 5 padded to 8)
+    (1, 3, 40, 40, 16, 15, 1, 7),   # 15x15: patch rows past the im2col tile: padded conv kernel
+    (1, 3, 7, 7, 16, 3, 1, 1),      # 49 output pixels (<= 64): padded conv kernel, small tile
 ]
 
 

@@ -113,6 +113,12 @@ struct GemmKernel {
 // gemm_bf16.cu, gemm_f16.cu, gemm_tf32.cu: the persistent warp-specialised GEMMs.
 extern const GemmKernel kGemmNhwcBf16, kGemmNchwBf16;
 extern const GemmKernel kGemmNhwcF16, kGemmNchwF16;
+// gemm_bf16_shapes.cu, gemm_f16_shapes.cu: the 16-bit NHWC GEMM for O <= 64 (Narrow) and for at
+// most kGemmShortRows rows (Short).
+extern const GemmKernel kGemmNhwcBf16Narrow, kGemmNhwcBf16Short;
+extern const GemmKernel kGemmNhwcF16Narrow, kGemmNhwcF16Short;
+constexpr int kGemmNarrowO = 64;
+constexpr int kGemmShortRows = 3136;
 extern const GemmKernel kGemmNhwcTf32;
 #ifdef GPUKERN_GEMM_VARIANTS
 // gemm_variants_{coop,pingpong}.cu: the tuning experiment's alternatives to kGemmNhwcBf16.

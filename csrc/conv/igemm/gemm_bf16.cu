@@ -10,10 +10,13 @@
 namespace gpukern {
 namespace conv {
 
-// Activations as rows (channels_last x): 128x128 output tiles, K step 64, bias per column.
+// Activations as rows (channels_last x): 128x128 output tiles, K step 64, bias per column, the
+// cooperative schedule (both warp groups on one tile): the fastest of six configurations on the
+// 1x1 layers with O > 64 and more than 3136 rows (benchmarks/gemm_variants.py, H100; the narrow
+// and short shapes take gemm_bf16_shapes.cu's).
 const GemmKernel kGemmNhwcBf16 =
-    gemm_kernel<IgemmGemm<cutlass::bfloat16_t, GemmForm::kNhwc, 128, 128, 64>>(
-        "gemm_nhwc_bf16_128x128x64", IgemmDtype::kBf16, GemmForm::kNhwc);
+    gemm_kernel<IgemmGemm<cutlass::bfloat16_t, GemmForm::kNhwc, 128, 128, 64, CooperativeSchedule>>(
+        "gemm_nhwc_bf16_coop_128x128x64", IgemmDtype::kBf16, GemmForm::kNhwc);
 // One GEMM per image over NCHW x (W @ x[n]): 128x128 output tiles, K step 64, bias per row.
 const GemmKernel kGemmNchwBf16 =
     gemm_kernel<IgemmGemm<cutlass::bfloat16_t, GemmForm::kNchw, 128, 128, 64>>(

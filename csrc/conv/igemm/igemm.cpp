@@ -251,7 +251,7 @@ void launch(const Kernel& k, const Problem& ip, IgemmBuffers b, const at::Tensor
            ")");
 }
 
-const GemmKernel& gemm_kernel_for(IgemmDtype d, GemmForm f) {
+const GemmKernel& gemm_kernel_for(IgemmDtype d, GemmForm f, int64_t rows, int64_t cols) {
   if (f == GemmForm::kNchw) return d == IgemmDtype::kF16 ? conv::kGemmNchwF16 : conv::kGemmNchwBf16;
 #ifdef GPUKERN_GEMM_VARIANTS
   // The tuning experiment (gemm_variants.cu): GPUKERN_GEMM_VARIANT=<name> replaces the bf16 NHWC
@@ -266,6 +266,13 @@ const GemmKernel& gemm_kernel_for(IgemmDtype d, GemmForm f) {
     }
   }
 #endif
+  // 16-bit NHWC: the tile by shape (conv/igemm/gemm_<dtype>_shapes.cu has the measurements).
+  if (d != IgemmDtype::kTf32 && cols <= conv::kGemmNarrowO) {
+    return d == IgemmDtype::kF16 ? conv::kGemmNhwcF16Narrow : conv::kGemmNhwcBf16Narrow;
+  }
+  if (d != IgemmDtype::kTf32 && rows <= conv::kGemmShortRows) {
+    return d == IgemmDtype::kF16 ? conv::kGemmNhwcF16Short : conv::kGemmNhwcBf16Short;
+  }
   switch (d) {
     case IgemmDtype::kBf16: return conv::kGemmNhwcBf16;
     case IgemmDtype::kF16: return conv::kGemmNhwcF16;
@@ -307,7 +314,7 @@ bool try_gemm(const ConvProblem& p, IgemmDtype d, GemmForm form, const at::Tenso
     gp.d_ld = p.O == 1 ? HW : y4.stride(1);
     gp.d_batch = p.N == 1 ? p.O * gp.d_ld : y4.stride(0);
   }
-  const GemmKernel& k = gemm_kernel_for(d, form);
+  const GemmKernel& k = gemm_kernel_for(d, form, gp.M, gp.N);
   if (!k.can_implement(gp)) return false;
   const at::Tensor rc = prepared_residual(res, y4);
   launch(k, gp, buffers(x4, w2, bias, rc, y4, p.act), x4);
@@ -323,7 +330,7 @@ bool run_stem_gemm(const ConvProblem& p, IgemmDtype d, const at::Tensor& x4,
   const int64_t K = p.C * p.KH * p.KW;
   const int64_t Kp = round_up(K, align);
   const int64_t M = p.N * p.OH * p.OW;
-  if (M > kMaxInt || Kp > kMaxInt) return false;
+  if (M > kMaxInt || !im2col_fits(Kp, p.elem_size)) return false;
   GemmProblem gp;
   gp.form = GemmForm::kNhwc;
   gp.device = x4.device().index();
@@ -334,7 +341,7 @@ bool run_stem_gemm(const ConvProblem& p, IgemmDtype d, const at::Tensor& x4,
   gp.a_ld = Kp;
   gp.b_ld = Kp;
   gp.d_ld = p.O;  // a packed channels_last output (or temporary)
-  const GemmKernel& k = gemm_kernel_for(d, GemmForm::kNhwc);
+  const GemmKernel& k = gemm_kernel_for(d, GemmForm::kNhwc, gp.M, gp.N);
   if (!k.can_implement(gp)) return false;
   const at::Tensor a = im2col_rows(p, x4, align);
   // The filter as [O, Kp] rows in the patches' (c, r, s) order, zeros past K.

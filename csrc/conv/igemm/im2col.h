@@ -21,6 +21,13 @@ namespace gpukern {
 // own [O, C * KH * KW] flattening) holding x4[n, c, oh * stride_h - pad_h + r * dil_h,
 // ow * stride_w - pad_w + s * dil_w], zero outside the input and for k >= C * KH * KW. x4: the
 // batched 4-D input [N, C, H, W] of p (any strides); k_multiple: 16 bytes of elements.
+// Requires im2col_fits(Kp, elem_size): a 64-row tile of padded rows within 48 KB of staging.
 at::Tensor im2col_rows(const ConvProblem& p, const at::Tensor& x4, int64_t k_multiple);
+
+// Whether rows of kp elements of elem_size bytes fit the kernel's staging tile (64 rows, one
+// 4-byte word of padding each, 48 KB): Kp up to 382 16-bit or 191 fp32 elements.
+inline bool im2col_fits(int64_t kp, int64_t elem_size) {
+  return 64 * (kp + 4 / elem_size) * elem_size <= 48 * 1024;
+}
 
 }  // namespace gpukern
