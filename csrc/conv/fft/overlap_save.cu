@@ -17,8 +17,11 @@
 // read from L2), inverse c2c read + write 8o, epilogue read 4o, y write 4: 8 + 28o bytes (the
 // predicted times of the benchmark cases are in docs/perf_notes/conv1d.md).
 #include <ATen/ATen.h>
+#include <c10/cuda/CUDAException.h>
+#include <c10/cuda/CUDAGraphsC10Utils.h>
 
 #include <algorithm>
+#include <optional>
 
 #include "core/checks.h"
 #include "core/dispatch.h"
@@ -57,6 +60,16 @@ dim3 grid_for_rows(int64_t rows, int64_t positions) {
 
 template <typename T>
 void fft_launch(const ConvProblem& p, const at::Tensor& x3, cudaStream_t stream) {
+  // Inside a CUDA-graph capture, a transform whose cuFFT plan is not cached yet makes it there,
+  // and plan creation makes calls a global-mode capture forbids (measured on an H200: the cold
+  // capture failed with CUFFT_INTERNAL_ERROR, as torch.fft.fft itself does; with this thread's
+  // capture mode relaxed it captured and replayed correctly). The plan and its workspace live
+  // outside the graph and stay cached for the replays.
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  C10_CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));
+  std::optional<c10::cuda::CUDAStreamCaptureModeGuard> relaxed;
+  if (capture == cudaStreamCaptureStatusActive) relaxed.emplace(cudaStreamCaptureModeRelaxed);
+
   conv::Conv1dFftGeom g;
   g.B = conv1d_fft_block_length(p.KW, p.OW);
   g.S = g.B - p.KW + 1;
