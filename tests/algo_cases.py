@@ -65,6 +65,9 @@ def conv_cases(nsp, device="cuda"):
                 (r(1, 3, 13, 9), r(3, 1, 3, 3), dict(padding=1, groups=3)),
                 (r(1, 2, 40, 40), r(2, 1, 9, 9), dict(padding=4, groups=2)),
                 (r(1, 2, 30, 33), r(2, 1, 5, 5), dict(padding=4, dilation=2, groups=2)),
+                # rows 16 bytes apart, a plane 64x64 tiles do not cover: depthwise_tma and
+                # depthwise_plane (the other shapes here reach them only with an empty batch)
+                (r(1, 2, 40, 40), r(2, 1, 3, 3), dict(padding=1, groups=2)),
                 (r(2, 24, 15, 13).contiguous(memory_format=cl), r(24, 1, 5, 5),
                  dict(stride=2, padding=2, groups=24)),
                 (r(2, 5, 29, 31), r(5, 1, 3, 3), dict(stride=2, padding=1, groups=5)),
@@ -84,6 +87,7 @@ def mv_cases(device="cuda"):
     for dtype in (torch.float32, torch.bfloat16):
         r = _randn(g, device, dtype)
         cases += [(r(37, 129), r(129)), (r(129, 37).t(), r(129)), (r(3, 5000), r(5000)),
+                  (r(512, 256).t(), r(512)),
                   (r(2000, 8), r(8)), (r(64, 256)[:, 1:], r(255)), (r(0, 5), r(5))]
     return cases
 
@@ -94,7 +98,8 @@ def reduce_cases(device="cuda"):
     cases = []
     for dtype in (torch.float32, torch.bfloat16):
         r = _randn(g, device, dtype)
-        cases += [(r(1000), None), (r(300, 257), 1), (r(257, 300), 0), (r(7, 33, 65), 1),
+        cases += [(r(1000), None), (r(300, 257), 1), (r(300, 256), 1), (r(257, 300), 0),
+                  (r(7, 33, 65), 1),
                   (r(6, 40, 3), (0, 2)), (r(65, 130).t(), 1), (r(4, 300, 5)[:, 1:], 1),
                   (r(200000), None), (r(3, 0, 4), 1)]
     return cases
@@ -254,13 +259,15 @@ def assert_same_bits(got, expected, what):
             f"NaN where eager has none: {int((g.isnan() & ~e.isnan()).sum())})")
 
 
-def new_values(t, gen):
+def new_values(t, gen, shift=True):
     """Values for t, in place, unlike its current ones: standard normal * 0.5 from gen, shifted to
     a mean of +0.75 when the current values' mean is below 0.25 and to -0.75 otherwise. The cases
     reuse their inputs from one algorithm to the next, so a fixed shift would make the second
     draw a near copy of the first in every statistic a 16-bit reduction can resolve (the sum of
     200,000 bf16 values near 50,000, whose ulp is 256); alternating signs moves the sum, mean,
-    max and min of every case and the result of every convolution."""
-    shift = 0.75 if float(t.float().mean()) < 0.25 else -0.75
-    v = torch.randn(t.shape, device=t.device, generator=gen).mul_(0.5).add_(shift)
+    max and min of every case and the result of every convolution.
+    Other operands (shift=False: weights, bias, residual) get fresh zero-mean draws, so that a
+    convolution's output does not saturate an activation (relu6, sigmoid) in both draws."""
+    mean = (0.75 if float(t.float().mean()) < 0.25 else -0.75) if shift else 0.0
+    v = torch.randn(t.shape, device=t.device, generator=gen).mul_(0.5).add_(mean)
     t.copy_(v.to(t.dtype))

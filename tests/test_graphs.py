@@ -93,8 +93,8 @@ def _check_graph(what, fn, inputs, ref_fn, gen, cold):
         assert_same_bits(replays[1], eager, f"{what}: second replay")
         assert_close_ref(eager, ref_fn(), tol=REF_TOL[eager.dtype])
 
-        for t in inputs:
-            new_values(t, gen)
+        for i, t in enumerate(inputs):
+            new_values(t, gen, shift=i == 0)
         _poison(out)
         g.replay()
         torch.cuda.synchronize()
