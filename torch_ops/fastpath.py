@@ -1,11 +1,12 @@
 """Which convolutions gpukern has a specialised CUDA kernel for: the "fast path" policy.
 
-gpukern's convolution kernels are specialised for convolutions where every output channel reads
-exactly one input channel with its own filter: depthwise convolutions with multiplier 1 and
-single-channel signals or images (``groups == in_channels == out_channels``), at stride 1. Dense
-and grouped channel mixing (pointwise 1x1, ResNet-style 3x3, strided stems), depthwise
-multipliers > 1 and strided depthwise layers run a general direct kernel that is, for now, much
-slower than cuDNN (a later issue gives them their own kernels). :func:`swap` converts all of them
+gpukern's own (non-tensor-core) convolution kernels are specialised for convolutions where every
+output channel reads exactly one input channel with its own filter: depthwise convolutions with
+multiplier 1 and single-channel signals or images (``groups == in_channels == out_channels``), at
+stride 1. Dense layers run CUTLASS's tensor-core kernels on sm_90 GPUs (the "igemm" algorithm,
+not counted as a fast path here: it is measured per layer by the census and chosen by
+:mod:`torch_ops.policy`); grouped channel mixing and depthwise multipliers > 1 run a general direct
+kernel that is much slower than cuDNN. :func:`swap` converts all of them
 by default; ``torch_ops.swap(model, filter=torch_ops.has_fast_path)`` converts only the layers
 this module accepts, and ``torch_ops.enabled(convs="fast")`` routes only such calls.
 
