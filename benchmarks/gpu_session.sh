@@ -8,6 +8,9 @@
 #     test     the whole pytest suite (pytest-xdist's -n 8 when installed)
 #     bench    benchmarks/run.py into $OUT; with `before`, benchmarks/compare.py of the two runs
 #     small    benchmarks/small_sums.py (full reductions from 1K to 1M elements in CUDA graphs)
+#     sweep    benchmarks/sweep.py, gpukern against torch at every size 1..2^28 ($SWEEP_ARGS, e.g.
+#              --quick or --families sum mv), stopping new points after $SWEEP_BUDGET seconds
+#              (default: $SWEEP_TIMEOUT - 60) and killed at $SWEEP_TIMEOUT (default 540)
 #     models   benchmarks/models.py ($MODELS_ARGS)
 #     igemm    benchmarks/igemm_layers.py (the tensor-core path's tile configurations, $IGEMM_ARGS)
 #     census   benchmarks/layers.py, the layer census ($CENSUS_ARGS)
@@ -18,7 +21,7 @@
 #              bounded by $SAN_TIMEOUT seconds; the summary lines go to sanitize.txt
 #   CUTLASS: when .whl/ holds the nvidia-cutlass wheel (the GPU machine has no network), it is
 #   installed into /tmp/site first so that the build has the igemm path.
-#   PYTEST_ARGS, BENCH_ARGS (run.py arguments, e.g. --cases dw2), *_TIMEOUT (seconds).
+#   PYTEST_ARGS, BENCH_ARGS (run.py arguments, e.g. --cases dw2), SWEEP_ARGS, *_TIMEOUT (seconds).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-results}
@@ -77,6 +80,14 @@ fi
 if [[ $STEPS == *small* ]]; then
   timeout ${SMALL_TIMEOUT:-200} python3 benchmarks/small_sums.py --out "$OUT" > "$OUT/small.log" 2>&1 || rc=1
   grep -cE "BELOW|BAD" "$OUT/small.log"; grep -E "BELOW|BAD" "$OUT/small.log" | head -20
+fi
+if [[ $STEPS == *sweep* ]]; then
+  t0=$(date +%s)
+  st=${SWEEP_TIMEOUT:-540}
+  timeout $st python3 benchmarks/sweep.py --out "$OUT" --budget ${SWEEP_BUDGET:-$(( st - 60 ))} \
+    ${SWEEP_ARGS:-} > "$OUT/sweep.log" 2>&1 || rc=1
+  grep -E "^(summary|skipped|[0-9]+ points in)" "$OUT/sweep.log"; tail -n 1 "$OUT/sweep.log"
+  echo "sweep: $(( $(date +%s) - t0 )) s"
 fi
 if [[ $STEPS == *models* ]]; then
   timeout ${MODELS_TIMEOUT:-500} python3 benchmarks/models.py --out "$OUT" ${MODELS_ARGS:-} 2>&1 | tee "$OUT/models.log" || rc=1
