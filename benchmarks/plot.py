@@ -78,6 +78,18 @@ def plot(result, out_path):
     return out_path
 
 
+def try_plot(plot_fn, result, out_path, written):
+    """plot_fn(result, out_path), appending out_path to `written` on success; without matplotlib
+    or with nothing to plot, say so and carry on (the tables are the result)."""
+    try:
+        plot_fn(result, out_path)
+        written.append(out_path)
+    except ImportError:
+        print("matplotlib is not installed (pip install -e .[bench]): no plot written")
+    except ValueError as e:
+        print(f"no plot written: {e}")
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("json", help="a result file written by benchmarks/run.py")

@@ -32,7 +32,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import torch_ops  # noqa: E402
 from cases import select  # noqa: E402
-from plot import plot  # noqa: E402
+from plot import plot, try_plot  # noqa: E402
 from timing import (measure_ceilings, time_cpu, time_cuda, time_cuda_graph,  # noqa: E402
                     time_cuda_rotated)
 
@@ -166,13 +166,7 @@ def write_results(out_dir, name, info, rows):
         f.write(f"{json.dumps(info)}\n\n```\n{HEADER}\n")
         f.write("\n".join(fmt_row(r) for r in rows) + "\n```\n")
     written = [stem + ".json", stem + ".md"]
-    try:
-        plot(result, stem + ".png")
-        written.append(stem + ".png")
-    except ImportError:
-        print("matplotlib is not installed (pip install -e .[bench]): no plot written")
-    except ValueError as e:
-        print(f"no plot written: {e}")
+    try_plot(plot, result, stem + ".png", written)
     return written
 
 

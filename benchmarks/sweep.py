@@ -65,6 +65,7 @@ import torch_ops  # noqa: E402
 from cases import _TOL  # noqa: E402  (the tolerance per dtype run.py applies)
 from run import result_name  # noqa: E402
 from timing import time_cpu, time_cuda, time_cuda_graph  # noqa: E402
+from plot import try_plot  # noqa: E402
 
 MAX_ELEMS = 1 << 28
 CONV1D_MAX = 1 << 26
@@ -489,13 +490,7 @@ def write_all(stem, result, png=True):
     write_markdown(stem + ".md", result)
     written = [stem + ".json", stem + ".md"]
     if png:
-        try:
-            plot_sweep(result, stem + ".png")
-            written.append(stem + ".png")
-        except ImportError:
-            print("matplotlib is not installed (pip install -e .[bench]): no plot written")
-        except ValueError as e:
-            print(f"no plot written: {e}")
+        try_plot(plot_sweep, result, stem + ".png", written)
     return written
 
 
