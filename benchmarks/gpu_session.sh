@@ -16,8 +16,12 @@
 #     census   benchmarks/layers.py, the layer census ($CENSUS_ARGS)
 #     variants benchmarks/gemm_variants.py, the bf16 1x1 GEMM tuning experiment (needs a build
 #              with GPUKERN_GEMM_VARIANTS=1 in the environment)
+#     fuzz     tests/test_fuzz.py with a larger budget: $FUZZ_CASES cases (default 30000) from seed
+#              $FUZZ_SEED (default 100000, a range the suite's default run does not draw)
+#     multi    the two-GPU tests (tests/test_multi_gpu.py; they skip with one GPU)
 #     sanitize compute-sanitizer's memcheck, racecheck, synccheck and initcheck over $SAN_TESTS
-#              (a pytest selection; default: the sanitizer-sized tests, `-m sanitize`), each tool
+#              (a pytest selection; default: the sanitizer-sized tests, `-m sanitize`, and for
+#              memcheck and initcheck also the > 2^31-element tests, `-m large_index`), each tool
 #              bounded by $SAN_TIMEOUT seconds; the summary lines go to sanitize.txt
 #   CUTLASS: when .whl/ holds the nvidia-cutlass wheel (the GPU machine has no network), it is
 #   installed into /tmp/site first so that the build has the igemm path.
@@ -34,8 +38,9 @@ export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.mem --format=csv | tee "$OUT/gpu.txt"
 rc=0
 if compgen -G ".whl/nvidia_cutlass-*.whl" > /dev/null; then
-  python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/nvidia_cutlass-*.whl \
-    && export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+  [[ -d /tmp/site/cutlass_library ]] || \
+    python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/nvidia_cutlass-*.whl
+  [[ -d /tmp/site/cutlass_library ]] && export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
   export TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-9.0a}
 fi
 
@@ -52,7 +57,7 @@ if [[ $STEPS == *build* ]]; then
     build_tree . "$OUT/build.log" 8 || exit 1
     wait $bpid || exit 1
   else
-    build_tree . "$OUT/build.log" 16 || exit 1
+    build_tree . "$OUT/build.log" ${BUILD_JOBS:-16} || exit 1
   fi
 fi
 if [[ $STEPS == *test* ]]; then
@@ -107,17 +112,47 @@ if [[ $STEPS == *census* ]]; then
     > "$OUT/census.log" 2>&1 || rc=1
   tail -n 60 "$OUT/census.log"
 fi
+if [[ $STEPS == *fuzz* ]]; then
+  t0=$(date +%s)
+  xdist=""
+  python3 -c "import xdist" 2>/dev/null && xdist="-n 8"
+  GPUKERN_FUZZ_CASES=${FUZZ_CASES:-30000} GPUKERN_FUZZ_SEED=${FUZZ_SEED:-100000} \
+    timeout ${FUZZ_TIMEOUT:-400} python3 -m pytest -q $xdist -rfE tests/test_fuzz.py -k test_fuzz \
+    > "$OUT/fuzz.log" 2>&1 || rc=1
+  grep -E "^(FAILED|ERROR)|GPUKERN_FUZZ_REPLAY" "$OUT/fuzz.log" | head -20
+  echo "fuzz (${FUZZ_CASES:-30000} cases a device, seed ${FUZZ_SEED:-100000}): $(tail -n 1 "$OUT/fuzz.log"), $(( $(date +%s) - t0 )) s"
+fi
+if [[ $STEPS == *multi* ]]; then
+  nvidia-smi -L
+  timeout ${MULTI_TIMEOUT:-300} python3 -m pytest -q -rfEs tests/test_multi_gpu.py \
+    > "$OUT/multi_gpu.log" 2>&1 || rc=1
+  grep -E "^(FAILED|ERROR|SKIPPED)" "$OUT/multi_gpu.log" | head -20; tail -n 1 "$OUT/multi_gpu.log"
+fi
 if [[ $STEPS == *sanitize* ]]; then
   : > "$OUT/sanitize.txt"
-  for tool in memcheck racecheck synccheck initcheck; do
-    t0=$(date +%s)
-    timeout ${SAN_TIMEOUT:-150} compute-sanitizer --tool $tool --error-exitcode 3 \
-      --target-processes all python3 -m pytest -q -p no:xdist ${SAN_TESTS:--m sanitize tests} \
-      > "$OUT/sanitize_$tool.log" 2>&1
-    status=$?
-    echo "$tool: exit $status, $(( $(date +%s) - t0 )) s; $(grep -E 'ERROR SUMMARY|passed|failed' \
-      "$OUT/sanitize_$tool.log" | tail -n 2 | tr '\n' ' ')" | tee -a "$OUT/sanitize.txt"
-    [[ $status == 0 ]] || rc=1
-  done
+  san_one() {  # san_one TOOL: one sanitizer over its selection; its summary line to sanitize.txt
+    local tool=$1 t0=$(date +%s) sel
+    if [[ -n ${SAN_TESTS:-} ]]; then sel=($SAN_TESTS)
+    elif [[ $tool == memcheck || $tool == initcheck ]]; then sel=(-m "sanitize or large_index" tests)
+    else sel=(-m sanitize tests); fi
+    timeout ${SAN_TIMEOUT:-240} compute-sanitizer --tool $tool --error-exitcode 3 \
+      --target-processes all python3 -m pytest -q -p no:xdist -p no:cacheprovider \
+      "${sel[@]}" > "$OUT/sanitize_$tool.log" 2>&1
+    local status=$?
+    echo "$tool: exit $status, $(( $(date +%s) - t0 )) s; $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|passed|failed' \
+      "$OUT/sanitize_$tool.log" | tail -n 2 | tr '\n' ' ')" >> "$OUT/sanitize.txt"
+    return $status
+  }
+  # SAN_PARALLEL=1 runs the four tools at once (e.g. one per GPU: SAN_GPUS="0 1" spreads them)
+  if [[ ${SAN_PARALLEL:-0} == 1 ]]; then
+    gpus=(${SAN_GPUS:-0}); i=0; pids=()
+    for tool in memcheck racecheck synccheck initcheck; do
+      CUDA_VISIBLE_DEVICES=${gpus[$(( i % ${#gpus[@]} ))]} san_one $tool & pids+=($!); i=$((i+1))
+    done
+    for p in "${pids[@]}"; do wait $p || rc=1; done
+  else
+    for tool in memcheck racecheck synccheck initcheck; do san_one $tool || rc=1; done
+  fi
+  cat "$OUT/sanitize.txt"
 fi
 exit $rc

@@ -53,6 +53,9 @@ def conv_cases(nsp, device="cuda"):
                 (r(2, 8, 37), r(16, 8, 3), dict(stride=2, padding=1)),
                 (r(2, 6, 37), r(6, 2, 3), dict(padding=1, groups=3)),
                 (r(1, 16, 300)[:, :, 1:], r(32, 16, 3), dict(padding=1)),
+                # tensor-core forms: a 1x1 GEMM, a C = 1 stem (wav2vec2's: im2col, then a GEMM)
+                (r(2, 32, 50), r(48, 32, 1), {}),
+                (r(2, 1, 403), r(32, 1, 10), dict(stride=5)),
                 (r(0, 8, 40), r(16, 8, 3), dict(padding=1)),
             ]
         else:
@@ -75,6 +78,14 @@ def conv_cases(nsp, device="cuda"):
                 (r(2, 16, 15, 17), r(32, 16, 3, 3), dict(stride=2, padding=1)),
                 (r(1, 4, 30, 30), r(8, 4, 2, 2), dict(stride=13)),
                 (offset(r(2, 8, 11, 10)), r(8, 8, 3, 3), dict(padding=1)),
+                # the tensor-core path's other forms: 1x1 convolutions as GEMMs over NCHW (one
+                # per image) and over NHWC pixels (at most 64 rows; O <= 64; over 3136 rows with
+                # O > 64), and a C = 3 stem (explicit im2col, then a GEMM)
+                (r(2, 32, 9, 10), r(48, 32, 1, 1), {}),
+                (r(1, 32, 7, 9).contiguous(memory_format=cl), r(48, 32, 1, 1), {}),
+                (r(2, 32, 9, 10).contiguous(memory_format=cl), r(48, 32, 1, 1), {}),
+                (r(2, 32, 40, 45).contiguous(memory_format=cl), r(96, 32, 1, 1), {}),
+                (r(2, 3, 33, 35), r(16, 3, 7, 7), dict(stride=2, padding=3)),
                 (r(0, 8, 9, 9), r(8, 8, 3, 3), dict(padding=1)),
             ]
     return cases

@@ -254,6 +254,7 @@ def test_cuda_perf_shapes(dtype):
             assert_close_ref(out, ref, dtype)
 
 
+@pytest.mark.large_index
 @pytest.mark.cuda
 @pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA device and the CUDA build of gpukern")
 @pytest.mark.parametrize("side", [46341, 46344])

@@ -504,6 +504,7 @@ def test_cuda_graph_chain_rows(dtype):
     graph.reset()
 
 
+@pytest.mark.large_index
 @pytest.mark.cuda
 @pytest.mark.skipif(not HAS_CUDA, reason="needs CUDA")
 def test_cuda_large_index():

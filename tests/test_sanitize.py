@@ -12,8 +12,8 @@ import torch
 import torch.nn.functional as F
 
 import torch_ops
-from algo_cases import CONV1D, CONV2D, MV, REDUCE, conv_cases, missing_algorithms, mv_cases, \
-    reduce_cases
+from algo_cases import CONV1D, CONV2D, MV, REDUCE, conv_cases, conv_output_shape, conv_ref, \
+    missing_algorithms, mv_cases, reduce_cases
 from conftest import HAS_CUDA
 
 pytestmark = [pytest.mark.cuda, pytest.mark.sanitize,
@@ -56,6 +56,29 @@ def test_every_conv_algorithm(nsp):
     with torch.inference_mode():
         _run_family(family, CONV1D if nsp == 1 else CONV2D, conv_cases(nsp),
                     lambda x, w, kw: op(x, w, None, **kw), _conv_ref(nsp))
+
+
+ACT_CYCLE = ["relu", "silu", "gelu", "hardswish", "sigmoid", "relu6", "gelu_tanh", "none"]
+
+
+@pytest.mark.parametrize("nsp", [1, 2])
+def test_every_fused_conv_algorithm(nsp):
+    """The same convolutions through conv{1,2}d_fused with a bias, an activation and a residual:
+    the epilogues (the tensor-core kernel's fused one, which reads the residual as its C operand,
+    and the generic pass for the other algorithms)."""
+    family = f"conv{nsp}d"
+    op = torch_ops.conv1d_fused if nsp == 1 else torch_ops.conv2d_fused
+    g = torch.Generator(device="cuda").manual_seed(5)
+    calls = []
+    for i, (x, w, kw) in enumerate(conv_cases(nsp)):
+        b = torch.randn(w.shape[0], device="cuda", generator=g).to(x.dtype)
+        r = torch.randn(conv_output_shape(nsp, x, w, **kw), device="cuda",
+                        generator=g).to(x.dtype)
+        calls.append((x, w, b, r, ACT_CYCLE[i % len(ACT_CYCLE)], kw))
+    with torch.inference_mode():
+        _run_family(family, CONV1D if nsp == 1 else CONV2D, calls,
+                    lambda x, w, b, r, act, kw: op(x, w, b, activation=act, residual=r, **kw),
+                    lambda x, w, b, r, act, kw: conv_ref(nsp, x, w, b, act, r, **kw))
 
 
 def test_every_mv_algorithm():
