@@ -117,7 +117,7 @@ if [[ $STEPS == *fuzz* ]]; then
   xdist=""
   python3 -c "import xdist" 2>/dev/null && xdist="-n 8"
   GPUKERN_FUZZ_CASES=${FUZZ_CASES:-30000} GPUKERN_FUZZ_SEED=${FUZZ_SEED:-100000} \
-    timeout ${FUZZ_TIMEOUT:-400} python3 -m pytest -q $xdist -rfE tests/test_fuzz.py -k test_fuzz \
+    timeout ${FUZZ_TIMEOUT:-400} python3 -m pytest -q $xdist -rfE "tests/test_fuzz.py::test_fuzz" ${FUZZ_K:+-k "$FUZZ_K"} \
     > "$OUT/fuzz.log" 2>&1 || rc=1
   grep -E "^(FAILED|ERROR)|GPUKERN_FUZZ_REPLAY" "$OUT/fuzz.log" | head -20
   echo "fuzz (${FUZZ_CASES:-30000} cases a device, seed ${FUZZ_SEED:-100000}): $(tail -n 1 "$OUT/fuzz.log"), $(( $(date +%s) - t0 )) s"
