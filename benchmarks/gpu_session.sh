@@ -11,6 +11,8 @@
 #     sweep    benchmarks/sweep.py, gpukern against torch at every size 1..2^28 ($SWEEP_ARGS, e.g.
 #              --quick or --families sum mv), stopping new points after $SWEEP_BUDGET seconds
 #              (default: $SWEEP_TIMEOUT - 60) and killed at $SWEEP_TIMEOUT (default 540)
+#     algos    benchmarks/algos.py: every reduce / mv algorithm forced on the sweep's slow shapes
+#              ($ALGOS_ARGS)
 #     models   benchmarks/models.py ($MODELS_ARGS)
 #     igemm    benchmarks/igemm_layers.py (the tensor-core path's tile configurations, $IGEMM_ARGS)
 #     census   benchmarks/layers.py, the layer census ($CENSUS_ARGS)
@@ -93,6 +95,11 @@ if [[ $STEPS == *sweep* ]]; then
     ${SWEEP_ARGS:-} > "$OUT/sweep.log" 2>&1 || rc=1
   grep -E "^(summary|skipped|[0-9]+ points in)" "$OUT/sweep.log"; tail -n 1 "$OUT/sweep.log"
   echo "sweep: $(( $(date +%s) - t0 )) s"
+fi
+if [[ $STEPS == *algos* ]]; then
+  timeout ${ALGOS_TIMEOUT:-300} python3 benchmarks/algos.py --json "$OUT/algos.json" ${ALGOS_ARGS:-} \
+    > "$OUT/algos.log" 2>&1 || rc=1
+  cat "$OUT/algos.log"
 fi
 if [[ $STEPS == *models* ]]; then
   timeout ${MODELS_TIMEOUT:-500} python3 benchmarks/models.py --out "$OUT" ${MODELS_ARGS:-} 2>&1 | tee "$OUT/models.log" || rc=1

@@ -16,7 +16,8 @@ CONV2D = ["depthwise_nhwc", "depthwise_rows", "depthwise_tma", "depthwise_plane"
           "depthwise_large", "depthwise_nchw", "general_staged", "general_direct", "igemm",
           "depthwise_nhwc_tile", "depthwise_strided"]
 MV = ["rows_vec", "rows", "cols_vec", "cols", "rows_mma"]
-REDUCE = ["small", "seg_contig", "seg", "row", "col_vec", "col", "row_vec", "seg_runs", "flat"]
+REDUCE = ["small", "seg_contig", "seg", "row", "col_vec", "col", "row_vec", "seg_runs", "flat",
+          "copy"]
 OPTIONAL = {"igemm"}  # only in builds with the CUTLASS path on sm_90
 FAMILY_ALGORITHMS = {"conv1d": CONV1D, "conv2d": CONV2D, "mv": MV, "reduce": REDUCE}
 
@@ -112,7 +113,7 @@ def reduce_cases(device="cuda"):
         cases += [(r(1000), None), (r(300, 257), 1), (r(300, 256), 1), (r(257, 300), 0),
                   (r(7, 33, 65), 1),
                   (r(6, 40, 3), (0, 2)), (r(65, 130).t(), 1), (r(4, 300, 5)[:, 1:], 1),
-                  (r(200000), None), (r(3, 0, 4), 1)]
+                  (r(200000), None), (r(300, 1), 1), (r(3, 0, 4), 1)]
     return cases
 
 

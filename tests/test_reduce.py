@@ -525,7 +525,7 @@ def test_cuda_large_index():
 # ---------------------------------------------------------------- algorithm query and forcing
 
 REDUCE_ALGOS = ["small", "seg_contig", "seg", "row", "col_vec", "col", "row_vec", "seg_runs",
-                "flat"]
+                "flat", "copy"]
 
 
 def _meta(*shape, dtype=torch.float32):
@@ -560,7 +560,13 @@ def test_reduce_algorithm_query():
     assert q("mean", _meta(4, 2_000_001), 1) == "seg_contig"
     assert q("sum", _meta(8192, 8192), 0) == "col_vec"
     assert q("sum", _meta(8192, 8192, dtype=torch.int32), 0) == "col"
-    assert q("amin", _meta(1_000_003, 8), 0) == "seg"
+    assert q("amin", _meta(1_000_003, 8), 0) == "col_vec"  # narrow rows: 2 lanes x 128 rows
+    assert q("sum", _meta(1_000_003, 6), 0) == "col"  # 6 floats: not whole vectors
+    assert q("sum", _meta(16, 16384), -1) == "seg_contig"  # few long rows: blocks split them
+    assert q("sum", _meta(4096, 512), -1) == "row"  # one round of a warp per row
+    assert q("sum", _meta(4096, 1), -1) == "copy"  # one element per output
+    assert q("mean", _meta(1, 4096, dtype=torch.bfloat16), 0) == "copy"
+    assert q("sum", _meta(3, 1, 5, dtype=torch.int32), 1) == "copy"
     assert q("sum", _meta(8, 5000, 9), [0, 2]) == "col"  # runs of 9: too short for seg_runs
     assert q("sum", _meta(32, 256, 56, 56), [0, 2, 3]) == "seg_runs"
     assert q("sum", _meta(32, 256, 56, 56, dtype=torch.bfloat16), [0, 2, 3]) == "seg_runs"
@@ -578,7 +584,7 @@ def test_reduce_algorithm_query():
             q("sum", _meta(8192, 8193), 0)
     with torch_ops.force_algorithm("reduce", "nope"):
         with pytest.raises(RuntimeError, match=r"is not one of: small, seg_contig, seg, row, "
-                                               r"col_vec, col, row_vec, seg_runs, flat"):
+                                               r"col_vec, col, row_vec, seg_runs, flat, copy"):
             q("sum", x)
     with pytest.raises(RuntimeError, match=r"unknown kind 'prod'"):
         torch.ops.gpukern._algorithm_reduce(x, None, "prod")
@@ -593,6 +599,8 @@ FORCED_CASES = [
     ("full_offset", "offset", None), ("full_strided", "strided", None),
     ("rows_1x7", (1, 7), [1]), ("rows_prime", (37, 1009), [1]), ("rows_256", (4099, 256), [1]),
     ("cols_vec_ok", (1001, 64), [0]), ("cols_odd", (1001, 33), [0]),
+    ("cols_narrow", (30001, 8), [0]), ("cols_narrow_odd", (30001, 6), [0]),
+    ("cols_few_rows", (3, 20000), [0]), ("size1_dim", (300, 1), [1]), ("size1_rows", (1, 999), [0]),
     ("middle", (5, 301, 8), [1]), ("nchw_023", (3, 16, 7, 9), [0, 2, 3]),
 ]
 

@@ -17,6 +17,11 @@
 //   col_vec     col kernel with a 16-byte vector of outputs per thread: float types, one kept dim
 //               of stride 1, one reduced dim with stride % V == 0, n_out % V == 0, data aligned
 //   col         col kernel, threads across outputs: any layout
+//               (both: as many output lanes as the outputs need, up to 32 with 8 row lanes; a
+//               narrow row, e.g. [R, 16] over dim 0, puts the rest of the block on rows, and few
+//               reduced rows, e.g. [4, N] over dim 0, take 1-4 row lanes and wider tiles)
+//   copy        a reduction over one element per output (dims of size 1, e.g. [N, 1] over dim 1):
+//               the cast copy of the kept elements into the output (ATen's copy kernel)
 //   row_vec     row_vec kernel (float types): one kept dim, rows 16-byte aligned whole vectors
 //               (data aligned, row stride % V == 0, R % V == 0), R <= 128 * V (<= 4 vectors per
 //               lane of a warp)
@@ -30,6 +35,7 @@
 #include <optional>
 #include <string>
 #include <type_traits>
+#include <vector>
 
 #include "core/algo_table.h"
 #include "core/checks.h"
@@ -48,7 +54,18 @@
 namespace gpukern {
 namespace {
 
-enum class RedAlgo { kSmall, kSegContig, kSeg, kRow, kColVec, kCol, kRowVec, kSegRuns, kFlat };
+enum class RedAlgo {
+  kSmall,
+  kSegContig,
+  kSeg,
+  kRow,
+  kColVec,
+  kCol,
+  kRowVec,
+  kSegRuns,
+  kFlat,
+  kCopy
+};
 
 const AlgorithmTable<RedAlgo> kTable("reduce", {{RedAlgo::kSmall, "small"},
                                                 {RedAlgo::kSegContig, "seg_contig"},
@@ -58,7 +75,8 @@ const AlgorithmTable<RedAlgo> kTable("reduce", {{RedAlgo::kSmall, "small"},
                                                 {RedAlgo::kCol, "col"},
                                                 {RedAlgo::kRowVec, "row_vec"},
                                                 {RedAlgo::kSegRuns, "seg_runs"},
-                                                {RedAlgo::kFlat, "flat"}});
+                                                {RedAlgo::kFlat, "flat"},
+                                                {RedAlgo::kCopy, "copy"}});
 
 // What the choice reads besides the layout.
 struct RedInput {
@@ -95,6 +113,8 @@ bool can_run(RedAlgo a, const ReduceLayout& L, const RedInput& in) {
              L.R / V <= int64_t{reduce::kRowVecUnroll} * kWarpSize;
     case RedAlgo::kSegRuns:
       return L.rstride[L.nr - 1] == 1;
+    case RedAlgo::kCopy:
+      return L.R == 1;
     case RedAlgo::kSeg:
     case RedAlgo::kCol:
       return true;
@@ -116,7 +136,6 @@ bool use_small(int64_t nvec, const RedInput& in) {
 RedAlgo choose_auto(const ReduceLayout& L, const RedInput& in) {
   const int64_t V = 16 / in.elem_size;
   const bool contig = contiguous_run(L);
-  const int64_t per_block_min = reduce::kSegBlockVecs * V;
   if (L.n_out == 1) {
     // Short full reduction: one block, launch-bound, no workspace and no ticket.
     if (contig && use_small(ceil_div(L.R, V), in)) return RedAlgo::kSmall;
@@ -125,21 +144,25 @@ RedAlgo choose_auto(const ReduceLayout& L, const RedInput& in) {
     // Strided full reduction: one resident wave of blocks, the last to arrive finishes.
     return long_runs(L, V) ? RedAlgo::kSegRuns : RedAlgo::kSeg;
   }
+  // One element per output (a reduction over dims of size 1): a cast copy at copy speed.
+  if (L.R == 1) return RedAlgo::kCopy;
   // Many short aligned rows: one resident wave pipelining whole-vector rows.
   if (contig && L.n_out >= kRowVecMinRows && can_run(RedAlgo::kRowVec, L, in))
     return RedAlgo::kRowVec;
-  // Contiguous rows, many of them or short: a lane group per row.
-  if (contig && (L.n_out >= kTicketsPerSlot || L.R <= 4 * per_block_min)) return RedAlgo::kRow;
-  // Few long contiguous rows: blocks split each row.
+  // Contiguous rows, more than one ticket slot holds (blocks cannot split them) or short enough
+  // for one round of a warp: a lane group per row.
+  if (contig && (L.n_out >= kTicketsPerSlot || L.R <= kWarpSize * reduce::kRowUnroll * V))
+    return RedAlgo::kRow;
+  // Fewer, longer contiguous rows (e.g. 16 x 16384): blocks split each row, so that the rows
+  // fill the GPU (a warp per row left 16 x 16384 fp32 on 16 warps, 0.37x torch).
   if (contig) return RedAlgo::kSegContig;
   // Long stride-1 runs (NCHW over (0, 2, 3)): threads along the runs, not across strided outputs.
   if (long_runs(L, V)) return RedAlgo::kSegRuns;
   // Contiguous outputs, aligned rows: a 16-byte vector of outputs per thread.
-  if (can_run(RedAlgo::kColVec, L, in) && L.n_out >= reduce::kColX * V) return RedAlgo::kColVec;
-  // Enough outputs for a warp across them: threads across outputs, R split when they are few.
-  if (L.n_out >= reduce::kColX) return RedAlgo::kCol;
-  // Few strided outputs: blocks split each one.
-  return RedAlgo::kSeg;
+  if (can_run(RedAlgo::kColVec, L, in)) return RedAlgo::kColVec;
+  // Otherwise threads across outputs (coalesced along a row's outputs), R split across blocks
+  // when the outputs are few (narrow rows such as [R, 6] over dim 0 included).
+  return RedAlgo::kCol;
 }
 
 // The automatic choice, or the forced one (core/algo_table.h) when it can run the layout; raises
@@ -177,6 +200,54 @@ void launch_small(int64_t nvec, const T* xp, int n, const reduce::ReduceOut& o,
   }
   launch_pdl(reduce::small_reduce_kernel<T, Op, c.threads, c.unroll>, dim3(1), dim3(c.threads), 0,
              stream, xp, n, o);
+  GK_CHECK_LAUNCH();
+}
+
+// col / col_vec: the block's lanes (W output units x G row lanes, reduce_col.cuh) and the
+// splits of R, from the shape.
+template <typename T, typename Op, bool kVec>
+void launch_col(const ReduceLayout& L, const reduce::ReduceOut& o, const T* xp,
+                const at::TensorOptions& ws_opts, int64_t sms, int dev, cudaStream_t stream,
+                int tbase) {
+  using Acc = typename reduce::AccOf<T>::type;
+  constexpr int64_t kUnits = kVec ? kVec16<T> : 1;  // outputs per thread
+  constexpr int64_t kUnroll = kVec ? reduce::kColVecUnroll : reduce::kColUnroll;
+  constexpr int64_t kThreads = reduce::kThreads;
+  const int64_t units = ceil_div(L.n_out, kUnits);  // thread-units across one reduced row
+  // Row lanes: enough that each keeps kUnroll loads in flight, at most 8 (then 32 output lanes, a
+  // warp across the outputs); 1-4 when few rows are reduced ([4, N] over dim 0: one row lane,
+  // 256 output lanes, each thread's 4 rows in one round of loads).
+  int64_t g_want = 1;
+  while (g_want < 8 && g_want * kUnroll < L.R) g_want *= 2;
+  // Output lanes: as many as the row has units, at most kThreads / g_want (a narrow row, e.g.
+  // [R, 16] fp32 over dim 0 = 4 units, leaves the rest of the block to rows: 64 row lanes).
+  int lg_w = 0;
+  while ((int64_t{1} << lg_w) < units && (int64_t{1} << lg_w) < kThreads / g_want) ++lg_w;
+  const int64_t w = int64_t{1} << lg_w;
+  const int64_t g = kThreads / w;
+  const int64_t ntiles = ceil_div(units, w);
+  constexpr auto kernel = reduce::col_reduce_kernel<T, Op, kVec>;
+  const int64_t wave = sms * blocks_per_sm<kernel>(dev);
+  int64_t splits = 1;
+  if (ntiles < wave && ntiles <= kTicketsPerSlot) {
+    // Splits of R: the tiles x splits within one resident wave, each split at least two rounds
+    // of kUnroll loads per row lane, at most kColMaxSplits partials per output (the finishing
+    // block spreads them over its threads).
+    splits = std::min({wave / ntiles, ceil_div(L.R, g * kUnroll * 2), reduce::kColMaxSplits});
+    splits = std::max<int64_t>(splits, 1);
+  }
+  const int64_t rchunk = ceil_div(L.R, splits);
+  splits = ceil_div(L.R, rchunk);
+  at::Tensor ws;
+  Acc* wsp = nullptr;
+  if (splits > 1) {
+    ws = at::empty({splits * L.n_out}, ws_opts);
+    wsp = reinterpret_cast<Acc*>(ws.data_ptr());
+  }
+  const int64_t gx = splits > 1 ? ntiles : std::min(ntiles, sms * 64);
+  const dim3 grid(static_cast<unsigned>(gx), static_cast<unsigned>(splits));
+  kernel<<<grid, dim3(static_cast<unsigned>(kThreads)), 0, stream>>>(xp, L, o, wsp, tbase, rchunk,
+                                                                      lg_w);
   GK_CHECK_LAUNCH();
 }
 
@@ -257,10 +328,14 @@ void launch_reduce(const ReduceLayout& L, const reduce::ReduceOut& o, const at::
         launch_seg(contig ? reduce::kSegContig : reduce::kSegGeneral,
                    std::min(wave, ceil_div(L.R, per_block_min)), 0);
       } else if (contig) {
+        // Blocks per row: the rows x blocks within one resident wave (no partial second wave),
+        // each thread at least two 16-byte vectors.
         const int64_t wave =
             sms * blocks_per_sm<reduce::seg_reduce_kernel<T, Op, reduce::kSegContig>>(dev);
         launch_seg(reduce::kSegContig,
-                   std::min(ceil_div(wave, L.n_out), ceil_div(L.R, per_block_min)), 0);
+                   std::min(std::max<int64_t>(wave / L.n_out, 1),
+                            ceil_div(L.R, int64_t{kThreads} * 2 * V)),
+                   0);
       } else {
         launch_seg(reduce::kSegGeneral,
                    std::min(ceil_div(target_blocks, L.n_out), ceil_div(L.R, int64_t{kThreads} * 4)),
@@ -320,63 +395,22 @@ void launch_reduce(const ReduceLayout& L, const reduce::ReduceOut& o, const at::
       }
       return;
     }
-    case RedAlgo::kColVec: {
-      if constexpr (std::is_same<Acc, float>::value) {
-        // One 16-byte vector of outputs per thread. Splits of R make one resident wave (no
-        // partial second wave); each keeps a few unrolled rounds.
-        const int64_t ntiles = ceil_div(L.n_out, int64_t{reduce::kColX} * V);
-        const int64_t wave = sms * blocks_per_sm<reduce::col_vec_reduce_kernel<T, Op>>(dev);
-        int64_t splits = 1;
-        if (ntiles < wave && ntiles <= kTicketsPerSlot) {
-          splits = std::min({wave / ntiles,
-                             ceil_div(L.R, int64_t{reduce::kColY} * reduce::kColVecUnroll * 2),
-                             int64_t{64}});
-          splits = std::max<int64_t>(splits, 1);
-        }
-        const int64_t rchunk = ceil_div(L.R, splits);
-        splits = ceil_div(L.R, rchunk);
-        at::Tensor ws;
-        float* wsp = nullptr;
-        if (splits > 1) {
-          ws = at::empty({splits * L.n_out}, ws_opts);
-          wsp = ws.data_ptr<float>();
-        }
-        const int64_t gx = splits > 1 ? ntiles : std::min(ntiles, sms * 64);
-        const dim3 grid(static_cast<unsigned>(gx), static_cast<unsigned>(splits));
-        reduce::col_vec_reduce_kernel<T, Op>
-            <<<grid, dim3(reduce::kColX, reduce::kColY), 0, stream>>>(xp, L, o, wsp, tbase, rchunk);
-        GK_CHECK_LAUNCH();
-      } else {
-        TORCH_INTERNAL_ASSERT(false, "col_vec chosen for an integer reduction");
-      }
-      return;
-    }
+    case RedAlgo::kColVec:
     case RedAlgo::kCol: {
-      const int64_t ntiles = ceil_div(L.n_out, reduce::kColX);
-      int64_t splits = 1;
-      if (ntiles < target_blocks && ntiles <= kTicketsPerSlot) {
-        // Each split keeps at least a few unrolled rounds per thread; at most 64 partials per
-        // output keep the finishing block short.
-        splits =
-            std::min({ceil_div(target_blocks, ntiles),
-                      ceil_div(L.R, int64_t{reduce::kColY} * reduce::kColUnroll * 2), int64_t{64}});
-        splits = std::max<int64_t>(splits, 1);
+      if constexpr (std::is_same<Acc, float>::value) {
+        if (algo == RedAlgo::kColVec) {
+          launch_col<T, Op, true>(L, o, xp, ws_opts, sms, dev, stream, tbase);
+          return;
+        }
+      } else {
+        TORCH_INTERNAL_ASSERT(algo != RedAlgo::kColVec, "col_vec chosen for an integer reduction");
       }
-      const int64_t rchunk = ceil_div(L.R, splits);
-      splits = ceil_div(L.R, rchunk);
-      at::Tensor ws;
-      Acc* wsp = nullptr;
-      if (splits > 1) {
-        ws = at::empty({splits * L.n_out}, ws_opts);
-        wsp = reinterpret_cast<Acc*>(ws.data_ptr());
-      }
-      const int64_t gx = splits > 1 ? ntiles : std::min(ntiles, sms * 64);
-      const dim3 grid(static_cast<unsigned>(gx), static_cast<unsigned>(splits));
-      reduce::col_reduce_kernel<T, Op>
-          <<<grid, dim3(reduce::kColX, reduce::kColY), 0, stream>>>(xp, L, o, wsp, tbase, rchunk);
-      GK_CHECK_LAUNCH();
+      launch_col<T, Op, false>(L, o, xp, ws_opts, sms, dev, stream, tbase);
       return;
     }
+    case RedAlgo::kCopy:
+      TORCH_INTERNAL_ASSERT(false, "copy is run by reduce_cuda_run");
+      return;
   }
 }
 
@@ -385,6 +419,15 @@ void launch_reduce(const ReduceLayout& L, const reduce::ReduceOut& o, const at::
 void reduce_cuda_run(const ReduceLayout& L, ReduceKind kind, ReduceOutKind out_kind,
                      const at::Tensor& x, const at::Tensor& out) {
   CudaLaunchContext ctx(x);
+  const RedInput in{x.is_floating_point(), static_cast<int>(x.element_size()),
+                    is_aligned16(x.data_ptr())};
+  if (choose(L, in) == RedAlgo::kCopy) {
+    // One element per output: the kept elements, cast to the output's dtype (mean's factor is 1).
+    const std::vector<int64_t> sizes(L.ksize, L.ksize + L.nk);
+    const std::vector<int64_t> strides(L.kstride, L.kstride + L.nk);
+    out.view(sizes).copy_(x.as_strided(sizes, strides, x.storage_offset()));
+    return;
+  }
   const int tbase = ticket_slot_base(x.device().index(), ctx.stream);
   reduce::ReduceOut o;
   o.ptr = out.data_ptr();
