@@ -20,6 +20,7 @@ import sys
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import torch_ops  # noqa: E402
 from timing import time_cuda, time_cuda_graph  # noqa: E402
 
@@ -34,10 +35,12 @@ REDUCE_SHAPES = [
     ("rows", 16, 16384), ("rows", 256, 16384), ("rows", 384, 24576), ("rows", 1024, 16384),
     ("rows", 256, 65536), ("rows", 4096, 1536), ("rows", 4096, 4096), ("rows", 6144, 4096),
     ("rows", 16, 1 << 24), ("rows", 4096, 65536), ("rows", 65536, 1536), ("rows", 1 << 20, 1),
+    ("rows", 384, 24576), ("rows", 1536, 1536), ("rows", 1024, 1536), ("rows", 64, 65536),
     ("cols", 1, 1 << 24), ("cols", 4, 1 << 22), ("cols", 6, 1 << 20), ("cols", 16, 1 << 20),
     ("cols", 96, 65536), ("cols", 1 << 24, 4), ("cols", 1 << 22, 6), ("cols", 1 << 20, 16),
     ("cols", 1 << 22, 16), ("cols", 1 << 20, 24), ("cols", 1 << 22, 64), ("cols", 1 << 20, 256),
-    ("cols", 65536, 24), ("cols", 1536, 4),
+    ("cols", 65536, 24), ("cols", 1536, 4), ("cols", 24576, 96), ("cols", 24, 393216),
+    ("cols", 64, 262144), ("cols", 4, 16), ("cols", 256, 24),
 ]
 MV_SHAPES = [
     ("A", 4096, 256), ("A", 65536, 256), ("A", 1 << 20, 256), ("A", 256, 16), ("A", 1 << 20, 16),

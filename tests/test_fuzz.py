@@ -404,6 +404,23 @@ def conv_case(op, d: Draw, device):
     unsupported = (dtype not in _checks.supported_dtypes(op, device)
                    or bad in ("weight_dtype", "bias_dtype")
                    or (bad is not None and x.numel() == 0))
+    if bad == "dilation" and device != "cpu":
+        # torch 2.11's CUDA convolution does not reject a dilation of 0: it launches its kernels
+        # (conv1d:100041 and conv2d:100166 of GPUKERN_FUZZ_SEED=100000, depthwise, then faulted
+        # with an illegal memory access that poisoned the CUDA context). torch's verdict for the
+        # call is its CPU one (RuntimeError, "non-positive dilation is not supported"), which
+        # gpukern must match on every device; torch's CUDA kernels are not run on it.
+        device_fn = torch_fn
+
+        def torch_fn():  # the same call (its closure reads x, w, bias) on CPU copies
+            nonlocal x, w, bias
+            saved = x, w, bias
+            x, w, bias = (None if t is None else t.cpu() for t in saved)
+            try:
+                return device_fn()
+            finally:
+                x, w, bias = saved
+        mode_fn = None
     c = Case(op, desc, inputs, torch_fn, gk_fn, mode_fn, ref, unsupported)
     # Output layout: channels_last is conv2d's contract (as aten's); conv1d's output is
     # contiguous, where torch's CPU conv1d sometimes returns a channels-last-like layout (it runs
@@ -873,6 +890,19 @@ def test_known_findings(op, seed):
 
 # ------------------------------------------------------------------------------------- findings
 # Regression tests for what the fuzzer found (seeds of the default run, GPUKERN_FUZZ_SEED=0).
+
+
+@pytest.mark.parametrize("device", DEVICE_PARAMS)
+@pytest.mark.parametrize("op,seed", [("conv1d", 100041), ("conv2d", 100166)])
+def test_zero_dilation_depthwise(device, op, seed):
+    """conv1d:100041, conv2d:100166 (GPUKERN_FUZZ_SEED=100000, the GPU run's range): depthwise
+    calls with a dilation of 0. gpukern raises RuntimeError on every device, as torch on CPU does;
+    torch 2.11 on CUDA runs them (and then faulted with an illegal memory access), so the fuzzer
+    takes torch's CPU verdict for non-positive dilations on CUDA. The cases run clean."""
+    assert run_case(op, seed, device) is None
+    x = torch.randn(2, 3, 32, device=device)
+    with pytest.raises(RuntimeError, match=r"gpukern::conv1d: dilation must be positive, got \[0\]"):
+        torch_ops.conv1d(x, torch.randn(3, 1, 2, device=device), None, 1, 1, 0, 3)
 
 
 @pytest.mark.parametrize("device", DEVICE_PARAMS)

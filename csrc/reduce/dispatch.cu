@@ -126,6 +126,10 @@ bool can_run(RedAlgo a, const ReduceLayout& L, const RedInput& in) {
 // Fewer rows than that leave SMs idle either way; row (one block per row group) is kept there.
 constexpr int64_t kRowVecMinRows = 2048;
 
+// row from this many rows whatever their length: a warp per row, 8 per SM of 132 (fewer rows, e.g.
+// 16 x 16384 fp32, left most SMs idle: 0.37x torch; seg_contig splits them across blocks).
+constexpr int64_t kRowMinRows = 1024;
+
 // Full reduction of nvec 16-byte vectors: small (one block) rather than flat, up to two rounds of
 // 512 threads x 8 vectors for floats, one round of 256 x 8 for integers.
 bool use_small(int64_t nvec, const RedInput& in) {
@@ -149,9 +153,9 @@ RedAlgo choose_auto(const ReduceLayout& L, const RedInput& in) {
   // Many short aligned rows: one resident wave pipelining whole-vector rows.
   if (contig && L.n_out >= kRowVecMinRows && can_run(RedAlgo::kRowVec, L, in))
     return RedAlgo::kRowVec;
-  // Contiguous rows, more than one ticket slot holds (blocks cannot split them) or short enough
-  // for one round of a warp: a lane group per row.
-  if (contig && (L.n_out >= kTicketsPerSlot || L.R <= kWarpSize * reduce::kRowUnroll * V))
+  // Contiguous rows, enough of them for a warp each to fill the GPU, or short enough for one
+  // round of a warp: a lane group per row.
+  if (contig && (L.n_out >= kRowMinRows || L.R <= kWarpSize * reduce::kRowUnroll * V))
     return RedAlgo::kRow;
   // Fewer, longer contiguous rows (e.g. 16 x 16384): blocks split each row, so that the rows
   // fill the GPU (a warp per row left 16 x 16384 fp32 on 16 warps, 0.37x torch).
@@ -203,8 +207,11 @@ void launch_small(int64_t nvec, const T* xp, int n, const reduce::ReduceOut& o,
   GK_CHECK_LAUNCH();
 }
 
-// col / col_vec: the block's lanes (W output units x G row lanes, reduce_col.cuh) and the
-// splits of R, from the shape.
+// col / col_vec. Wide rows with many reduced rows: the fixed 32 x 8 block (col_reduce_kernel,
+// col_vec_reduce_kernel). Otherwise col_lanes_reduce_kernel with the block's output lanes W and row
+// lanes G from the shape: a narrow row (e.g. [R, 16] fp32 over dim 0, 4 units) gets W = 4 and
+// 64 row lanes; few reduced rows (e.g. [4, N] over dim 0) 1-4 row lanes and up to 256 output
+// lanes, each thread's rows in one round of loads.
 template <typename T, typename Op, bool kVec>
 void launch_col(const ReduceLayout& L, const reduce::ReduceOut& o, const T* xp,
                 const at::TensorOptions& ws_opts, int64_t sms, int dev, cudaStream_t stream,
@@ -214,26 +221,33 @@ void launch_col(const ReduceLayout& L, const reduce::ReduceOut& o, const T* xp,
   constexpr int64_t kUnroll = kVec ? reduce::kColVecUnroll : reduce::kColUnroll;
   constexpr int64_t kThreads = reduce::kThreads;
   const int64_t units = ceil_div(L.n_out, kUnits);  // thread-units across one reduced row
-  // Row lanes: enough that each keeps kUnroll loads in flight, at most 8 (then 32 output lanes, a
-  // warp across the outputs); 1-4 when few rows are reduced ([4, N] over dim 0: one row lane,
-  // 256 output lanes, each thread's 4 rows in one round of loads).
+  // Row lanes: enough that each keeps kUnroll loads in flight, at most kColY.
   int64_t g_want = 1;
-  while (g_want < 8 && g_want * kUnroll < L.R) g_want *= 2;
-  // Output lanes: as many as the row has units, at most kThreads / g_want (a narrow row, e.g.
-  // [R, 16] fp32 over dim 0 = 4 units, leaves the rest of the block to rows: 64 row lanes).
+  while (g_want < reduce::kColY && g_want * kUnroll < L.R) g_want *= 2;
+  // Output lanes: as many as the row has units, at most kThreads / g_want.
   int lg_w = 0;
   while ((int64_t{1} << lg_w) < units && (int64_t{1} << lg_w) < kThreads / g_want) ++lg_w;
   const int64_t w = int64_t{1} << lg_w;
   const int64_t g = kThreads / w;
-  const int64_t ntiles = ceil_div(units, w);
-  constexpr auto kernel = reduce::col_reduce_kernel<T, Op, kVec>;
-  const int64_t wave = sms * blocks_per_sm<kernel>(dev);
+  const bool fixed = g_want == reduce::kColY && units >= reduce::kColX;  // the 32 x 8 block
+  const int64_t ntiles = ceil_div(units, fixed ? int64_t{reduce::kColX} : w);
+  int64_t wave = sms * (2048 / kThreads);  // col: the block count of a full occupancy
+  if (fixed) {
+    if constexpr (kVec) wave = sms * blocks_per_sm<reduce::col_vec_reduce_kernel<T, Op>>(dev);
+  } else {
+    wave = sms * blocks_per_sm<reduce::col_lanes_reduce_kernel<T, Op, kVec>>(dev);
+  }
+  // Splits of R: the tiles x splits about one resident wave, each split at least two rounds of
+  // kUnroll loads per row lane, at most kColMaxSplits partials for each finishing thread (the
+  // 32 x 8 blocks finish with one thread per output; the lanes kernel with kThreads / (outputs in
+  // a tile) threads per output).
   int64_t splits = 1;
   if (ntiles < wave && ntiles <= kTicketsPerSlot) {
-    // Splits of R: the tiles x splits within one resident wave, each split at least two rounds
-    // of kUnroll loads per row lane, at most kColMaxSplits partials per output (the finishing
-    // block spreads them over its threads).
-    splits = std::min({wave / ntiles, ceil_div(L.R, g * kUnroll * 2), reduce::kColMaxSplits});
+    const int64_t finishers =
+        fixed ? 1 : std::max<int64_t>(kThreads / (w * kUnits), 1);
+    splits = std::min({fixed && !kVec ? ceil_div(wave, ntiles) : wave / ntiles,
+                       ceil_div(L.R, (fixed ? reduce::kColY : g) * kUnroll * 2),
+                       reduce::kColMaxSplits * finishers});
     splits = std::max<int64_t>(splits, 1);
   }
   const int64_t rchunk = ceil_div(L.R, splits);
@@ -246,8 +260,18 @@ void launch_col(const ReduceLayout& L, const reduce::ReduceOut& o, const T* xp,
   }
   const int64_t gx = splits > 1 ? ntiles : std::min(ntiles, sms * 64);
   const dim3 grid(static_cast<unsigned>(gx), static_cast<unsigned>(splits));
-  kernel<<<grid, dim3(static_cast<unsigned>(kThreads)), 0, stream>>>(xp, L, o, wsp, tbase, rchunk,
+  if (fixed) {
+    const dim3 block(reduce::kColX, reduce::kColY);
+    if constexpr (kVec) {
+      reduce::col_vec_reduce_kernel<T, Op><<<grid, block, 0, stream>>>(xp, L, o, wsp, tbase, rchunk);
+    } else {
+      reduce::col_reduce_kernel<T, Op><<<grid, block, 0, stream>>>(xp, L, o, wsp, tbase, rchunk);
+    }
+  } else {
+    reduce::col_lanes_reduce_kernel<T, Op, kVec>
+        <<<grid, dim3(static_cast<unsigned>(kThreads)), 0, stream>>>(xp, L, o, wsp, tbase, rchunk,
                                                                       lg_w);
+  }
   GK_CHECK_LAUNCH();
 }
 

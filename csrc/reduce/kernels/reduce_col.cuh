@@ -1,11 +1,8 @@
 #pragma once
-// col_reduce_kernel: many outputs whose reduced elements are strided, threads across outputs
-// (see reduce_common.cuh for the family). One template for the two algorithms:
-//   col      (kVec false) one output per thread, element loads, any layout, any dtype;
-//   col_vec  (kVec true)  a 16-byte vector of V outputs per thread (float types). Host
-//            guarantees: nr == 1, nk == 1, kstride[0] == 1, x 16-byte aligned, rstride[0] % V == 0
-//            and n_out % V == 0, so a thread's V outputs are in range together and each reduced
-//            row's vector is aligned.
+// col_reduce_kernel and col_vec_reduce_kernel: many outputs whose reduced elements are strided,
+// threads across outputs, a block of 32 output lanes x 8 row lanes (see reduce_common.cuh for the
+// family). col_lanes_reduce_kernel: the same work with the block's output x row lanes chosen by
+// the shape, for the shapes that block fits badly (narrow reduced rows, few reduced rows).
 #include <cstdint>
 #include <type_traits>
 
@@ -13,6 +10,170 @@
 
 namespace gpukern {
 namespace reduce {
+
+// Strided reductions with many outputs. Block (kColX, kColY): threadIdx.x picks the output
+// (consecutive outputs -> consecutive addresses when the innermost kept dim has stride 1),
+// threadIdx.y the row lane. grid.x strides over output tiles of kColX; grid.y = S splits of R,
+// each covering rchunk reduced elements. Each thread accumulates rows y, y + kColY, ... of its
+// split in order; the kColY lanes are combined in order through smem. S == 1: stored directly.
+// S > 1 (then gridDim.x == number of tiles <= kTicketsPerSlot): partials to ws[s * n_out + o],
+// last block of the tile (ticket per tile) combines the S partials in order.
+// smem: kColY x kColX partials; barriers: after writing them (before the y == 0 lanes read), the
+// two inside last_block_arrives, and at the end of each tile (before they are overwritten).
+template <typename T, typename Op>
+__global__ void __launch_bounds__(kThreads)
+    col_reduce_kernel(const T* __restrict__ x, ReduceLayout L, ReduceOut out,
+                      typename AccOf<T>::type* __restrict__ ws, int ticket_base, int64_t rchunk) {
+  using Acc = typename AccOf<T>::type;
+  __shared__ Acc part[kColY][kColX];
+  const Op op{};
+  const int tx = threadIdx.x;
+  const int ty = threadIdx.y;
+  const int64_t r0 = static_cast<int64_t>(blockIdx.y) * rchunk;
+  const int64_t r1 = r0 + rchunk < L.R ? r0 + rchunk : L.R;
+  const int64_t ntiles = (L.n_out + kColX - 1) / kColX;
+  for (int64_t tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
+    const int64_t o = tile * kColX + tx;
+    Acc acc = Acc(Op::identity());
+    if (o < L.n_out) {
+      const T* p = x + kept_offset(L, o);
+      int64_t r = r0 + ty;
+      if (L.nr == 1) {
+        const int64_t rs = L.rstride[0];
+        for (; r + (kColUnroll - 1) * kColY < r1; r += kColUnroll * kColY) {
+          Acc v[kColUnroll];
+#pragma unroll
+          for (int u = 0; u < kColUnroll; ++u) v[u] = to_acc(p[(r + u * kColY) * rs]);
+#pragma unroll
+          for (int u = 0; u < kColUnroll; ++u) acc = op(acc, v[u]);
+        }
+        for (; r < r1; r += kColY) acc = op(acc, to_acc(p[r * rs]));
+      } else {
+        for (; r < r1; r += kColY) acc = op(acc, to_acc(p[reduced_offset(L, r)]));
+      }
+    }
+    part[ty][tx] = acc;
+    __syncthreads();  // all row lanes' partials in smem
+    if (ty == 0) {
+#pragma unroll
+      for (int y = 1; y < kColY; ++y) acc = op(acc, part[y][tx]);
+      if (o < L.n_out) {
+        if (gridDim.y == 1) {
+          store_out<T, Acc>(out, o, acc);
+        } else {
+          ws[static_cast<int64_t>(blockIdx.y) * L.n_out + o] = acc;
+        }
+      }
+    }
+    if (gridDim.y > 1) {  // block-uniform: every thread reaches last_block_arrives
+      unsigned int* ticket = &g_tickets[ticket_base + tile];
+      if (last_block_arrives(ticket, gridDim.y)) {
+        if (ty == 0 && o < L.n_out) {
+          Acc v = Acc(Op::identity());
+          for (unsigned s = 0; s < gridDim.y; ++s) v = op(v, __ldcg(&ws[s * L.n_out + o]));
+          store_out<T, Acc>(out, o, v);
+        }
+        if (tx == 0 && ty == 0) ticket_reset(ticket);
+      }
+    }
+    __syncthreads();  // smem (and the ticket's flag) free for the next tile
+  }
+}
+
+// Column reduction with 16-byte loads (float types). Host guarantees: nr == 1, nk == 1,
+// kstride[0] == 1, x 16-byte aligned, rstride[0] % V == 0 and n_out % V == 0, so every thread's V
+// outputs o..o+V-1 are in range together and each row's vector is aligned. Block (kColX, kColY):
+// thread (tx, ty) owns outputs tile * kColX * V + tx * V + [0, V) and rows ty, ty + kColY, ... of
+// its split (grid.y = splits, as in col_reduce_kernel; S > 1 needs gridDim.x == number of tiles
+// <= kTicketsPerSlot). Row lanes are combined in order through smem; the S partials of an output
+// are combined in split order by the last block of the tile (all its threads, one output each).
+// Barriers: after the smem partials are written, the two inside last_block_arrives, at the end
+// of each tile.
+template <typename T, typename Op>
+__global__ void __launch_bounds__(kThreads)
+    col_vec_reduce_kernel(const T* __restrict__ x, ReduceLayout L, ReduceOut out,
+                          float* __restrict__ ws, int ticket_base, int64_t rchunk) {
+  constexpr int V = kVec16<T>;
+  constexpr int U = kColVecUnroll;
+  constexpr int kTileOut = kColX * V;
+  __shared__ float part[kColY][kTileOut];
+  const Op op{};
+  const int tx = threadIdx.x;
+  const int ty = threadIdx.y;
+  const int64_t r0 = static_cast<int64_t>(blockIdx.y) * rchunk;
+  const int64_t r1 = r0 + rchunk < L.R ? r0 + rchunk : L.R;
+  const int64_t rs = L.rstride[0];
+  const int64_t ntiles = (L.n_out + kTileOut - 1) / kTileOut;
+  for (int64_t tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
+    const int64_t o = tile * kTileOut + static_cast<int64_t>(tx) * V;
+    float acc[V];
+#pragma unroll
+    for (int e = 0; e < V; ++e) acc[e] = Op::identity();
+    if (o < L.n_out) {
+      const T* p = x + o;
+      int64_t r = r0 + ty;
+      for (; r + (U - 1) * kColY < r1; r += U * kColY) {
+        Vec<T, V> v[U];
+#pragma unroll
+        for (int u = 0; u < U; ++u) v[u] = load_vec<T, V>(p + (r + u * kColY) * rs);
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+#pragma unroll
+          for (int e = 0; e < V; ++e) acc[e] = op(acc[e], to_float(v[u].v[e]));
+        }
+      }
+      // Fewer than U rows left for this lane: one predicated round.
+      Vec<T, V> v[U - 1];
+#pragma unroll
+      for (int u = 0; u < U - 1; ++u) {
+        if (r + u * kColY < r1) v[u] = load_vec<T, V>(p + (r + u * kColY) * rs);
+      }
+#pragma unroll
+      for (int u = 0; u < U - 1; ++u) {
+        if (r + u * kColY < r1) {
+#pragma unroll
+          for (int e = 0; e < V; ++e) acc[e] = op(acc[e], to_float(v[u].v[e]));
+        }
+      }
+    }
+#pragma unroll
+    for (int e = 0; e < V; ++e) part[ty][tx * V + e] = acc[e];
+    __syncthreads();  // all row lanes' partials in smem
+    if (ty == 0) {
+#pragma unroll
+      for (int y = 1; y < kColY; ++y) {
+#pragma unroll
+        for (int e = 0; e < V; ++e) acc[e] = op(acc[e], part[y][tx * V + e]);
+      }
+      if (o < L.n_out) {
+        if (gridDim.y == 1) {
+#pragma unroll
+          for (int e = 0; e < V; ++e) store_out<T, float>(out, o + e, acc[e]);
+        } else {
+#pragma unroll
+          for (int e = 0; e < V; ++e) {
+            ws[static_cast<int64_t>(blockIdx.y) * L.n_out + o + e] = acc[e];
+          }
+        }
+      }
+    }
+    if (gridDim.y > 1) {  // block-uniform: every thread reaches last_block_arrives
+      unsigned int* ticket = &g_tickets[ticket_base + tile];
+      if (last_block_arrives(ticket, gridDim.y)) {
+        for (int i = ty * kColX + tx; i < kTileOut; i += kThreads) {
+          const int64_t oo = tile * kTileOut + i;
+          if (oo < L.n_out) {
+            float v = Op::identity();
+            for (unsigned s = 0; s < gridDim.y; ++s) v = op(v, __ldcg(&ws[s * L.n_out + oo]));
+            store_out<T, float>(out, oo, v);
+          }
+        }
+        if (tx == 0 && ty == 0) ticket_reset(ticket);
+      }
+    }
+    __syncthreads();  // smem (and the ticket's flag) free for the next tile
+  }
+}
 
 // Block: kThreads threads as G row lanes x W output lanes, W = 1 << lg_w, G = kThreads / W
 // (chosen by the host from the shape: W = 32 lanes across wide outputs with 8 row lanes, as many
@@ -30,8 +191,8 @@ namespace reduce {
 // last_block_arrives, in the finishing tree, and at the end of each tile (smem and the ticket's
 // flag reused by the next tile).
 template <typename T, typename Op, bool kVec>
-__global__ void __launch_bounds__(kThreads)
-    col_reduce_kernel(const T* __restrict__ x, ReduceLayout L, ReduceOut out,
+__global__ void __launch_bounds__(kThreads, 4)
+    col_lanes_reduce_kernel(const T* __restrict__ x, ReduceLayout L, ReduceOut out,
                       typename AccOf<T>::type* __restrict__ ws, int ticket_base, int64_t rchunk,
                       int lg_w) {
   using Acc = typename AccOf<T>::type;
@@ -141,7 +302,15 @@ __global__ void __launch_bounds__(kThreads)
           const int64_t oo = tile * tile_out + i;
           Acc v = Acc(Op::identity());
           if (oo < L.n_out) {
-            for (int s = lane; s < S; s += lanes) v = op(v, __ldcg(&ws[s * L.n_out + oo]));
+            int s = lane;
+            for (; s + 3 * lanes < S; s += 4 * lanes) {  // four loads in flight, combined in order
+              Acc p[4];
+#pragma unroll
+              for (int k = 0; k < 4; ++k) p[k] = __ldcg(&ws[(s + k * lanes) * L.n_out + oo]);
+#pragma unroll
+              for (int k = 0; k < 4; ++k) v = op(v, p[k]);
+            }
+            for (; s < S; s += lanes) v = op(v, __ldcg(&ws[s * L.n_out + oo]));
           }
           part[threadIdx.x] = v;  // the row-lane tree's reads all ended at its last barrier
           __syncthreads();

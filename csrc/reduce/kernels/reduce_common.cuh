@@ -17,11 +17,14 @@
 //                     misaligned head. row_vec_reduce_kernel: many short aligned rows (whole
 //                     vectors), one resident wave, each lane group pipelines its rows (next
 //                     row's loads in flight while reducing).
-//   reduce_col.cuh    col_reduce_kernel: outputs whose reduced elements are strided (reduced dim
-//                     not innermost), threads across outputs (coalesced), the block split into
-//                     output lanes x row lanes by the shape, R split across blocks (gridDim.y)
-//                     with a last-block finish; for float types with contiguous outputs and
-//                     16-byte aligned rows, each thread owns one 16-byte vector of outputs.
+//   reduce_col.cuh    col_reduce_kernel: many outputs whose reduced elements are strided (reduced
+//                     dim not innermost), threads across outputs (coalesced), 8 row lanes per
+//                     block, R split across blocks (gridDim.y) with a last-block finish.
+//                     col_vec_reduce_kernel: the same for float types when the outputs are
+//                     contiguous and every reduced row is 16-byte aligned, each thread owning one
+//                     16-byte vector of outputs (16-byte loads instead of 4/2-byte ones).
+//                     col_lanes_reduce_kernel: either of them with the block's output x row lanes
+//                     chosen by the shape (narrow reduced rows, few reduced rows).
 // Every combination order is fixed by the launch shape, which the host derives from the problem
 // shape and the device only, so results are bitwise reproducible run to run. No float atomics.
 #include <cstdint>
@@ -37,14 +40,17 @@ namespace gpukern {
 namespace reduce {
 
 constexpr int kThreads = 256;  // every reduction block
+constexpr int kColX = 32;      // col kernel: outputs per block (one warp wide)
+constexpr int kColY = kThreads / kColX;  // col kernel: row lanes per block
 constexpr int kColUnroll = 8;  // col kernel: independent loads in flight per thread
-constexpr int64_t kColMaxSplits = 1024;  // col kernels: most splits of R (partials per output)
+constexpr int64_t kColMaxSplits = 64;  // col kernels: splits of R per finishing thread (at most)
 constexpr int kSegUnroll = 4;  // seg kernel: 16-byte vectors per round (all in flight together)
 constexpr int kColVecUnroll = 4;  // col vec kernel: 16-byte loads in flight per thread
 constexpr int kRowUnroll = 4;  // row kernel: 16-byte vectors per lane (lanes per row chosen to match)
 constexpr int kRowVecUnroll = 4;  // row_vec kernel: 16-byte vectors per lane per row (max)
 // Vectors one seg or flat block takes in one round (kThreads threads x kSegUnroll vectors).
 constexpr int64_t kSegBlockVecs = int64_t{kThreads} * kSegUnroll;
+static_assert(kColX * kColY == kThreads, "col block shape");
 
 // Arrival counters for the last-block finish (scheme and slots: device/tickets.cuh).
 __device__ unsigned int g_tickets[kTicketSlots * kTicketsPerSlot];
