@@ -15,7 +15,7 @@ CONV1D = ["rowwise8", "rowwise16", "rowwise8_dilated", "general_ot1", "general_o
 CONV2D = ["depthwise_nhwc", "depthwise_rows", "depthwise_tma", "depthwise_plane",
           "depthwise_large", "depthwise_nchw", "general_staged", "general_direct", "igemm",
           "depthwise_nhwc_tile", "depthwise_strided"]
-MV = ["rows_vec", "rows", "cols_vec", "cols", "rows_mma"]
+MV = ["rows_vec", "rows", "cols_vec", "cols", "rows_mma", "rows_short", "cols_short"]
 REDUCE = ["small", "seg_contig", "seg", "row", "col_vec", "col", "row_vec", "seg_runs", "flat",
           "copy"]
 OPTIONAL = {"igemm"}  # only in builds with the CUTLASS path on sm_90
@@ -93,14 +93,17 @@ def conv_cases(nsp, device="cuda"):
 
 
 def mv_cases(device="cuda"):
-    """(matrix, vector) pairs: tall, transposed, wide, thin, a sliced view, no rows."""
+    """(matrix, vector) pairs: tall, transposed, wide, thin, a sliced view, no rows; transposed
+    with few rows and a split of N (cols_short: 16-byte vectors, and 17 rows element by
+    element)."""
     g = generator(device)
     cases = []
     for dtype in (torch.float32, torch.bfloat16):
         r = _randn(g, device, dtype)
         cases += [(r(37, 129), r(129)), (r(129, 37).t(), r(129)), (r(3, 5000), r(5000)),
                   (r(512, 256).t(), r(512)),
-                  (r(2000, 8), r(8)), (r(64, 256)[:, 1:], r(255)), (r(0, 5), r(5))]
+                  (r(2000, 8), r(8)), (r(64, 256)[:, 1:], r(255)), (r(0, 5), r(5)),
+                  (r(5000, 24).t(), r(5000)), (r(3001, 17).t(), r(3001))]
     return cases
 
 

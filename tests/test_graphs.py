@@ -373,6 +373,7 @@ _TICKET_CALLS = [
     ("reduce", "seg_runs", lambda t: torch_ops.mean(t["cube"], (0, 2))),
     ("mv", "rows", lambda t: torch_ops.mv(t["wide"], t["vw"])),
     ("mv", "cols", lambda t: torch_ops.mv(t["tall"], t["vt"])),
+    ("mv", "cols_short", lambda t: torch_ops.mv(t["few"], t["vf"])),
 ]
 
 
@@ -388,7 +389,9 @@ def test_replay_on_other_streams_between_eager_calls():
          "wide": torch.randn(3, 50000, device="cuda", generator=gen),
          "vw": torch.randn(50000, device="cuda", generator=gen),
          "tall": torch.randn(20000, 64, device="cuda", generator=gen).t().contiguous().t(),
-         "vt": torch.randn(64, device="cuda", generator=gen)}
+         "vt": torch.randn(64, device="cuda", generator=gen),
+         "few": torch.randn(50000, 48, device="cuda", generator=gen).t(),
+         "vf": torch.randn(50000, device="cuda", generator=gen)}
 
     def run_all():
         outs = []

@@ -137,6 +137,18 @@ CUDA_CASES = [
     ("mma_many_tiles", (16_400, 264), "contig"),
     # mvT of the benchmark: 64 row blocks x 8 splits (f32), 32 x 16 (16-bit).
     ("cols_T_8192sq", (8192, 8192), "transposed"),
+    # rows_short: short aligned rows, lane groups of 32 (256 f32 / 512 16-bit columns: one or
+    # two vectors a lane), 2 (16 columns), and a tile of rows past M.
+    ("rows_short_256", (4100, 256), "contig"),
+    ("rows_short_16", (3001, 16), "contig"),
+    ("rows_short_many", (100_001, 64), "contig"),
+    # cols_short: column-major, few rows (N split over the GPU, last-block finish), short rows
+    # with many rows (a block per 256 lanes of rows), and M % V != 0 read element by element.
+    ("cols_short_few", (64, 300_001), "transposed"),
+    ("cols_short_16", (16, 1_000_000), "transposed"),
+    ("cols_short_odd", (17, 100_000), "transposed"),
+    ("cols_short_tall", (1_000_003, 16), "transposed"),
+    ("cols_short_256", (256, 4096), "transposed"),
 ]
 
 
@@ -163,7 +175,7 @@ def test_mv_cuda_paths(device, dtype, name, shape, layout):
 
 # ---------------------------------------------------------------- algorithm query and forcing
 
-MV_ALGOS = ["rows_vec", "rows", "cols_vec", "cols", "rows_mma"]
+MV_ALGOS = ["rows_vec", "rows", "cols_vec", "cols", "rows_mma", "rows_short", "cols_short"]
 
 
 def _meta(*shape):
@@ -177,9 +189,29 @@ def test_mv_algorithm_query():
         return
     assert torch_ops.algorithm("mv", a, v) == "rows_vec"
     assert torch_ops.algorithm("mv", a.t(), v) == "cols_vec"
+    # Short aligned rows (at most 1 KB): rows_short, also before rows_mma (N <= 512 16-bit).
+    assert torch_ops.algorithm("mv", _meta(4096, 256), _meta(256)) == "rows_short"
+    assert torch_ops.algorithm("mv", _meta(1 << 20, 16), _meta(16)) == "rows_short"
+    assert torch_ops.algorithm("mv", _meta(4096, 257)[:, :256], _meta(256)) == "rows_vec"  # s0 % 4
+    assert torch_ops.algorithm("mv", _meta(4096, 512), _meta(512)) == "rows_vec"  # 2 KB rows
+    assert torch_ops.algorithm("mv", _meta(4096, 256), _meta(512)[::2]) == "rows_vec"  # x strided
+    b = torch.empty(65536, 512, device="meta", dtype=torch.bfloat16)
+    bv = torch.empty(512, device="meta", dtype=torch.bfloat16)
+    assert torch_ops.algorithm("mv", b[:, :256], bv[:256]) == "rows_short"
+    assert torch_ops.algorithm("mv", b, bv) == "rows_short"
+    # Column-major with few rows (M <= 256) or short rows (N <= 16): cols_short, also when the
+    # storage rows are not 16-byte multiples (element by element).
+    assert torch_ops.algorithm("mv", _meta(1 << 20, 64).t(), _meta(1 << 20)) == "cols_short"
+    assert torch_ops.algorithm("mv", _meta(1000, 17).t(), _meta(1000)) == "cols_short"
+    assert torch_ops.algorithm("mv", _meta(1000, 256).t(), _meta(1000)) == "cols_short"
+    assert torch_ops.algorithm("mv", _meta(1000, 257).t(), _meta(1000)) == "cols"
+    assert torch_ops.algorithm("mv", _meta(1000, 260).t(), _meta(1000)) == "cols_vec"
+    assert torch_ops.algorithm("mv", _meta(16, 1 << 20).t(), _meta(16)) == "cols_short"
+    assert torch_ops.algorithm("mv", _meta(1_000_003, 1), _meta(1)) == "cols_short"  # s0 == 1
     h = torch.empty(8192, 16384, device="meta", dtype=torch.float16)
     hv = torch.empty(16384, device="meta", dtype=torch.float16)
     assert torch_ops.algorithm("mv", h[:2048, :2048], hv[:2048]) == "rows_mma"
+    assert torch_ops.algorithm("mv", h[:2048, :1024], hv[:1024]) == "rows_mma"  # 2 KB rows
     assert torch_ops.algorithm("mv", h[:2048, :2048].bfloat16(), hv[:2048].bfloat16()) == "rows_mma"
     assert torch_ops.algorithm("mv", h, hv) == "rows_vec"  # large: rows_vec streams better
     assert torch_ops.algorithm("mv", h[:2048, :2044], hv[:2044]) == "rows_vec"  # N % 8 != 0
@@ -208,7 +240,7 @@ def test_mv_algorithm_query():
     with torch_ops.force_algorithm("mv", "nope"):
         with pytest.raises(RuntimeError,
                            match=r"forced algorithm 'nope' is not one of: rows_vec, rows, "
-                                 r"cols_vec, cols, rows_mma"):
+                                 r"cols_vec, cols, rows_mma, rows_short, cols_short"):
             torch_ops.algorithm("mv", a, v)
     assert torch_ops.algorithms.forced_algorithm("mv") is None
 
@@ -222,7 +254,11 @@ FORCED_SHAPES = [((1, 1), "contig"), ((1, 1000), "contig"), ((1000, 1), "contig"
                  ((100, 7777), "padded"), ((3000, 16), "contig"), ((5, 70_001), "contig"),
                  ((128, 4104), "transposed"), ((259, 2000), "padded"), ((1, 3), "padded"),
                  # rows_mma (16-bit): a partial 16-row tile, a partial 128-column step, 8 columns.
-                 ((37, 4104), "contig"), ((17, 8), "contig"), ((16, 128), "contig")]
+                 ((37, 4104), "contig"), ((17, 8), "contig"), ((16, 128), "contig"),
+                 # rows_short: lane groups of 1 (4 f32 columns), a partial tile of rows;
+                 # cols_short: one row, rows that are not a whole vector, a split of N.
+                 ((1000, 4), "contig"), ((133, 96), "contig"), ((1, 5000), "transposed"),
+                 ((3, 10_000), "padded"), ((61, 9000), "padded"), ((300, 20), "transposed")]
 
 
 @pytest.mark.cuda
@@ -252,3 +288,53 @@ def test_mv_forced_paths(device, dtype, algo, shape, layout):
         assert name == algo
         _check(a, v, dtype)
         assert torch.equal(torch_ops.mv(a, v), torch_ops.mv(a, v))
+
+
+# rows_short and cols_short on odd sizes: rows around the vector (4 / 8) and lane-group sizes, one
+# column, 1000 columns, and 2^20 + 3 (cols_short splits N; a tail of whole vectors and elements).
+# Layouts: row-major and column-major, each also at a storage offset of one element (misaligned:
+# rows_short cannot run it, cols_short reads element by element). Each algorithm forced, and the
+# automatic choice; results deterministic.
+SHORT_M = [1, 3, 16, 17, 63, 64]
+SHORT_N = [1, 1000, (1 << 20) + 3]
+
+
+def _short_matrix(M, N, layout, dtype, g):
+    offset = 1 if layout.endswith("_offset") else 0
+    if layout.startswith("rows"):
+        flat = rand(M * N + offset, dtype=dtype, generator=g)
+        return flat[offset:].view(M, N).to("cuda")
+    flat = rand(M * N + offset, dtype=dtype, generator=g)
+    return flat[offset:].view(N, M).to("cuda").t()
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("device", DEVICE_PARAMS[1:])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("layout", ["rows", "rows_offset", "cols", "cols_offset"])
+@pytest.mark.parametrize("N", SHORT_N)
+@pytest.mark.parametrize("M", SHORT_M)
+def test_mv_short_paths(device, dtype, layout, N, M):
+    g = torch.Generator().manual_seed(M * 7 + N % 1000)
+    a = _short_matrix(M, N, layout, dtype, g)
+    v = rand(N, dtype=dtype, device=device, generator=g)
+    assert a.shape == (M, N)
+    assert (a.storage_offset() == 1) == layout.endswith("_offset")
+    ref = _ref(a, v)
+    for algo in ("rows_short", "cols_short", None):
+        if algo is None:
+            out = torch_ops.mv(a, v)
+        else:
+            with torch_ops.force_algorithm("mv", algo):
+                try:
+                    assert torch_ops.algorithm("mv", a, v) == algo
+                except RuntimeError as e:
+                    assert "cannot run this shape" in str(e)
+                    with pytest.raises(RuntimeError, match="cannot run this shape"):
+                        torch_ops.mv(a, v)
+                    continue
+                out = torch_ops.mv(a, v)
+                assert torch.equal(out, torch_ops.mv(a, v))
+        assert out.dtype == a.dtype and out.is_contiguous()
+        assert_close_ref(out, ref, dtype)
+    assert torch.equal(torch_ops.mv(a, v), torch_ops.mv(a, v))

@@ -12,15 +12,24 @@
 //   cols      cols kernel, a thread per row, scalar loads: any layout
 //   rows_mma  tensor-core rows kernel: 16-bit types, s1 == 1, A aligned, s0 % V == 0, N % V == 0,
 //             x contiguous and aligned
+//   rows_short  lane groups across short rows, several rows per lane, no barriers: s1 == 1, A
+//             aligned, s0 % V == 0, x contiguous and aligned
+//   cols_short  lanes along A's storage rows (columns of A), several storage rows per block, N
+//             split over a wave with a last-block finish: s0 == 1 or M == 1 (16-byte vectors of V
+//             rows when A is aligned and s1 % V == 0, else element by element)
 // Within the rows kernel: a warp per row when M >= 32 * SMs, else a block per row, with N split
 // across blocks only when the rows fill less than half a resident wave; within the cols kernel,
 // N is split so that row blocks x splits is about one resident wave. Both split paths finish in
-// the last block to arrive. Every launch uses programmatic dependent launch (device/pdl.cuh):
-// back to back, the next kernel's blocks are scheduled while this one drains.
+// the last block to arrive. rows_short's lane groups (1..32 lanes a row) and cols_short's (4..256
+// lanes a storage row) are sized from N and M; cols_short splits N so that its blocks fill one
+// wave of 2 per SM, finishing in the last block to arrive too. Every launch uses programmatic
+// dependent launch (device/pdl.cuh): back to back, the next kernel's blocks are scheduled while
+// this one drains.
 #include <ATen/ATen.h>
 
 #include <algorithm>
 #include <string>
+#include <type_traits>
 
 #include "core/algo_table.h"
 #include "core/checks.h"
@@ -36,13 +45,15 @@
 namespace gpukern {
 namespace {
 
-enum class MvAlgo { kRowsVec, kRows, kColsVec, kCols, kRowsMma };
+enum class MvAlgo { kRowsVec, kRows, kColsVec, kCols, kRowsMma, kRowsShort, kColsShort };
 
 const AlgorithmTable<MvAlgo> kTable("mv", {{MvAlgo::kRowsVec, "rows_vec"},
                                            {MvAlgo::kRows, "rows"},
                                            {MvAlgo::kColsVec, "cols_vec"},
                                            {MvAlgo::kCols, "cols"},
-                                           {MvAlgo::kRowsMma, "rows_mma"}});
+                                           {MvAlgo::kRowsMma, "rows_mma"},
+                                           {MvAlgo::kRowsShort, "rows_short"},
+                                           {MvAlgo::kColsShort, "cols_short"}});
 
 // Strides of size-1 dims are arbitrary: make them harmless for the layout tests.
 MvProblem normalised(MvProblem s) {
@@ -62,6 +73,10 @@ bool can_run(MvAlgo a, const MvProblem& s) {
     case MvAlgo::kRowsMma:
       return s.elem_size == 2 && s.s1 == 1 && s.a_aligned && s.s0 % V == 0 && s.N % V == 0 &&
              s.xs == 1 && s.x_aligned;
+    case MvAlgo::kRowsShort:
+      return s.s1 == 1 && s.a_aligned && s.s0 % V == 0 && s.xs == 1 && s.x_aligned;
+    case MvAlgo::kColsShort:
+      return s.s0 == 1 || s.M == 1;  // (one row: s0 normalised to 0, read element by element)
     case MvAlgo::kRows:
     case MvAlgo::kCols:
       return true;
@@ -85,10 +100,19 @@ MvAlgo vec_or(MvAlgo vec, MvAlgo scalar, const MvProblem& s) {
 
 // The automatic choice: one rule per line, in priority order.
 MvAlgo choose_auto(const MvProblem& s) {
+  // Aligned row-major rows of at most 1 KB: rows_vec gives each row a block (M < 32 * SMs: waves
+  // of blocks with a few vectors each) or a warp with one or two vectors a lane; lane groups
+  // sized to the row, 4 rows a lane, no barriers. Before rows_mma: its warps take 128-column
+  // steps, so N <= 512 leaves at least half of them idle.
+  if (s.N * s.elem_size <= 1024 && can_run(MvAlgo::kRowsShort, s)) return MvAlgo::kRowsShort;
+  // Column-major with few rows or short rows: each storage row (a column of A) is read
+  // contiguously by a lane group; rows (scalar loads M apart) and cols_vec (32 * V rows a warp,
+  // mostly idle for small M) read it poorly.
+  if (s.s0 == 1 && (s.M <= 256 || s.N <= 16)) return MvAlgo::kColsShort;
   // Short rows: each thread keeps its whole row in registers, all threads busy.
   if (s.N <= 16) return vec_or(MvAlgo::kColsVec, MvAlgo::kCols, s);
-  // Column-major (A.t()) with enough rows: threads across rows read A coalesced.
-  if (s.s1 != 1 && s.s0 == 1 && s.M >= 256) return vec_or(MvAlgo::kColsVec, MvAlgo::kCols, s);
+  // Column-major (A.t()) with more rows: threads across rows read A coalesced.
+  if (s.s1 != 1 && s.s0 == 1) return vec_or(MvAlgo::kColsVec, MvAlgo::kCols, s);
   // 16-bit, many short rows: tensor-core tiles instead of a block per short row.
   if (mma_wins(s) && can_run(MvAlgo::kRowsMma, s)) return MvAlgo::kRowsMma;
   // Everything else: warps along the rows (16-byte loads when s1 == 1).
@@ -161,6 +185,89 @@ void launch_mv(const MvProblem& s, MvAlgo algo, const at::Tensor& self, const at
     } else {
       launch_pdl(mv::mv_cols_kernel<T, false>, grid, dim3(kThreads), 0, stream, A, x, y, wsp, p,
                  tbase);
+    }
+    GK_CHECK_LAUNCH();
+    return;
+  }
+
+  if (algo == MvAlgo::kRowsShort) {
+    // L lanes a row (a power of two): the smallest that gives each lane at most kShortUnroll of
+    // the row's whole vectors, so one step of the k loop covers the row when N * elem <= 1 KB.
+    const int64_t per_lane = ceil_div(p.N / V, int64_t{mv::kShortUnroll});
+    int L = 1;
+    while (L < kWarpSize && L < per_lane) L *= 2;
+    const int64_t rows_per_warp = static_cast<int64_t>(kWarpSize / L) * mv::kShortRows;
+    const int64_t blocks = ceil_div(ceil_div(p.M, rows_per_warp), int64_t{mv::kWarps});
+    // At most one resident wave (the launch bounds' kShortRowsBlocks per SM); warps stride over
+    // the tiles.
+    const dim3 grid(static_cast<unsigned>(std::min(blocks, sms * mv::kShortRowsBlocks<T>)));
+    auto launch = [&](auto lanes) {
+      launch_pdl(mv::mv_rows_short_kernel<T, decltype(lanes)::value>, grid, dim3(kThreads), 0,
+                 stream, A, x, y, p);
+    };
+    switch (L) {
+      case 1: launch(std::integral_constant<int, 1>{}); break;
+      case 2: launch(std::integral_constant<int, 2>{}); break;
+      case 4: launch(std::integral_constant<int, 4>{}); break;
+      case 8: launch(std::integral_constant<int, 8>{}); break;
+      case 16: launch(std::integral_constant<int, 16>{}); break;
+      default: launch(std::integral_constant<int, 32>{}); break;
+    }
+    GK_CHECK_LAUNCH();
+    return;
+  }
+
+  if (algo == MvAlgo::kColsShort) {
+    // 16-byte vectors of V rows when every storage row's first V rows are aligned.
+    const bool vec_a = s.a_aligned && s.s1 % V == 0;
+    const int64_t rpt = vec_a ? V : 1;
+    // W lanes a storage row (a power of two, 4..kThreads): the fewest that cover M, so a warp's
+    // load spans whole storage rows; capped at the block (M > kThreads * rpt: several row
+    // blocks).
+    int W = 4;
+    while (W < kThreads && W * rpt < p.M) W *= 2;
+    const int64_t groups = kThreads / W;
+    const int64_t nrb = ceil_div(p.M, W * rpt);
+    // Row blocks x splits ~ one wave of the 2 blocks per SM that the launch bounds guarantee:
+    // kShortColUnroll 16-byte loads in flight per thread cover the memory latency, and few
+    // splits keep the finish short (it reads splits x M partials). At least two batches of
+    // loads per group and split.
+    const int64_t target = sms * 2;
+    int64_t splits = 1;
+    if (nrb < target && nrb <= kTicketsPerSlot) {
+      const int64_t min_cols = groups * mv::kShortColUnroll<T> * 2;
+      splits = std::min({target / nrb, ceil_div(p.N, min_cols), int64_t{65535}});
+      splits = std::max<int64_t>(splits, 1);
+    }
+    p.split_len = ceil_div(p.N, splits);
+    splits = ceil_div(p.N, p.split_len);
+    at::Tensor ws;
+    float* wsp = nullptr;
+    if (splits > 1) {
+      ws = at::empty({splits * p.M}, ws_opts);
+      wsp = ws.data_ptr<float>();
+    }
+    const int64_t gx = splits > 1 ? nrb : std::min(nrb, target);
+    const dim3 grid(static_cast<unsigned>(gx), static_cast<unsigned>(splits));
+    auto launch = [&](auto vec, auto lanes) {
+      launch_pdl(mv::mv_cols_short_kernel<T, decltype(vec)::value, decltype(lanes)::value>, grid,
+                 dim3(kThreads), 0, stream, A, x, y, wsp, p, tbase);
+    };
+    auto launch_w = [&](auto vec) {
+      switch (W) {
+        case 4: launch(vec, std::integral_constant<int, 4>{}); break;
+        case 8: launch(vec, std::integral_constant<int, 8>{}); break;
+        case 16: launch(vec, std::integral_constant<int, 16>{}); break;
+        case 32: launch(vec, std::integral_constant<int, 32>{}); break;
+        case 64: launch(vec, std::integral_constant<int, 64>{}); break;
+        case 128: launch(vec, std::integral_constant<int, 128>{}); break;
+        default: launch(vec, std::integral_constant<int, kThreads>{}); break;
+      }
+    };
+    if (vec_a) {
+      launch_w(std::true_type{});
+    } else {
+      launch_w(std::false_type{});
     }
     GK_CHECK_LAUNCH();
     return;

@@ -139,5 +139,191 @@ __global__ void __launch_bounds__(kThreads, 4)
   }
 }
 
+// cols_short: column-major A (s0 == 1) with few rows (M <= 256) or short rows (N <= 16). A's
+// storage is [N, M] row-major: storage row n (column n of A, contiguous) holds the coefficients
+// of all rows of y for x[n]. A block tile covers kTile = W * kRpt consecutive rows of y: lane
+// lw = threadIdx.x % W of each group owns rows i0 = rb * kTile + lw * kRpt .. + kRpt - 1 (kVecA:
+// kRpt = V rows, one 16-byte vector of a storage row; else one row, scalar loads), and the
+// kThreads / W groups take storage rows n = k0 + group, + G, ... of the split's columns,
+// kShortColUnroll of them in flight per lane (predicated: past k1 loads zeros), each lane
+// accumulating its rows in float32 registers. A warp's load covers 32 / W storage rows of W vectors: for a tile that
+// spans the whole of M (the usual case) and s1 == M, contiguous memory.
+// Groups' partials are added in group order through smem (G > 1), so every row's sum has a fixed
+// order for a given launch shape. grid.x strides over row blocks, grid.y = splits of N (then
+// gridDim.x == row blocks <= kTicketsPerSlot): each split writes float32 partials ws[split * M +
+// row] and the last block of a row block to arrive adds them in split order: kFinSub subsets of
+// splits (s = sub, sub + kFinSub, ...) per row, kFin loads in flight per thread, the subsets'
+// sums then added in subset order, so all threads of the finishing block read partials even when
+// the tile has few rows.
+// kVecA: A 16-byte aligned, s1 % V == 0 (with s0 == 1, each thread's rows of a storage row are
+// one aligned vector); a thread whose rows run past M reads its rows element by element.
+// Barriers: after the group partials are written and after they are read (G > 1), the two in
+// last_block_arrives, and two per FT rows in the finish (kFinSub > 1); none otherwise (G == 1
+// without a split: threads only read A and x and write their own rows).
+template <bool kVecA, int V, int W>
+struct ColsShortShape {
+  static constexpr int kRpt = kVecA ? V : 1;
+  static constexpr int kGroups = kThreads / W;
+  static constexpr int kTile = W * kRpt;
+  static constexpr int kFinThreads = kTile < kThreads ? kTile : kThreads;
+  static constexpr int kFinSub = kThreads / kFinThreads;
+  static constexpr int kPart = kGroups * kTile > kThreads ? kGroups * kTile : kThreads;
+  static_assert(W >= 1 && W <= kThreads && kThreads % W == 0, "W divides the block");
+};
+
+// Storage rows in flight per lane in cols_short: 256 bytes of A (fp32) / 128 (16-bit, whose
+// conversions need more registers), within the 128 registers of 2 blocks per SM.
+template <typename T>
+constexpr int kShortColUnroll = sizeof(T) == 4 ? 16 : 8;
+
+// At least 2 resident blocks per SM (<= 128 registers): the launch uses at most 2 per SM, which
+// with kShortColUnroll 16-byte loads in flight per lane keep 64-128 KB per SM in flight.
+template <typename T, bool kVecA, int W>
+__global__ void __launch_bounds__(kThreads, 2)
+    mv_cols_short_kernel(const T* __restrict__ A, const T* __restrict__ x, T* __restrict__ y,
+                         float* __restrict__ ws, MvParams p, int ticket_base) {
+  using Shape = ColsShortShape<kVecA, kVec16<T>, W>;
+  constexpr int RPT = Shape::kRpt;
+  constexpr int G = Shape::kGroups;
+  constexpr int kTile = Shape::kTile;
+  constexpr int KU = kShortColUnroll<T>;
+  __shared__ float part[Shape::kPart];  // [G][kTile] group partials, then [kFinSub][kFinThreads]
+  const int lw = threadIdx.x % W;
+  const int grp = threadIdx.x / W;
+  const int64_t k0 = static_cast<int64_t>(blockIdx.y) * p.split_len;
+  const int64_t k1 = k0 + p.split_len < p.N ? k0 + p.split_len : p.N;
+  const int64_t nrb = (p.M + kTile - 1) / kTile;
+  const bool split = gridDim.y > 1;
+  pdl_wait_then_release();
+  for (int64_t rb = blockIdx.x; rb < nrb; rb += gridDim.x) {
+    const int64_t i0 = rb * kTile + static_cast<int64_t>(lw) * RPT;
+    float acc[RPT];
+#pragma unroll
+    for (int r = 0; r < RPT; ++r) acc[r] = 0.f;
+    if (kVecA && i0 + RPT <= p.M) {
+      // Whole vector of rows: s0 == 1, so rows i0.. of storage row n start at A + i0 + n * s1.
+      const T* a = A + i0;
+#pragma unroll 1
+      for (int64_t n = k0 + grp; n < k1; n += static_cast<int64_t>(KU) * G) {
+        Vec<T, RPT> va[KU];
+        float xv[KU];
+#pragma unroll
+        for (int u = 0; u < KU; ++u) {
+          const int64_t nn = n + static_cast<int64_t>(u) * G;
+          if (nn < k1) {
+            va[u] = load_vec<T, RPT>(a + nn * p.s1);
+            xv[u] = to_float(x[nn * p.xs]);
+          } else {
+#pragma unroll
+            for (int r = 0; r < RPT; ++r) va[u].v[r] = from_float<T>(0.f);
+            xv[u] = 0.f;
+          }
+        }
+#pragma unroll
+        for (int u = 0; u < KU; ++u) {
+#pragma unroll
+          for (int r = 0; r < RPT; ++r) acc[r] += to_float(va[u].v[r]) * xv[u];
+        }
+      }
+    } else if (i0 < p.M) {
+      // Element by element (kVecA: the last, partial vector of rows, one lane of the tile, one
+      // storage row at a time; else every row, KU storage rows in flight).
+      constexpr int KS = kVecA ? 1 : KU;
+      const T* a = A + i0 * p.s0;
+#pragma unroll 1
+      for (int64_t n = k0 + grp; n < k1; n += static_cast<int64_t>(KS) * G) {
+        float av[KS][RPT];
+        float xv[KS];
+#pragma unroll
+        for (int u = 0; u < KS; ++u) {
+          const int64_t nn = n + static_cast<int64_t>(u) * G;
+          const bool in = nn < k1;
+          xv[u] = in ? to_float(x[nn * p.xs]) : 0.f;
+#pragma unroll
+          for (int r = 0; r < RPT; ++r) {
+            av[u][r] = in && i0 + r < p.M ? to_float(a[r * p.s0 + nn * p.s1]) : 0.f;
+          }
+        }
+#pragma unroll
+        for (int u = 0; u < KS; ++u) {
+#pragma unroll
+          for (int r = 0; r < RPT; ++r) acc[r] += av[u][r] * xv[u];
+        }
+      }
+    }
+    // Row t of the tile (t < kTile): its sum in the owning thread (G == 1) or over the groups in
+    // group order (G > 1); to y, or to the split's partials.
+    auto put = [&](int t, float v) {
+      const int64_t row = rb * kTile + t;
+      if (row < p.M) {
+        if (!split) {
+          y[row] = from_float<T>(v);
+        } else {
+          ws[static_cast<int64_t>(blockIdx.y) * p.M + row] = v;
+        }
+      }
+    };
+    if constexpr (G == 1) {
+#pragma unroll
+      for (int r = 0; r < RPT; ++r) put(lw * RPT + r, acc[r]);
+    } else {
+#pragma unroll
+      for (int r = 0; r < RPT; ++r) part[grp * kTile + lw * RPT + r] = acc[r];
+      __syncthreads();  // every group's partials in smem
+      for (int t = threadIdx.x; t < kTile; t += kThreads) {
+        float v = part[t];
+#pragma unroll 8
+        for (int gi = 1; gi < G; ++gi) v += part[gi * kTile + t];
+        put(t, v);
+      }
+      __syncthreads();  // part read: free for the finish or the next row block
+    }
+    if (split) {  // block-uniform: every thread reaches last_block_arrives
+      unsigned int* ticket = &g_tickets[ticket_base + rb];
+      if (last_block_arrives(ticket, gridDim.y)) {
+        constexpr int FT = Shape::kFinThreads;
+        constexpr int FS = Shape::kFinSub;
+        constexpr int kFin = 16;
+        const int fr = threadIdx.x % FT;
+        const int sub = threadIdx.x / FT;
+        const int S = static_cast<int>(gridDim.y);
+        // Block-uniform loop over the tile's rows, FT at a time.
+        for (int t0 = 0; t0 < kTile; t0 += FT) {
+          const int64_t row = rb * kTile + t0 + fr;
+          float v = 0.f;
+          if (row < p.M) {
+            for (int s0 = sub; s0 < S; s0 += kFin * FS) {
+              float w[kFin];
+#pragma unroll
+              for (int u = 0; u < kFin; ++u) {
+                const int s = s0 + u * FS;
+                w[u] = s < S ? __ldcg(&ws[static_cast<int64_t>(s) * p.M + row]) : 0.f;
+              }
+#pragma unroll
+              for (int u = 0; u < kFin; ++u) v += w[u];
+            }
+          }
+          if constexpr (FS == 1) {
+            if (row < p.M) y[row] = from_float<T>(v);
+          } else {
+            part[sub * FT + fr] = v;
+            __syncthreads();  // every subset's sum in smem
+            if (sub == 0 && row < p.M) {
+              float r = part[fr];
+#pragma unroll
+              for (int q = 1; q < FS; ++q) r += part[q * FT + fr];
+              y[row] = from_float<T>(r);
+            }
+            __syncthreads();  // part read before the next rows' subsets overwrite it
+          }
+        }
+        if (threadIdx.x == 0) ticket_reset(ticket);
+      }
+    }
+    // No barrier here: part was last read before a barrier (after the group combine, or the
+    // finish's last one), and last_block_arrives opens with its own before reusing its flag.
+  }
+}
+
 }  // namespace mv
 }  // namespace gpukern

@@ -198,5 +198,107 @@ __global__ void __launch_bounds__(kThreads, 4)
   }
 }
 
+// rows_short: row-major A of short rows (at most 1 KB), many rows. Lanes form groups of L (a power
+// of two, 1..32) per row, RW = 32 / L rows side by side in a warp; each lane keeps kShortRows
+// rows of its warp tile (rows tile * RW * kShortRows + j * RW + group, j < kShortRows) and
+// loads kShortUnroll of each row's 16-byte vectors (pos, pos + L, ...) per step, so
+// kShortRows * kShortUnroll loads of A are in flight per lane and no barrier or shared memory is
+// used: each row's lanes add their partials with an xor butterfly of offsets L/2..1 (a fixed
+// order: the group's lane 0 writes y). Warps stride over the tiles (grid.x * kWarps warps).
+// The k loop is predicated: vectors past the row's whole vectors, and rows past M, load zeros
+// (a row past M reads nothing; its sum is never written). Columns past the whole vectors
+// (N % V of them) are read element by element.
+// Host guarantees: s1 == 1, A 16-byte aligned, s0 % V == 0 (every row starts aligned), x
+// contiguous and 16-byte aligned (read as vectors, L1-resident across the rows).
+constexpr int kShortRows = 4;    // rows_short: rows per lane
+constexpr int kShortUnroll = 2;  // rows_short: vectors of each row per lane per step
+// rows_short's resident blocks per SM (launch bounds, and the grid of one wave): 4 (<= 64
+// registers) for fp32; 2 for 16-bit types, whose conversions spilled at 64 registers.
+template <typename T>
+constexpr int kShortRowsBlocks = sizeof(T) == 4 ? 4 : 2;
+
+template <typename T, int L>
+__global__ void __launch_bounds__(kThreads, kShortRowsBlocks<T>)
+    mv_rows_short_kernel(const T* __restrict__ A, const T* __restrict__ x, T* __restrict__ y,
+                         MvParams p) {
+  constexpr int V = kVec16<T>;
+  constexpr int RW = kWarpSize / L;
+  constexpr int R = kShortRows;
+  constexpr int KU = kShortUnroll;
+  static_assert(L >= 1 && L <= kWarpSize && kWarpSize % L == 0, "L divides the warp");
+  const int lane = threadIdx.x % kWarpSize;
+  const int grp = lane / L;
+  const int pos = lane % L;
+  const int64_t nv = p.N / V;  // whole vectors of a row
+  const int64_t rows_per_tile = static_cast<int64_t>(RW) * R;
+  const int64_t tiles = (p.M + rows_per_tile - 1) / rows_per_tile;
+  const int64_t wstep = static_cast<int64_t>(gridDim.x) * kWarps;
+  Vec<T, V> zero;
+#pragma unroll
+  for (int e = 0; e < V; ++e) zero.v[e] = from_float<T>(0.f);
+  pdl_wait_then_release();
+  // Warp-uniform loop: every lane of the warp runs the same tiles (the shuffles need all 32).
+  for (int64_t tile = static_cast<int64_t>(blockIdx.x) * kWarps + threadIdx.x / kWarpSize;
+       tile < tiles; tile += wstep) {
+    const int64_t row0 = tile * rows_per_tile + grp;
+    float acc[R];
+    bool ok[R];
+#pragma unroll
+    for (int j = 0; j < R; ++j) {
+      acc[j] = 0.f;
+      ok[j] = row0 + static_cast<int64_t>(j) * RW < p.M;
+    }
+    const T* a0 = A + row0 * p.s0;  // row j at a0 + j * RW * s0 (only formed when ok[j])
+#pragma unroll 1
+    for (int64_t k = pos; k < nv; k += static_cast<int64_t>(L) * KU) {
+      Vec<T, V> xv[KU];
+      Vec<T, V> av[R][KU];
+#pragma unroll
+      for (int u = 0; u < KU; ++u) {
+        const int64_t kk = k + static_cast<int64_t>(u) * L;
+        const bool in = kk < nv;
+        xv[u] = in ? load_vec<T, V>(x + kk * V) : zero;
+#pragma unroll
+        for (int j = 0; j < R; ++j) {
+          av[j][u] = in && ok[j]
+                         ? load_vec<T, V>(a0 + static_cast<int64_t>(j) * RW * p.s0 + kk * V)
+                         : zero;
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < KU; ++u) {
+#pragma unroll
+        for (int j = 0; j < R; ++j) {
+#pragma unroll
+          for (int e = 0; e < V; ++e) {
+            acc[j] += to_float(av[j][u].v[e]) * to_float(xv[u].v[e]);
+          }
+        }
+      }
+    }
+    // Columns past the whole vectors (N % V): element by element.
+    for (int64_t c = nv * V + pos; c < p.N; c += L) {
+      const float xc = to_float(x[c]);
+#pragma unroll
+      for (int j = 0; j < R; ++j) {
+        if (ok[j]) acc[j] += to_float(a0[static_cast<int64_t>(j) * RW * p.s0 + c]) * xc;
+      }
+    }
+    // The group's lanes are L consecutive lanes starting at a multiple of L: xor offsets below L
+    // stay inside the group.
+#pragma unroll
+    for (int off = L / 2; off > 0; off >>= 1) {
+#pragma unroll
+      for (int j = 0; j < R; ++j) acc[j] += __shfl_xor_sync(0xffffffffu, acc[j], off);
+    }
+    if (pos == 0) {
+#pragma unroll
+      for (int j = 0; j < R; ++j) {
+        if (ok[j]) y[row0 + static_cast<int64_t>(j) * RW] = from_float<T>(acc[j]);
+      }
+    }
+  }
+}
+
 }  // namespace mv
 }  // namespace gpukern
