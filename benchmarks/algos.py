@@ -27,7 +27,7 @@ from timing import time_cuda, time_cuda_graph  # noqa: E402
 DT = {"bf16": torch.bfloat16, "fp32": torch.float32}
 RED_ALGOS = ["small", "seg_contig", "seg", "row", "col_vec", "col", "row_vec", "seg_runs", "flat",
              "copy"]
-MV_ALGOS = ["rows_vec", "rows", "cols_vec", "cols", "rows_mma"]
+MV_ALGOS = ["rows_vec", "rows", "cols_vec", "cols", "rows_mma", "rows_short", "cols_short"]
 
 # (layout, rows, cols): reduce "rows" = x [a, b] over dim -1, "cols" = x [a, b] over dim 0;
 # mv "A" = A [a, b], "A.t" = A [b, a].t() (a rows of the product, b the reduced length).
