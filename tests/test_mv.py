@@ -302,10 +302,10 @@ SHORT_N = [1, 1000, (1 << 20) + 3]
 def _short_matrix(M, N, layout, dtype, g):
     offset = 1 if layout.endswith("_offset") else 0
     if layout.startswith("rows"):
-        flat = rand(M * N + offset, dtype=dtype, generator=g)
-        return flat[offset:].view(M, N).to("cuda")
-    flat = rand(M * N + offset, dtype=dtype, generator=g)
-    return flat[offset:].view(N, M).to("cuda").t()
+        flat = rand(M * N + offset, dtype=dtype, generator=g).to("cuda")
+        return flat[offset:].view(M, N)
+    flat = rand(M * N + offset, dtype=dtype, generator=g).to("cuda")
+    return flat[offset:].view(N, M).t()
 
 
 @pytest.mark.cuda
