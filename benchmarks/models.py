@@ -32,6 +32,11 @@ gpukern computes true fp32).
     python3 benchmarks/models.py --models conformer resnet18 --dtypes bfloat16 --compile none
     python3 benchmarks/models.py --variants swap(fast) override(fast) --max-slowdown 0
     python3 benchmarks/models.py --override --out results/models
+    python3 benchmarks/models.py --batch 16 1 --formats contiguous channels_last   # the issue's grid
+
+Timing: every variant of a (model, batch, format, dtype, mode) is timed in --rounds interleaved
+rounds (the order rotated each round) and its time is the median over the rounds, so that clock
+or thermal drift during the run does not fall on whichever variant is timed last.
 
 Writes models.json and models.md under --out.
 """
@@ -43,6 +48,7 @@ import json
 import os
 import platform
 import re
+import statistics
 import sys
 import time
 
@@ -60,8 +66,9 @@ MODELS = ("resnet50", "mobilenet_v3_large", "convnext_tiny", "conformer", "wav2v
 DEFAULT_MODELS = ("resnet50", "mobilenet_v3_large", "convnext_tiny", "conformer", "wav2vec2")
 
 
-def build(name: str, device: str, gpu: bool):
-    """(model, example input tuple, what the input is) for one architecture."""
+def build(name: str, device: str, gpu: bool, batch=None):
+    """(model, example input tuple, what the input is) for one architecture; batch overrides the
+    model's default batch (16 images, 8 Conformer utterances, 4 wav2vec2 clips on a GPU)."""
     g = torch.Generator().manual_seed(0)
     torch.manual_seed(0)
     if name == "conformer":
@@ -69,7 +76,7 @@ def build(name: str, device: str, gpu: bool):
         # Conformer-S-like: 144-dim, 4 heads, 16 blocks, depthwise kernel 31.
         model = Conformer(input_dim=144, num_heads=4, ffn_dim=576, num_layers=16,
                           depthwise_conv_kernel_size=31)
-        b, t = (8, 1024) if gpu else (1, 48)
+        b, t = (batch or 8, 1024) if gpu else (batch or 1, 48)
         x = torch.randn(b, t, 144, generator=g)
         lengths = torch.full((b,), t, dtype=torch.int64)
         return model, (x, lengths), f"{b}x{t} frames x 144"
@@ -77,12 +84,12 @@ def build(name: str, device: str, gpu: bool):
         # The whole model (feature extractor + transformer encoder), as benchmarks/layers.py.
         from torchaudio.models import wav2vec2_base
         model = wav2vec2_base()
-        b, n = (4, 64000) if gpu else (1, 4000)
+        b, n = (batch or 4, 64000) if gpu else (batch or 1, 4000)
         return model, (torch.randn(b, n, generator=g), None), f"{b}x{n} samples"
     if name == "wav2vec2_fe":
         from torchaudio.models import wav2vec2_base
         model = wav2vec2_base().feature_extractor
-        b, n = (4, 16000 * 4) if gpu else (1, 4000)
+        b, n = (batch or 4, 16000 * 4) if gpu else (batch or 1, 4000)
         return model, (torch.randn(b, n, generator=g), None), f"{b}x{n} samples"
     import torchvision.models as tvm
     # "mobilenet_v3" is the older name of the same MobileNetV3-Large.
@@ -94,7 +101,7 @@ def build(name: str, device: str, gpu: bool):
     # depend on the convolutions under test; trained models have scales of ~0.1-1.
     kwargs = {"layer_scale": 0.5} if name == "convnext_tiny" else {}
     model = ctor(weights=None, **kwargs)
-    b, s = (16, 224) if gpu else (1, 64)
+    b, s = (batch or 16, 224) if gpu else (batch or 1, 64)
     return model, (torch.randn(b, 3, s, s, generator=g),), f"{b}x3x{s}x{s}"
 
 
@@ -179,8 +186,18 @@ def _timing_plan(est_ms, args):
     return 3, args.reps
 
 
-def run_model(name, args, device, gpu):
-    base, inputs, described = build(name, device, gpu)
+def run_model(name, args, device, gpu, batch=None, fmt="contiguous"):
+    base, inputs, described = build(name, device, gpu, batch)
+    if fmt == "channels_last":
+        if not any(isinstance(a, torch.Tensor) and a.dim() == 4 for a in inputs):
+            print(f"{name}: no 4-D input, channels_last does not apply; not run", flush=True)
+            return []
+        # The model and its inputs in channels_last, for stock and every variant alike (the
+        # swapped models are made from this stock model).
+        base = base.to(memory_format=torch.channels_last)
+        inputs = tuple(a.contiguous(memory_format=torch.channels_last)
+                       if isinstance(a, torch.Tensor) and a.dim() == 4 else a for a in inputs)
+        described += " channels_last"
     base = base.to(device)
     calibrate_batchnorm(base, _cast(inputs, device, torch.float32))
     base.eval()
@@ -189,8 +206,9 @@ def run_model(name, args, device, gpu):
                      if isinstance(m, (torch.nn.Conv1d, torch.nn.Conv2d))
                      and torch_ops.has_fast_path("", m))
 
-    def timer(f, est_ms):
+    def timer(f, est_ms):  # one round: the variant's reps split over args.rounds rounds
         warmup, reps = _timing_plan(est_ms, args)
+        reps = max(3, reps // args.rounds)
         if gpu:
             return time_cuda(f, reps=reps, warmup=warmup, flush=False, max_seconds=2.0)
         return time_cpu(f, reps=max(3, reps // 6), warmup=warmup)
@@ -215,8 +233,9 @@ def run_model(name, args, device, gpu):
             eager_ms = {}
             for mode in args.modes:
                 results = {}
+                timed = []  # (vname, fn, ctx, est_ms): timed below in interleaved rounds
+                torch._dynamo.reset()  # once per mode: every variant's compiled code stays valid
                 for vname, model, ctx, report in variants:
-                    torch._dynamo.reset()
                     note = ""
                     if mode != "eager" and vname != "stock" and args.max_slowdown > 0:
                         slow = eager_ms[vname] / eager_ms["stock"]
@@ -232,7 +251,6 @@ def run_model(name, args, device, gpu):
                                 fn(*x)
                             except Exception as e:  # noqa: BLE001  (report, then allow breaks)
                                 note = f"graph breaks ({type(e).__name__})"
-                                torch._dynamo.reset()
                                 fn = torch.compile(model, **args.compile_kw)
                         out = _first(fn(*x)).clone()
                         sync()
@@ -240,10 +258,22 @@ def run_model(name, args, device, gpu):
                         fn(*x)
                         sync()
                         est_ms = (time.perf_counter() - t0) * 1e3
-                        ms = timer(lambda: fn(*x), est_ms)
+                    timed.append((vname, fn, ctx, est_ms))
+                    results[vname] = (out, None, note, report)
+                # Every variant timed in each of args.rounds rounds, the order rotated per round,
+                # median over the rounds: clock or thermal drift over the run falls on every
+                # variant alike instead of on whichever was timed last.
+                per = {v: [] for v, *_ in timed}
+                for k in range(args.rounds):
+                    for vname, fn, ctx, est_ms in timed[k % len(timed):] + timed[:k % len(timed)]:
+                        with ctx():
+                            per[vname].append(timer(lambda fn=fn: fn(*x), est_ms))
+                for vname, *_ in timed:
+                    ms = statistics.median(per[vname])
+                    out, _, note, report = results[vname]
+                    results[vname] = (out, ms, note, report)
                     if mode == "eager":
                         eager_ms[vname] = ms
-                    results[vname] = (out, ms, note, report)
                 s_out, s_ms = results["stock"][0], results["stock"][1]
                 _, stock_rel64 = _errors(s_out, ref64)
                 for vname, (out, ms, note, report) in results.items():
@@ -256,7 +286,8 @@ def run_model(name, args, device, gpu):
                         swapped = len(report.fused) + sum(
                             1 for _, m in report.replaced if id(m) in running)
                     row = dict(
-                        model=name, input=described, dtype=dtype_name, mode=mode,
+                        model=name, input=described, batch=batch, format=fmt,
+                        dtype=dtype_name, mode=mode,
                         variant=vname, ms=ms, speedup=None, max_abs_vs_stock=None,
                         rel_vs_stock=None, rel_vs_fp64=None, stock_rel_vs_fp64=stock_rel64,
                         agree=None, note=note, replaced=swapped,
@@ -317,6 +348,13 @@ def summaries(rows):
             continue
         order = sorted(best.values(), key=lambda r: -r["speedup"])
         top = order[0]
+        swaps = [r for r in rows if r["model"] == model and r["variant"] == "swap"
+                 and r["speedup"] is not None]
+        if swaps:  # the default swap's promise is its worst case: never slower than stock
+            low = min(swaps, key=lambda r: r["speedup"])
+            lines.append(f"{model}: default swap lowest {low['speedup']:.2f}x vs stock "
+                         f"({low['input']}, {low['dtype']} {low['mode']}) over {len(swaps)} "
+                         f"configurations")
         parts = [f"{r['variant']} {r['speedup']:.2f}x ({r['dtype']} {r['mode']})" for r in order]
         fast = top["convs_fast"]
         lines.append(f"{model}: best gpukern variant {top['variant']} {top['speedup']:.2f}x vs "
@@ -384,6 +422,15 @@ def main():
     p.add_argument("--slow-ms", type=float, default=50.0,
                    help="variants whose one call takes longer are timed over 3 calls only")
     p.add_argument("--reps", type=int, default=30)
+    p.add_argument("--rounds", type=int, default=3,
+                   help="interleaved timing rounds (every variant timed in each, order rotated; "
+                        "median over rounds)")
+    p.add_argument("--batch", type=int, nargs="+", default=[None],
+                   help="batch sizes (default: each model's, 16 images on a GPU); e.g. 16 1")
+    p.add_argument("--formats", nargs="+", default=["contiguous"],
+                   choices=["contiguous", "channels_last"],
+                   help="memory formats of the image models and their inputs (channels_last "
+                        "skips the audio models)")
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--out", default=None, help="folder for models.json / models.md")
     args = p.parse_args()
@@ -416,13 +463,16 @@ def main():
     rows = []
     t_start = time.perf_counter()
     for name in args.models:
-        t0 = time.perf_counter()
-        try:
-            rows += run_model(name, args, args.device, gpu)
-        except ImportError as e:
-            print(f"{name}: skipped ({e})")
-        print(f"{name}: {time.perf_counter() - t0:.0f} s", flush=True)
-        write(rows)
+        for batch in args.batch:
+            for fmt in args.formats:
+                t0 = time.perf_counter()
+                try:
+                    rows += run_model(name, args, args.device, gpu, batch, fmt)
+                except ImportError as e:
+                    print(f"{name}: skipped ({e})")
+                print(f"{name} (batch {batch or 'default'}, {fmt}): "
+                      f"{time.perf_counter() - t0:.0f} s", flush=True)
+                write(rows)
     print(f"\nall models: {time.perf_counter() - t_start:.0f} s")
     for line in summaries(rows):
         print("summary " + line)

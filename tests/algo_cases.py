@@ -116,7 +116,11 @@ def reduce_cases(device="cuda"):
         cases += [(r(1000), None), (r(300, 257), 1), (r(300, 256), 1), (r(257, 300), 0),
                   (r(7, 33, 65), 1),
                   (r(6, 40, 3), (0, 2)), (r(65, 130).t(), 1), (r(4, 300, 5)[:, 1:], 1),
-                  (r(200000), None), (r(300, 1), 1), (r(3, 0, 4), 1)]
+                  (r(200000), None), (r(300, 1), 1),
+                  # the col kernels' shape-chosen lanes: narrow rows (split R, spread finish),
+                  # few reduced rows
+                  (r(3001, 8), 0), (r(4, 3000), 0),
+                  (r(3, 0, 4), 1)]
     return cases
 
 

@@ -563,6 +563,10 @@ def test_reduce_algorithm_query():
     assert q("amin", _meta(1_000_003, 8), 0) == "col_vec"  # narrow rows: 2 lanes x 128 rows
     assert q("sum", _meta(1_000_003, 6), 0) == "col"  # 6 floats: not whole vectors
     assert q("sum", _meta(16, 16384), -1) == "seg_contig"  # few long rows: blocks split them
+    assert q("sum", _meta(4096, 65536, dtype=torch.bfloat16), -1) == "seg_contig"  # > 32 KB rows
+    assert q("sum", _meta(4096, 4096, dtype=torch.bfloat16), -1) == "row"
+    assert q("sum", _meta(1536, 4), 0) == "seg"  # few outputs, small: blocks split each one
+    assert q("sum", _meta(1 << 20, 256, dtype=torch.bfloat16), 0) == "col_vec"
     assert q("sum", _meta(1500, 512), -1) == "row"  # one round of a warp per row
     assert q("sum", _meta(4096, 1), -1) == "copy"  # one element per output
     assert q("mean", _meta(1, 4096, dtype=torch.bfloat16), 0) == "copy"

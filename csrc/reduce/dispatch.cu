@@ -129,6 +129,10 @@ constexpr int64_t kRowVecMinRows = 2048;
 // row from this many rows whatever their length: a warp per row, 8 per SM of 132 (fewer rows, e.g.
 // 16 x 16384 fp32, left most SMs idle: 0.37x torch; seg_contig splits them across blocks).
 constexpr int64_t kRowMinRows = 1024;
+constexpr int64_t kRowMaxBytes = 32768;  // and rows of at most this many bytes
+
+// seg rather than col up to this many input elements when there are fewer than kColX outputs.
+constexpr int64_t kSegMaxSmallCols = int64_t{1} << 18;
 
 // Full reduction of nvec 16-byte vectors: small (one block) rather than flat, up to two rounds of
 // 512 threads x 8 vectors for floats, one round of 256 x 8 for integers.
@@ -153,15 +157,22 @@ RedAlgo choose_auto(const ReduceLayout& L, const RedInput& in) {
   // Many short aligned rows: one resident wave pipelining whole-vector rows.
   if (contig && L.n_out >= kRowVecMinRows && can_run(RedAlgo::kRowVec, L, in))
     return RedAlgo::kRowVec;
-  // Contiguous rows, enough of them for a warp each to fill the GPU, or short enough for one
-  // round of a warp: a lane group per row.
-  if (contig && (L.n_out >= kRowMinRows || L.R <= kWarpSize * reduce::kRowUnroll * V))
+  // Contiguous rows short enough for one round of a warp, or enough of them for a warp each to
+  // fill the GPU and at most 32 KB long: a lane group per row. (Longer rows: blocks split them;
+  // on an H200 4096 x 65536 bf16 took 150 us with row, 128 with seg_contig; 1024 x 16384 fp32
+  // 23.6 and 17.1 us; but 1024 x 16384 bf16 7.2 and 8.2 us.)
+  if (contig && (L.R <= kWarpSize * reduce::kRowUnroll * V ||
+                 (L.n_out >= kRowMinRows && L.R * in.elem_size <= kRowMaxBytes)))
     return RedAlgo::kRow;
   // Fewer, longer contiguous rows (e.g. 16 x 16384): blocks split each row, so that the rows
   // fill the GPU (a warp per row left 16 x 16384 fp32 on 16 warps, 0.37x torch).
   if (contig) return RedAlgo::kSegContig;
   // Long stride-1 runs (NCHW over (0, 2, 3)): threads along the runs, not across strided outputs.
   if (long_runs(L, V)) return RedAlgo::kSegRuns;
+  // Few outputs in a small problem (e.g. [1536, 4] or [256, 24] over dim 0): blocks split each
+  // output; the col kernels' lanes and finishing tree cost more there (1.3-2.9 us against
+  // 2.0-4.5 us on an H200).
+  if (L.n_out < reduce::kColX && L.R * L.n_out <= kSegMaxSmallCols) return RedAlgo::kSeg;
   // Contiguous outputs, aligned rows: a 16-byte vector of outputs per thread.
   if (can_run(RedAlgo::kColVec, L, in)) return RedAlgo::kColVec;
   // Otherwise threads across outputs (coalesced along a row's outputs), R split across blocks
@@ -227,9 +238,19 @@ void launch_col(const ReduceLayout& L, const reduce::ReduceOut& o, const T* xp,
   // Output lanes: as many as the row has units, at most kThreads / g_want.
   int lg_w = 0;
   while ((int64_t{1} << lg_w) < units && (int64_t{1} << lg_w) < kThreads / g_want) ++lg_w;
+  // Too few tiles to give every SM two blocks even at the most splits (e.g. [1M, 256] bf16 over
+  // dim 0: one tile of 256 outputs, 64 blocks, 0.75x torch): narrower tiles, more of them, each
+  // output with more finishing lanes.
+  auto blocks_at_most = [&](int lg) {
+    const int64_t wl = int64_t{1} << lg;
+    return ceil_div(units, wl) * reduce::kColMaxSplits *
+           std::max<int64_t>(kThreads / (wl * kUnits), 1);
+  };
+  while (lg_w > 0 && blocks_at_most(lg_w) < 2 * sms && ceil_div(L.R, kUnroll) > 2 * sms) --lg_w;
   const int64_t w = int64_t{1} << lg_w;
   const int64_t g = kThreads / w;
-  const bool fixed = g_want == reduce::kColY && units >= reduce::kColX;  // the 32 x 8 block
+  // the 32 x 8 block
+  const bool fixed = g_want == reduce::kColY && w == reduce::kColX && units >= reduce::kColX;
   const int64_t ntiles = ceil_div(units, fixed ? int64_t{reduce::kColX} : w);
   int64_t wave = sms * (2048 / kThreads);  // col: the block count of a full occupancy
   if (fixed) {
@@ -258,7 +279,10 @@ void launch_col(const ReduceLayout& L, const reduce::ReduceOut& o, const T* xp,
     ws = at::empty({splits * L.n_out}, ws_opts);
     wsp = reinterpret_cast<Acc*>(ws.data_ptr());
   }
-  const int64_t gx = splits > 1 ? ntiles : std::min(ntiles, sms * 64);
+  // Unsplit: the fixed kernels one block per tile (up to 64 per SM); the lanes kernel at most two
+  // resident waves, each block looping over tiles (its blocks are short: [16, 1M] bf16 over dim 0
+  // ran 2048 blocks of one round of loads each).
+  const int64_t gx = splits > 1 ? ntiles : std::min(ntiles, fixed ? sms * 64 : 2 * wave);
   const dim3 grid(static_cast<unsigned>(gx), static_cast<unsigned>(splits));
   if (fixed) {
     const dim3 block(reduce::kColX, reduce::kColY);
@@ -455,6 +479,7 @@ void reduce_cuda_run(const ReduceLayout& L, ReduceKind kind, ReduceOutKind out_k
   const int tbase = ticket_slot_base(x.device().index(), ctx.stream);
   reduce::ReduceOut o;
   o.ptr = out.data_ptr();
+  o.aligned = is_aligned16(o.ptr);
   o.kind = out_kind;
   o.has_factor = kind == ReduceKind::kMean;
   o.factor = static_cast<float>(1.0 / static_cast<double>(L.R));

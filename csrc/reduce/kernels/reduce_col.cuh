@@ -146,7 +146,9 @@ __global__ void __launch_bounds__(kThreads)
         for (int e = 0; e < V; ++e) acc[e] = op(acc[e], part[y][tx * V + e]);
       }
       if (o < L.n_out) {
-        if (gridDim.y == 1) {
+        if (gridDim.y == 1 && out.aligned) {
+          store_out_vec<T, V>(out, o, acc);
+        } else if (gridDim.y == 1) {
 #pragma unroll
           for (int e = 0; e < V; ++e) store_out<T, float>(out, o + e, acc[e]);
         } else {
@@ -272,13 +274,26 @@ __global__ void __launch_bounds__(kThreads, 4)
       __syncthreads();  // this level written before the next reads it
     }
     if (ty == 0 && o < L.n_out) {
+      if constexpr (kVec) {
+        if (gridDim.y == 1 && out.aligned) {
+          Acc v[UV];
 #pragma unroll
-      for (int e = 0; e < UV; ++e) {
-        if (gridDim.y == 1) {
-          store_out<T, Acc>(out, o + e, mine[e]);
+          for (int e = 0; e < UV; ++e) v[e] = mine[e];
+          store_out_vec<T, UV>(out, o, v);
         } else {
-          ws[static_cast<int64_t>(blockIdx.y) * L.n_out + o + e] = mine[e];
+#pragma unroll
+          for (int e = 0; e < UV; ++e) {
+            if (gridDim.y == 1) {
+              store_out<T, Acc>(out, o + e, mine[e]);
+            } else {
+              ws[static_cast<int64_t>(blockIdx.y) * L.n_out + o + e] = mine[e];
+            }
+          }
         }
+      } else if (gridDim.y == 1) {
+        store_out<T, Acc>(out, o, mine[0]);
+      } else {
+        ws[static_cast<int64_t>(blockIdx.y) * L.n_out + o] = mine[0];
       }
     }
     if (gridDim.y > 1) {  // block-uniform: every thread reaches last_block_arrives

@@ -94,6 +94,7 @@ struct ReduceOut {
   ReduceOutKind kind;
   float factor;    // mean: 1/R; applied once, at the final store
   bool has_factor;
+  bool aligned;    // ptr 16-byte aligned: store_out_vec may be used
 };
 
 template <typename T, typename Acc>
@@ -107,6 +108,30 @@ __device__ __forceinline__ void store_out(const ReduceOut& o, int64_t idx, Acc v
     }
   } else {
     static_cast<long long*>(o.ptr)[idx] = v;
+  }
+}
+
+// Outputs idx .. idx + N - 1 from float accumulators in 16-byte stores (one vector of T, or N
+// floats as float4s for the float outputs of 16-bit inputs), instead of N scalar stores 16 bytes
+// apart across a warp. Needs o.aligned and idx % N == 0 (N = kVec16<T>).
+template <typename T, int N>
+__device__ __forceinline__ void store_out_vec(const ReduceOut& o, int64_t idx, const float* v) {
+  float a[N];
+#pragma unroll
+  for (int e = 0; e < N; ++e) a[e] = o.has_factor ? v[e] * o.factor : v[e];
+  if (o.kind == ReduceOutKind::kFloat) {
+#pragma unroll
+    for (int q = 0; q < N / 4; ++q) {
+      Vec<float, 4> w;
+#pragma unroll
+      for (int e = 0; e < 4; ++e) w.v[e] = a[4 * q + e];
+      store_vec<float, 4>(static_cast<float*>(o.ptr) + idx + 4 * q, w);
+    }
+  } else {
+    Vec<T, N> w;
+#pragma unroll
+    for (int e = 0; e < N; ++e) w.v[e] = from_float<T>(a[e]);
+    store_vec<T, N>(static_cast<T*>(o.ptr) + idx, w);
   }
 }
 
