@@ -149,6 +149,14 @@ CUDA_CASES = [
     ("cols_short_odd", (17, 100_000), "transposed"),
     ("cols_short_tall", (1_000_003, 16), "transposed"),
     ("cols_short_256", (256, 4096), "transposed"),
+    # fp32 rows_short on rows over 1 KB (M >= 4096: several k steps a lane group); column-major
+    # 256 x 256 (rows); cols_short with 128-byte tiles (M = 256, N split), 4 rows (8-byte bf16
+    # vectors / one 16-byte fp32 vector a lane) and tall N = 16 in narrower tiles.
+    ("rows_short_long", (4099, 4100), "contig"),
+    ("cols_T_256sq", (256, 256), "transposed"),
+    ("cols_short_256_split", (256, 70_000), "transposed"),
+    ("cols_short_4", (4, 1_000_000), "transposed"),
+    ("cols_short_tall_5000", (5000, 16), "transposed"),
 ]
 
 
@@ -187,20 +195,40 @@ def test_mv_algorithm_query():
     if not torch_ops.has_cuda_kernels():
         assert torch_ops.algorithm("mv", a, v) == "cpu (built without CUDA kernels)"
         return
-    assert torch_ops.algorithm("mv", a, v) == "rows_vec"
+    assert torch_ops.algorithm("mv", a, v) == "rows_short"  # fp32 rows up to 32 KB, M >= 4096
     assert torch_ops.algorithm("mv", a.t(), v) == "cols_vec"
-    # Short aligned rows (at most 1 KB): rows_short, also before rows_mma (N <= 512 16-bit).
+    # Short aligned rows (at most 1 KB): rows_short, except 16-bit rows of 512 bytes to 1 KB with
+    # 4096 <= M, M * N <= 2^25 (rows_mma). fp32 rows up to 32 KB with M >= 4096: rows_short too.
     assert torch_ops.algorithm("mv", _meta(4096, 256), _meta(256)) == "rows_short"
     assert torch_ops.algorithm("mv", _meta(1 << 20, 16), _meta(16)) == "rows_short"
     assert torch_ops.algorithm("mv", _meta(4096, 257)[:, :256], _meta(256)) == "rows_vec"  # s0 % 4
-    assert torch_ops.algorithm("mv", _meta(4096, 512), _meta(512)) == "rows_vec"  # 2 KB rows
+    assert torch_ops.algorithm("mv", _meta(4096, 512), _meta(512)) == "rows_short"  # 2 KB rows
+    assert torch_ops.algorithm("mv", _meta(4096, 384), _meta(384)) == "rows_short"
+    assert torch_ops.algorithm("mv", _meta(4096, 8192), _meta(8192)) == "rows_short"  # 32 KB
+    assert torch_ops.algorithm("mv", _meta(4096, 8196), _meta(8196)) == "rows_vec"  # over 32 KB
+    assert torch_ops.algorithm("mv", _meta(4095, 512), _meta(512)) == "rows_vec"  # M < 4096
+    assert torch_ops.algorithm("mv", _meta(256, 4096), _meta(4096)) == "rows_vec"
     assert torch_ops.algorithm("mv", _meta(4096, 256), _meta(512)[::2]) == "rows_vec"  # x strided
     b = torch.empty(65536, 512, device="meta", dtype=torch.bfloat16)
     bv = torch.empty(512, device="meta", dtype=torch.bfloat16)
-    assert torch_ops.algorithm("mv", b[:, :256], bv[:256]) == "rows_short"
-    assert torch_ops.algorithm("mv", b, bv) == "rows_short"
-    # Column-major with few rows (M <= 256) or short rows (N <= 16): cols_short, also when the
-    # storage rows are not 16-byte multiples (element by element).
+    assert torch_ops.algorithm("mv", b[:, :256], bv[:256]) == "rows_mma"
+    assert torch_ops.algorithm("mv", b, bv) == "rows_mma"  # M * N == 2^25
+    assert torch_ops.algorithm("mv", b[:4096, :256], bv[:256]) == "rows_mma"
+    assert torch_ops.algorithm("mv", b[:4095, :256], bv[:256]) == "rows_short"  # M < 4096
+    assert torch_ops.algorithm("mv", b[:, :255], bv[:255]) == "rows_short"  # N % 8 != 0
+    bl = torch.empty(1 << 20, 256, device="meta", dtype=torch.bfloat16)
+    assert torch_ops.algorithm("mv", bl, bv[:256]) == "rows_short"  # M * N > 2^25
+    assert torch_ops.algorithm("mv", b[:4096, :], bv) == "rows_mma"  # 1 KB rows
+    assert torch_ops.algorithm("mv", b[:, :128], bv[:128]) == "rows_short"  # under 512 bytes
+    # Column-major 128 < M <= 256 with 16 < N <= 256: rows.
+    assert torch_ops.algorithm("mv", _meta(256, 256).t(), _meta(256)) == "rows"
+    assert torch_ops.algorithm("mv", b[:256, :256].t(), bv[:256]) == "rows"
+    assert torch_ops.algorithm("mv", _meta(256, 129).t(), _meta(256)) == "rows"
+    assert torch_ops.algorithm("mv", _meta(256, 128).t(), _meta(256)) == "cols_short"  # M 128
+    assert torch_ops.algorithm("mv", _meta(257, 256).t(), _meta(257)) == "cols_short"  # N 257
+    assert torch_ops.algorithm("mv", _meta(16, 256).t(), _meta(16)) == "cols_short"  # N 16
+    # Column-major with few rows (M <= 256) or short rows (N <= 16) otherwise: cols_short, also
+    # when the storage rows are not 16-byte multiples (element by element).
     assert torch_ops.algorithm("mv", _meta(1 << 20, 64).t(), _meta(1 << 20)) == "cols_short"
     assert torch_ops.algorithm("mv", _meta(1000, 17).t(), _meta(1000)) == "cols_short"
     assert torch_ops.algorithm("mv", _meta(1000, 256).t(), _meta(1000)) == "cols_short"
@@ -258,7 +286,13 @@ FORCED_SHAPES = [((1, 1), "contig"), ((1, 1000), "contig"), ((1000, 1), "contig"
                  # rows_short: lane groups of 1 (4 f32 columns), a partial tile of rows;
                  # cols_short: one row, rows that are not a whole vector, a split of N.
                  ((1000, 4), "contig"), ((133, 96), "contig"), ((1, 5000), "transposed"),
-                 ((3, 10_000), "padded"), ((61, 9000), "padded"), ((300, 20), "transposed")]
+                 ((3, 10_000), "padded"), ((61, 9000), "padded"), ((300, 20), "transposed"),
+                 # rows_mma with 2 and 4 warps a tile (256 / 384 columns), a partial last group
+                 # of tiles; cols_short with 8-byte vectors (bf16 4 / 12 rows, fp32 2 rows), a
+                 # row block past M, narrower tiles for N <= 16 and for wide tiles (300 rows).
+                 ((100, 256), "contig"), ((70, 384), "contig"), ((4, 5000), "transposed"),
+                 ((12, 70_001), "transposed"), ((2, 3000), "transposed"),
+                 ((5000, 16), "transposed"), ((300, 256), "transposed")]
 
 
 @pytest.mark.cuda
@@ -295,7 +329,7 @@ def test_mv_forced_paths(device, dtype, algo, shape, layout):
 # Layouts: row-major and column-major, each also at a storage offset of one element (misaligned:
 # rows_short cannot run it, cols_short reads element by element). Each algorithm forced, and the
 # automatic choice; results deterministic.
-SHORT_M = [1, 3, 16, 17, 63, 64]
+SHORT_M = [1, 2, 3, 12, 16, 17, 63, 64]
 SHORT_N = [1, 1000, (1 << 20) + 3]
 
 

@@ -11,20 +11,21 @@
 //   cols_vec  cols kernel, 16-byte vectors of V rows: s0 == 1, A aligned, s1 % V == 0
 //   cols      cols kernel, a thread per row, scalar loads: any layout
 //   rows_mma  tensor-core rows kernel: 16-bit types, s1 == 1, A aligned, s0 % V == 0, N % V == 0,
-//             x contiguous and aligned
-//   rows_short  lane groups across short rows, several rows per lane, no barriers: s1 == 1, A
-//             aligned, s0 % V == 0, x contiguous and aligned
+//             x contiguous and aligned (1 to 8 warps a 16-row tile: every warp busy on short rows)
+//   rows_short  lane groups across rows, several rows per lane, no barriers: s1 == 1, A
+//             aligned, s0 % V == 0, x contiguous and aligned (any N: the lanes step along longer
+//             rows)
 //   cols_short  lanes along A's storage rows (columns of A), several storage rows per block, N
-//             split over a wave with a last-block finish: s0 == 1 or M == 1 (16-byte vectors of V
-//             rows when A is aligned and s1 % V == 0, else element by element)
+//             split over a wave with a last-block finish: s0 == 1 or M == 1 (vectors of V or
+//             V / 2 rows when A is aligned and s1 is a multiple, else element by element)
 // Within the rows kernel: a warp per row when M >= 32 * SMs, else a block per row, with N split
 // across blocks only when the rows fill less than half a resident wave; within the cols kernel,
 // N is split so that row blocks x splits is about one resident wave. Both split paths finish in
-// the last block to arrive. rows_short's lane groups (1..32 lanes a row) and cols_short's (4..256
-// lanes a storage row) are sized from N and M; cols_short splits N so that its blocks fill one
-// wave of 2 per SM, finishing in the last block to arrive too. Every launch uses programmatic
-// dependent launch (device/pdl.cuh): back to back, the next kernel's blocks are scheduled while
-// this one drains.
+// the last block to arrive. rows_short's lane groups (1..32 lanes a row) are sized from N;
+// cols_short's tiles (1..256 lanes a storage row, cols_short_plan) from M, N and the wave, and it
+// splits N so that its blocks fill one wave of 2 per SM, finishing in the last block to arrive
+// too. Every launch uses programmatic dependent launch (device/pdl.cuh): back to back, the next
+// kernel's blocks are scheduled while this one drains.
 #include <ATen/ATen.h>
 
 #include <algorithm>
@@ -98,25 +99,34 @@ MvAlgo vec_or(MvAlgo vec, MvAlgo scalar, const MvProblem& s) {
   return can_run(vec, s) ? vec : scalar;
 }
 
-// The automatic choice: one rule per line, in priority order.
+// The automatic choice: one rule per line, in priority order, each with the H200 measurement
+// behind it (forced algorithms, us, torch = torch.mv; "sweep": the size sweep's torch / ours;
+// docs/performance.md, mv). Row-major rows are N elements, row_bytes long.
 MvAlgo choose_auto(const MvProblem& s) {
-  // Aligned row-major rows of at most 1 KB: rows_vec gives each row a block (M < 32 * SMs: waves
-  // of blocks with a few vectors each) or a warp with one or two vectors a lane; lane groups
-  // sized to the row, 4 rows a lane, no barriers. Before rows_mma: its warps take 128-column
-  // steps, so N <= 512 leaves at least half of them idle.
-  if (s.N * s.elem_size <= 1024 && can_run(MvAlgo::kRowsShort, s)) return MvAlgo::kRowsShort;
-  // Column-major with few rows or short rows: each storage row (a column of A) is read
-  // contiguously by a lane group; rows (scalar loads M apart) and cols_vec (32 * V rows a warp,
-  // mostly idle for small M) read it poorly.
-  if (s.s0 == 1 && (s.M <= 256 || s.N <= 16)) return MvAlgo::kColsShort;
-  // Short rows: each thread keeps its whole row in registers, all threads busy.
-  if (s.N <= 16) return vec_or(MvAlgo::kColsVec, MvAlgo::kCols, s);
-  // Column-major (A.t()) with more rows: threads across rows read A coalesced.
-  if (s.s1 != 1 && s.s0 == 1) return vec_or(MvAlgo::kColsVec, MvAlgo::kCols, s);
-  // 16-bit, many short rows: tensor-core tiles instead of a block per short row.
-  if (mma_wins(s) && can_run(MvAlgo::kRowsMma, s)) return MvAlgo::kRowsMma;
-  // Everything else: warps along the rows (16-byte loads when s1 == 1).
-  return vec_or(MvAlgo::kRowsVec, MvAlgo::kRows, s);
+  const int64_t row_bytes = s.N * s.elem_size;
+  const bool f32 = s.elem_size == 4;
+  const bool mid16 = s.elem_size == 2 && row_bytes >= 512 && row_bytes <= 1024;  // 16-bit
+  auto can = [&](MvAlgo a) { return can_run(a, s); };
+  using A = MvAlgo;
+  // bf16 65536 x 256: rows_mma 9.1 vs rows_short 9.8 (torch 12.5); 4096 x 256: 1.7 both.
+  // (Shorter 16-bit rows stay on rows_short: rows_mma not measured there.)
+  if (mid16 && s.M >= 4096 && s.M * s.N <= (1 << 25) && can(A::kRowsMma)) return A::kRowsMma;
+  // fp32 4096 x 256: rows_short 1.8 (torch 6.2); bf16 2^20 x 256: 137.5 vs rows_mma 167.7.
+  if (row_bytes <= 1024 && can(A::kRowsShort)) return A::kRowsShort;
+  // fp32 4096^2: rows_short 18.5 vs rows_vec 22.0; 8192^2: 64.0 vs 64.9; sweep [4096, 384]: 0.19x.
+  if (f32 && row_bytes <= 32768 && s.M >= 4096 && can(A::kRowsShort)) return A::kRowsShort;
+  // A.t 256 x 256: rows 2.0 vs cols_vec 2.8, cols_short 5.7 (bf16); 2.3 vs 2.5, 3.9 (fp32).
+  if (s.s0 == 1 && s.M > 128 && s.M <= 256 && s.N > 16 && s.N <= 256) return A::kRows;
+  // A.t fp32 64 x 2^20: cols_short 67.4 (torch 73.5); A.t bf16 2^20 x 16: 14.1 (torch 23.4).
+  if (s.s0 == 1 && (s.M <= 256 || s.N <= 16)) return A::kColsShort;
+  // Row-major N <= 16 that rows_short cannot run (rows or x misaligned): a thread per row.
+  if (s.N <= 16) return vec_or(A::kColsVec, A::kCols, s);
+  // A.t fp32 8192^2: cols_vec 65.1 (torch 66.2).
+  if (s.s1 != 1 && s.s0 == 1) return vec_or(A::kColsVec, A::kCols, s);
+  // bf16 4096^2: rows_mma 6.6 (torch 14.7); fp16 2048 x 1024: 5.4 vs rows_vec 11.3 (mma_wins).
+  if (mma_wins(s) && can(A::kRowsMma)) return A::kRowsMma;
+  // bf16 8192^2: rows_vec 35.7 vs rows_mma 39.1 (torch 35.6); fp32 64 x 2^20: 72.3 (torch 71.8).
+  return vec_or(A::kRowsVec, A::kRows, s);
 }
 
 // s is normalised. The automatic choice, or the forced one when it can run s (raises
@@ -132,6 +142,60 @@ MvAlgo choose(const MvProblem& s) {
         return detail::check_msg("M=", s.M, ", N=", s.N, ", strides=(", s.s0, ", ", s.s1,
                                  "), 16-byte aligned=", s.a_aligned);
       });
+}
+
+// cols_short's launch shape (mv_cols_short_kernel): rpt rows of y per lane (a vector of a
+// storage row: V when A is aligned and s1 % V == 0, else V / 2 when s1 % (V / 2) == 0 (8-byte
+// vectors: 4 bf16 rows, 2 fp32 rows), else 1, element by element), W lanes a storage row,
+// row_blocks tiles of W * rpt rows, splits of N.
+struct ColsShortPlan {
+  int rpt = 1, W = 1;
+  int64_t row_blocks = 1, splits = 1;
+};
+
+ColsShortPlan cols_short_plan(const MvProblem& s, int64_t sms) {
+  constexpr int kThreads = mv::kThreads;
+  const int V = static_cast<int>(16 / s.elem_size);
+  ColsShortPlan c;
+  if (s.M > 1 && s.a_aligned && s.s1 % V == 0) {
+    c.rpt = V;
+  } else if (s.M > 1 && s.a_aligned && s.s1 % (V / 2) == 0) {
+    c.rpt = V / 2;
+  }
+  // W: the fewest lanes (a power of two, 1..kThreads) that cover M, so a warp's load spans whole
+  // storage rows (M > kThreads * rpt: several row blocks).
+  int W = 1;
+  while (W < kThreads && W * c.rpt < s.M) W *= 2;
+  // Blocks: a wave of the 2 per SM that the launch bounds guarantee (KU 16-byte loads in flight
+  // per lane cover the memory latency).
+  const int64_t target = sms * 2;
+  auto row_blocks = [&](int w) { return ceil_div(s.M, int64_t{w} * c.rpt); };
+  // Narrower tiles while the row blocks alone leave the wave short (and stay at least 128 bytes
+  // wide unless M is smaller): for short rows (N <= 16: 32 row blocks of 2048 bf16 rows at
+  // M = 65536, 0.51-0.78x torch at M = 1024..65536) more row blocks with several groups each,
+  // each group keeping at least 2 storage rows; for longer rows, tiles that start over 256
+  // bytes (M = 256 16-bit: 512 bytes) go down to 128 bytes, so that the split finish reads
+  // 66 x 64 partials per row block, not 264 x 256 in one block (17 serial rounds of 16 loads a
+  // thread; M = 256 ran at 0.44-0.48x). Tiles of at most 256 bytes keep their width (fp32
+  // M <= 64: at the copy bandwidth with 256-byte tiles).
+  const int w_min = std::max(1, std::min(W, 128 / (c.rpt * s.elem_size)));
+  const bool wide_tile = int64_t{W} * c.rpt * s.elem_size > 256;
+  while (W > w_min && row_blocks(W) < target) {
+    const bool short_rows = s.N <= 16 && int64_t{kThreads / W} * 2 * 2 <= s.N;  // 2G groups
+    if (s.N <= 16 ? !short_rows : !wide_tile) break;
+    W /= 2;
+  }
+  c.W = W;
+  c.row_blocks = row_blocks(W);
+  // Row blocks x splits ~ one wave; at least two batches of loads per group and split; few
+  // splits keep the finish short (it reads splits x M partials).
+  if (c.row_blocks < target && c.row_blocks <= kTicketsPerSlot) {
+    const int64_t ku = c.rpt * s.elem_size >= 16 ? 16 : 32;  // kShortColUnroll
+    const int64_t min_cols = int64_t{kThreads / W} * ku * 2;
+    c.splits = std::min({target / c.row_blocks, ceil_div(s.N, min_cols), int64_t{65535}});
+    c.splits = std::max<int64_t>(c.splits, 1);
+  }
+  return c;
 }
 
 // The launch of algorithm `algo` for the normalised problem s, on `stream` with ticket slot
@@ -192,7 +256,8 @@ void launch_mv(const MvProblem& s, MvAlgo algo, const at::Tensor& self, const at
 
   if (algo == MvAlgo::kRowsShort) {
     // L lanes a row (a power of two): the smallest that gives each lane at most kShortUnroll of
-    // the row's whole vectors, so one step of the k loop covers the row when N * elem <= 1 KB.
+    // the row's whole vectors, so one step of the k loop covers the row when N * elem <= 1 KB
+    // (longer rows: 32 lanes, N / (64 V) steps).
     const int64_t per_lane = ceil_div(p.N / V, int64_t{mv::kShortUnroll});
     int L = 1;
     while (L < kWarpSize && L < per_lane) L *= 2;
@@ -218,56 +283,40 @@ void launch_mv(const MvProblem& s, MvAlgo algo, const at::Tensor& self, const at
   }
 
   if (algo == MvAlgo::kColsShort) {
-    // 16-byte vectors of V rows when every storage row's first V rows are aligned.
-    const bool vec_a = s.a_aligned && s.s1 % V == 0;
-    const int64_t rpt = vec_a ? V : 1;
-    // W lanes a storage row (a power of two, 4..kThreads): the fewest that cover M, so a warp's
-    // load spans whole storage rows; capped at the block (M > kThreads * rpt: several row
-    // blocks).
-    int W = 4;
-    while (W < kThreads && W * rpt < p.M) W *= 2;
-    const int64_t groups = kThreads / W;
-    const int64_t nrb = ceil_div(p.M, W * rpt);
-    // Row blocks x splits ~ one wave of the 2 blocks per SM that the launch bounds guarantee:
-    // kShortColUnroll 16-byte loads in flight per thread cover the memory latency, and few
-    // splits keep the finish short (it reads splits x M partials). At least two batches of
-    // loads per group and split.
-    const int64_t target = sms * 2;
-    int64_t splits = 1;
-    if (nrb < target && nrb <= kTicketsPerSlot) {
-      const int64_t min_cols = groups * mv::kShortColUnroll<T> * 2;
-      splits = std::min({target / nrb, ceil_div(p.N, min_cols), int64_t{65535}});
-      splits = std::max<int64_t>(splits, 1);
-    }
-    p.split_len = ceil_div(p.N, splits);
-    splits = ceil_div(p.N, p.split_len);
+    const ColsShortPlan plan = cols_short_plan(s, sms);
+    p.split_len = ceil_div(p.N, plan.splits);
+    const int64_t splits = ceil_div(p.N, p.split_len);
     at::Tensor ws;
     float* wsp = nullptr;
     if (splits > 1) {
       ws = at::empty({splits * p.M}, ws_opts);
       wsp = ws.data_ptr<float>();
     }
-    const int64_t gx = splits > 1 ? nrb : std::min(nrb, target);
+    const int64_t gx = splits > 1 ? plan.row_blocks : std::min(plan.row_blocks, sms * 2);
     const dim3 grid(static_cast<unsigned>(gx), static_cast<unsigned>(splits));
-    auto launch = [&](auto vec, auto lanes) {
-      launch_pdl(mv::mv_cols_short_kernel<T, decltype(vec)::value, decltype(lanes)::value>, grid,
-                 dim3(kThreads), 0, stream, A, x, y, wsp, p, tbase);
+    auto launch = [&](auto rpt, auto lanes) {
+      launch_pdl(mv::mv_cols_short_kernel<T, decltype(rpt)::value, decltype(lanes)::value>,
+                 grid, dim3(kThreads), 0, stream, A, x, y, wsp, p, tbase);
     };
-    auto launch_w = [&](auto vec) {
-      switch (W) {
-        case 4: launch(vec, std::integral_constant<int, 4>{}); break;
-        case 8: launch(vec, std::integral_constant<int, 8>{}); break;
-        case 16: launch(vec, std::integral_constant<int, 16>{}); break;
-        case 32: launch(vec, std::integral_constant<int, 32>{}); break;
-        case 64: launch(vec, std::integral_constant<int, 64>{}); break;
-        case 128: launch(vec, std::integral_constant<int, 128>{}); break;
-        default: launch(vec, std::integral_constant<int, kThreads>{}); break;
+    auto launch_w = [&](auto rpt) {
+      switch (plan.W) {
+        case 1: launch(rpt, std::integral_constant<int, 1>{}); break;
+        case 2: launch(rpt, std::integral_constant<int, 2>{}); break;
+        case 4: launch(rpt, std::integral_constant<int, 4>{}); break;
+        case 8: launch(rpt, std::integral_constant<int, 8>{}); break;
+        case 16: launch(rpt, std::integral_constant<int, 16>{}); break;
+        case 32: launch(rpt, std::integral_constant<int, 32>{}); break;
+        case 64: launch(rpt, std::integral_constant<int, 64>{}); break;
+        case 128: launch(rpt, std::integral_constant<int, 128>{}); break;
+        default: launch(rpt, std::integral_constant<int, kThreads>{}); break;
       }
     };
-    if (vec_a) {
-      launch_w(std::true_type{});
+    if (plan.rpt == V) {
+      launch_w(std::integral_constant<int, V>{});
+    } else if (plan.rpt == V / 2) {
+      launch_w(std::integral_constant<int, V / 2>{});
     } else {
-      launch_w(std::false_type{});
+      launch_w(std::integral_constant<int, 1>{});
     }
     GK_CHECK_LAUNCH();
     return;
@@ -275,10 +324,24 @@ void launch_mv(const MvProblem& s, MvAlgo algo, const at::Tensor& self, const at
 
   if (algo == MvAlgo::kRowsMma) {
     if constexpr (sizeof(T) == 2) {
+      // wpt warps a 16-row tile: the fewest (a power of two, 2 to 8) that cover the row's
+      // 128-column steps, so short rows put every warp to work (256 columns: 2 a tile, 4 tiles
+      // a block).
+      const int64_t nsteps = ceil_div(p.N, int64_t{mv::kMmaStep});
+      int wpt = 2;  // (1 spilled 12 bytes at the 64-register cap)
+      while (wpt < mv::kWarps && wpt < nsteps) wpt *= 2;
       const int64_t tiles = ceil_div(p.M, int64_t{16});
-      const int64_t gx = std::min(tiles, sms * 4);  // one resident wave, tiles in a loop
-      launch_pdl(mv::mv_rows_mma_kernel<T>, dim3(static_cast<unsigned>(gx)), dim3(kThreads), 0,
-                 stream, A, x, y, p);
+      const int64_t groups = ceil_div(tiles, int64_t{mv::kWarps / wpt});
+      const int64_t gx = std::min(groups, sms * 4);  // one resident wave, tiles in a loop
+      auto launch = [&](auto w) {
+        launch_pdl(mv::mv_rows_mma_kernel<T, decltype(w)::value>,
+                   dim3(static_cast<unsigned>(gx)), dim3(kThreads), 0, stream, A, x, y, p);
+      };
+      switch (wpt) {
+        case 2: launch(std::integral_constant<int, 2>{}); break;
+        case 4: launch(std::integral_constant<int, 4>{}); break;
+        default: launch(std::integral_constant<int, mv::kWarps>{}); break;
+      }
       GK_CHECK_LAUNCH();
     } else {
       TORCH_INTERNAL_ASSERT(false, "rows_mma chosen for a 32-bit type");

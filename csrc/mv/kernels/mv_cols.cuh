@@ -141,28 +141,28 @@ __global__ void __launch_bounds__(kThreads, 4)
 
 // cols_short: column-major A (s0 == 1) with few rows (M <= 256) or short rows (N <= 16). A's
 // storage is [N, M] row-major: storage row n (column n of A, contiguous) holds the coefficients
-// of all rows of y for x[n]. A block tile covers kTile = W * kRpt consecutive rows of y: lane
-// lw = threadIdx.x % W of each group owns rows i0 = rb * kTile + lw * kRpt .. + kRpt - 1 (kVecA:
-// kRpt = V rows, one 16-byte vector of a storage row; else one row, scalar loads), and the
-// kThreads / W groups take storage rows n = k0 + group, + G, ... of the split's columns,
-// kShortColUnroll of them in flight per lane (predicated: past k1 loads zeros), each lane
-// accumulating its rows in float32 registers. A warp's load covers 32 / W storage rows of W vectors: for a tile that
-// spans the whole of M (the usual case) and s1 == M, contiguous memory.
-// Groups' partials are added in group order through smem (G > 1), so every row's sum has a fixed
-// order for a given launch shape. grid.x strides over row blocks, grid.y = splits of N (then
-// gridDim.x == row blocks <= kTicketsPerSlot): each split writes float32 partials ws[split * M +
-// row] and the last block of a row block to arrive adds them in split order: kFinSub subsets of
-// splits (s = sub, sub + kFinSub, ...) per row, kFin loads in flight per thread, the subsets'
-// sums then added in subset order, so all threads of the finishing block read partials even when
-// the tile has few rows.
-// kVecA: A 16-byte aligned, s1 % V == 0 (with s0 == 1, each thread's rows of a storage row are
-// one aligned vector); a thread whose rows run past M reads its rows element by element.
-// Barriers: after the group partials are written and after they are read (G > 1), the two in
-// last_block_arrives, and two per FT rows in the finish (kFinSub > 1); none otherwise (G == 1
-// without a split: threads only read A and x and write their own rows).
-template <bool kVecA, int V, int W>
+// of all rows of y for x[n]. A block tile covers kTile = W * RPT consecutive rows of y: lane
+// lw = threadIdx.x % W of each group owns rows i0 = rb * kTile + lw * RPT .. + RPT - 1 (RPT > 1:
+// one aligned vector of RPT elements of a storage row, 16 or 8 bytes; RPT == 1: scalar loads),
+// and the G = kThreads / W groups take storage rows n = k0 + group, + G, ... of the split's
+// columns, KU of them in flight per lane (predicated: past k1 loads nothing), each lane
+// accumulating its rows in float32 registers. A warp's load covers 32 / W storage rows of W
+// vectors: for a tile that spans the whole of M and s1 == M, contiguous memory.
+// Groups' partials are added through smem by halving (group g += group g + h, h = G/2 .. 1: a
+// fixed pairing, log2(G) barriers), so every row's sum has a fixed order for a given launch
+// shape. grid.x strides over row blocks, grid.y = splits of N (then gridDim.x == row blocks <=
+// kTicketsPerSlot): each split writes float32 partials ws[split * M + row] and the last block of
+// a row block to arrive adds them: kFinSub subsets of splits (s = sub, sub + kFinSub, ...) per
+// row, kFin loads in flight per thread, each subset in split order, then the subsets by halving,
+// so all threads of the finishing block read partials even when the tile has few rows.
+// RPT > 1: A 16-byte aligned, s1 % RPT == 0 (with s0 == 1, each thread's rows of a storage row
+// are one aligned vector); a thread whose rows run past M reads its rows element by element.
+// Barriers: log2(G) + 1 for the group sums (G > 1), the two in last_block_arrives, and
+// log2(kFinSub) + 1 per FT rows in the finish (kFinSub > 1); none otherwise (G == 1 without a
+// split: threads only read A and x and write their own rows).
+template <int RPT, int W>
 struct ColsShortShape {
-  static constexpr int kRpt = kVecA ? V : 1;
+  static constexpr int kRpt = RPT;
   static constexpr int kGroups = kThreads / W;
   static constexpr int kTile = W * kRpt;
   static constexpr int kFinThreads = kTile < kThreads ? kTile : kThreads;
@@ -171,22 +171,37 @@ struct ColsShortShape {
   static_assert(W >= 1 && W <= kThreads && kThreads % W == 0, "W divides the block");
 };
 
-// Storage rows in flight per lane in cols_short: 256 bytes of A (fp32) / 128 (16-bit, whose
-// conversions need more registers), within the 128 registers of 2 blocks per SM.
-template <typename T>
-constexpr int kShortColUnroll = sizeof(T) == 4 ? 16 : 8;
+// Storage rows in flight per lane in cols_short: 16 of a 16-byte vector (256 bytes of A per
+// lane, for every type: with 8 a lane, bf16 ran at half the bandwidth of fp32 at the same shapes,
+// 71.5 against 42 us for torch at 64 x 2^20, fp32 at 1.06x), 32 of narrower loads (8-byte
+// vectors, scalars), within the 128 registers of 2 blocks per SM.
+template <typename T, int RPT>
+constexpr int kShortColUnroll = RPT * sizeof(T) >= 16 ? 16 : 32;
+
+// Adds the kSets sets part[s * kLen + t] (t < kLen, kSets a power of two) into part[t] by
+// halving: set s += set s + h for h = kSets / 2, ..., 1, a fixed pairing. Opens with a barrier
+// (every set written) and closes with one (part[0..kLen) final, for every thread).
+template <int kSets, int kLen>
+__device__ __forceinline__ void sum_sets_halving(float* part) {
+  __syncthreads();
+#pragma unroll
+  for (int h = kSets / 2; h >= 1; h /= 2) {
+    for (int i = threadIdx.x; i < h * kLen; i += kThreads) part[i] += part[i + h * kLen];
+    __syncthreads();
+  }
+}
 
 // At least 2 resident blocks per SM (<= 128 registers): the launch uses at most 2 per SM, which
-// with kShortColUnroll 16-byte loads in flight per lane keep 64-128 KB per SM in flight.
-template <typename T, bool kVecA, int W>
+// with KU 16-byte loads in flight per lane keep 128 KB per SM in flight.
+template <typename T, int RPT, int W>
 __global__ void __launch_bounds__(kThreads, 2)
     mv_cols_short_kernel(const T* __restrict__ A, const T* __restrict__ x, T* __restrict__ y,
                          float* __restrict__ ws, MvParams p, int ticket_base) {
-  using Shape = ColsShortShape<kVecA, kVec16<T>, W>;
-  constexpr int RPT = Shape::kRpt;
+  using Shape = ColsShortShape<RPT, W>;
   constexpr int G = Shape::kGroups;
   constexpr int kTile = Shape::kTile;
-  constexpr int KU = kShortColUnroll<T>;
+  constexpr int KU = kShortColUnroll<T, RPT>;
+  constexpr int KT = KU / 2;
   __shared__ float part[Shape::kPart];  // [G][kTile] group partials, then [kFinSub][kFinThreads]
   const int lw = threadIdx.x % W;
   const int grp = threadIdx.x / W;
@@ -200,15 +215,41 @@ __global__ void __launch_bounds__(kThreads, 2)
     float acc[RPT];
 #pragma unroll
     for (int r = 0; r < RPT; ++r) acc[r] = 0.f;
-    if (kVecA && i0 + RPT <= p.M) {
+    if (RPT > 1 && i0 + RPT <= p.M) {
       // Whole vector of rows: s0 == 1, so rows i0.. of storage row n start at A + i0 + n * s1.
       const T* a = A + i0;
+      const int64_t as = static_cast<int64_t>(G) * p.s1;  // next storage row of the group
+      const int64_t xstep = static_cast<int64_t>(G) * p.xs;
+      int64_t n = k0 + grp;
+      // Whole batches without predicates (the pointers advance by as / xstep per load, so no
+      // per-load index or predicate stays live), then predicated batches of KT for the rest
+      // (at most two: KT = KU / 2; a full predicated batch of KU spilled 16-bit types).
 #pragma unroll 1
-      for (int64_t n = k0 + grp; n < k1; n += static_cast<int64_t>(KU) * G) {
+      for (; n + static_cast<int64_t>(KU - 1) * G < k1; n += static_cast<int64_t>(KU) * G) {
         Vec<T, RPT> va[KU];
-        float xv[KU];
+        T xv[KU];
+        const T* pa = a + n * p.s1;
+        const T* px = x + n * p.xs;
 #pragma unroll
         for (int u = 0; u < KU; ++u) {
+          va[u] = load_vec<T, RPT>(pa);
+          xv[u] = *px;
+          pa += as;
+          px += xstep;
+        }
+#pragma unroll
+        for (int u = 0; u < KU; ++u) {
+          const float xf = to_float(xv[u]);
+#pragma unroll
+          for (int r = 0; r < RPT; ++r) acc[r] += to_float(va[u].v[r]) * xf;
+        }
+      }
+#pragma unroll 1
+      for (; n < k1; n += static_cast<int64_t>(KT) * G) {
+        Vec<T, RPT> va[KT];
+        float xv[KT];
+#pragma unroll
+        for (int u = 0; u < KT; ++u) {
           const int64_t nn = n + static_cast<int64_t>(u) * G;
           if (nn < k1) {
             va[u] = load_vec<T, RPT>(a + nn * p.s1);
@@ -220,15 +261,15 @@ __global__ void __launch_bounds__(kThreads, 2)
           }
         }
 #pragma unroll
-        for (int u = 0; u < KU; ++u) {
+        for (int u = 0; u < KT; ++u) {
 #pragma unroll
           for (int r = 0; r < RPT; ++r) acc[r] += to_float(va[u].v[r]) * xv[u];
         }
       }
     } else if (i0 < p.M) {
-      // Element by element (kVecA: the last, partial vector of rows, one lane of the tile, one
+      // Element by element (RPT > 1: the last, partial vector of rows, one lane of the tile, one
       // storage row at a time; else every row, KU storage rows in flight).
-      constexpr int KS = kVecA ? 1 : KU;
+      constexpr int KS = RPT > 1 ? 1 : KU;
       const T* a = A + i0 * p.s0;
 #pragma unroll 1
       for (int64_t n = k0 + grp; n < k1; n += static_cast<int64_t>(KS) * G) {
@@ -251,8 +292,8 @@ __global__ void __launch_bounds__(kThreads, 2)
         }
       }
     }
-    // Row t of the tile (t < kTile): its sum in the owning thread (G == 1) or over the groups in
-    // group order (G > 1); to y, or to the split's partials.
+    // Row t of the tile (t < kTile): its sum in the owning thread (G == 1) or over the groups
+    // (G > 1, by halving); to y, or to the split's partials.
     auto put = [&](int t, float v) {
       const int64_t row = rb * kTile + t;
       if (row < p.M) {
@@ -269,13 +310,8 @@ __global__ void __launch_bounds__(kThreads, 2)
     } else {
 #pragma unroll
       for (int r = 0; r < RPT; ++r) part[grp * kTile + lw * RPT + r] = acc[r];
-      __syncthreads();  // every group's partials in smem
-      for (int t = threadIdx.x; t < kTile; t += kThreads) {
-        float v = part[t];
-#pragma unroll 8
-        for (int gi = 1; gi < G; ++gi) v += part[gi * kTile + t];
-        put(t, v);
-      }
+      sum_sets_halving<G, kTile>(part);
+      for (int t = threadIdx.x; t < kTile; t += kThreads) put(t, part[t]);
       __syncthreads();  // part read: free for the finish or the next row block
     }
     if (split) {  // block-uniform: every thread reaches last_block_arrives
@@ -307,20 +343,15 @@ __global__ void __launch_bounds__(kThreads, 2)
             if (row < p.M) y[row] = from_float<T>(v);
           } else {
             part[sub * FT + fr] = v;
-            __syncthreads();  // every subset's sum in smem
-            if (sub == 0 && row < p.M) {
-              float r = part[fr];
-#pragma unroll
-              for (int q = 1; q < FS; ++q) r += part[q * FT + fr];
-              y[row] = from_float<T>(r);
-            }
+            sum_sets_halving<FS, FT>(part);  // the subsets' sums, by halving
+            if (sub == 0 && row < p.M) y[row] = from_float<T>(part[fr]);
             __syncthreads();  // part read before the next rows' subsets overwrite it
           }
         }
         if (threadIdx.x == 0) ticket_reset(ticket);
       }
     }
-    // No barrier here: part was last read before a barrier (after the group combine, or the
+    // No barrier here: part was last read before a barrier (after the group sums, or the
     // finish's last one), and last_block_arrives opens with its own before reusing its flag.
   }
 }

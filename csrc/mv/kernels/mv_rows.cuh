@@ -198,7 +198,8 @@ __global__ void __launch_bounds__(kThreads, 4)
   }
 }
 
-// rows_short: row-major A of short rows (at most 1 KB), many rows. Lanes form groups of L (a power
+// rows_short: row-major A, many rows (chosen for rows of at most 1 KB, and fp32 rows up to 32 KB
+// with M >= 4096: lanes then step along the row, L = 32). Lanes form groups of L (a power
 // of two, 1..32) per row, RW = 32 / L rows side by side in a warp; each lane keeps kShortRows
 // rows of its warp tile (rows tile * RW * kShortRows + j * RW + group, j < kShortRows) and
 // loads kShortUnroll of each row's 16-byte vectors (pos, pos + L, ...) per step, so
