@@ -260,40 +260,42 @@ __global__ void __launch_bounds__(kThreads, 4)
         }
       }
     }
-    // Row lanes: a fixed-order tree over ty (lane ty takes ty + h at each level h).
-    Acc* mine = &part[(static_cast<int>(threadIdx.x)) * UV];
+    // Row lanes (g > 1, block-uniform): a fixed-order tree over ty (lane ty takes ty + h at each
+    // level h), the total back in row lane 0's registers. One row lane: no smem, no barrier.
+    if (g > 1) {
+      Acc* mine = &part[(static_cast<int>(threadIdx.x)) * UV];
 #pragma unroll
-    for (int e = 0; e < UV; ++e) mine[e] = acc[e];
-    __syncthreads();  // all row lanes' partials in smem
-    for (int h = g >> 1; h > 0; h >>= 1) {
-      if (ty < h) {
-        const Acc* other = &part[(static_cast<int>(threadIdx.x) + (h << lg_w)) * UV];
+      for (int e = 0; e < UV; ++e) mine[e] = acc[e];
+      __syncthreads();  // all row lanes' partials in smem
+      for (int h = g >> 1; h > 0; h >>= 1) {
+        if (ty < h) {
+          const Acc* other = &part[(static_cast<int>(threadIdx.x) + (h << lg_w)) * UV];
 #pragma unroll
-        for (int e = 0; e < UV; ++e) mine[e] = op(mine[e], other[e]);
+          for (int e = 0; e < UV; ++e) mine[e] = op(mine[e], other[e]);
+        }
+        __syncthreads();  // this level written before the next reads it
       }
-      __syncthreads();  // this level written before the next reads it
+#pragma unroll
+      for (int e = 0; e < UV; ++e) acc[e] = mine[e];
     }
     if (ty == 0 && o < L.n_out) {
       if constexpr (kVec) {
         if (gridDim.y == 1 && out.aligned) {
-          Acc v[UV];
-#pragma unroll
-          for (int e = 0; e < UV; ++e) v[e] = mine[e];
-          store_out_vec<T, UV>(out, o, v);
+          store_out_vec<T, UV>(out, o, acc);
         } else {
 #pragma unroll
           for (int e = 0; e < UV; ++e) {
             if (gridDim.y == 1) {
-              store_out<T, Acc>(out, o + e, mine[e]);
+              store_out<T, Acc>(out, o + e, acc[e]);
             } else {
-              ws[static_cast<int64_t>(blockIdx.y) * L.n_out + o + e] = mine[e];
+              ws[static_cast<int64_t>(blockIdx.y) * L.n_out + o + e] = acc[e];
             }
           }
         }
       } else if (gridDim.y == 1) {
-        store_out<T, Acc>(out, o, mine[0]);
+        store_out<T, Acc>(out, o, acc[0]);
       } else {
-        ws[static_cast<int64_t>(blockIdx.y) * L.n_out + o] = mine[0];
+        ws[static_cast<int64_t>(blockIdx.y) * L.n_out + o] = acc[0];
       }
     }
     if (gridDim.y > 1) {  // block-uniform: every thread reaches last_block_arrives
