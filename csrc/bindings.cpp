@@ -200,6 +200,11 @@ TORCH_LIBRARY(gpukern, m) {
       "str padding=\"valid\", SymInt[2] dilation=1, SymInt groups=1) -> str");
   // Whether this build has the tensor-core implicit-GEMM conv path ("igemm", conv/igemm/igemm.h).
   m.def("_has_igemm() -> bool", [] { return gpukern::igemm_built(); });
+  // The tensor-core path's configuration for a dense conv2d call (conv/igemm/igemm.h
+  // igemm_config_name; "" when the path cannot take it).
+  m.def(
+      "_igemm_config_conv2d(Tensor input, Tensor weight, SymInt[2] stride=1, SymInt[2] padding=0, "
+      "SymInt[2] dilation=1) -> str");
   // NCHW (any strides) -> a new packed channels_last tensor, channels zero-padded to a multiple
   // of c_multiple (conv/layout.h to_nhwc; CUDA builds and tensors only).
   m.def("_to_nhwc(Tensor x, int c_multiple) -> Tensor");

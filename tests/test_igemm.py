@@ -44,14 +44,21 @@ _STATE = _igemm_state()
 pytestmark = [pytest.mark.cuda, pytest.mark.skipif(_STATE is not None, reason=str(_STATE))]
 
 DTYPES = [torch.bfloat16, torch.float16, torch.float32]
-# The tile configurations (csrc/conv/igemm/config.h), forced through GPUKERN_IGEMM_CONFIG; "auto"
-# leaves the shape-bucket rule to choose.
-CONFIGS = ["large", "small"]
+# The configurations (csrc/conv/igemm/config.h): the conv kernel's tiles forced through
+# GPUKERN_IGEMM_CONFIG with stream-K off, and "streamk", stream-K forced on wherever the form allows
+# (GPUKERN_IGEMM_STREAMK=1: aligned layers as explicit im2col + the stream-K GEMM, 1x1 layers and
+# stems on the stream-K GEMM).
+CONFIGS = ["large", "small", "streamk"]
 
 
 @pytest.fixture(params=CONFIGS)
 def config(request, monkeypatch):
-    monkeypatch.setenv("GPUKERN_IGEMM_CONFIG", request.param)
+    if request.param == "streamk":
+        monkeypatch.delenv("GPUKERN_IGEMM_CONFIG", raising=False)
+        monkeypatch.setenv("GPUKERN_IGEMM_STREAMK", "1")
+    else:
+        monkeypatch.setenv("GPUKERN_IGEMM_CONFIG", request.param)
+        monkeypatch.setenv("GPUKERN_IGEMM_STREAMK", "0")
     return request.param
 
 
@@ -348,3 +355,52 @@ def test_cuda_graph_capture(config):
     g.replay()
     torch.cuda.synchronize()
     assert _rel_err(out, _ref(x, w, b, 1, 1, 1)) <= REL_TOL[torch.bfloat16]
+
+
+# Layers whose 128x128 grid has fewer tiles than half the SMs and a long K choose the stream-K GEMM
+# by rule (no environment): 3x3 layers as explicit im2col + the GEMM, 1x1 layers as the GEMM.
+# (N, C, H, W, O, (KH, KW), stride, padding, dilation)
+STREAMK_2D = [
+    (2, 512, 7, 7, 512, (3, 3), 1, 1, 1),     # ResNet-50 layer4 3x3 (K = 4608)
+    (3, 256, 15, 13, 136, (3, 3), 2, 1, 1),   # odd plane, stride 2, a partial N tile
+    (2, 128, 12, 12, 64, (3, 3), 1, 2, 2),    # dilation 2 (K = 1152)
+    (2, 1024, 7, 7, 256, (1, 1), 1, 0, 1),    # 1x1 (K = 1024)
+    (1, 256, 9, 9, 72, (5, 5), 1, (1, 3), 1), # asymmetric padding, 5x5
+]
+
+
+@pytest.mark.parametrize("shape", STREAMK_2D, ids=_ids)
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("layout", ["nchw", "cl", "strided"])
+def test_streamk_by_rule(shape, dtype, layout, monkeypatch):
+    """The stream-K form runs without any override on the layers the rule gives it, with bias,
+    every activation and a residual in its epilogue, for NCHW, channels_last and a channel slice
+    of a wider tensor; its output matches float64 and has aten's memory format."""
+    monkeypatch.delenv("GPUKERN_IGEMM_STREAMK", raising=False)
+    monkeypatch.delenv("GPUKERN_IGEMM_CONFIG", raising=False)
+    n, c, h, wd, o, k, stride, padding, dilation = shape
+    gen = torch.Generator().manual_seed(29 + STREAMK_2D.index(shape))
+    x = _rand(n, c, h, wd, dtype=dtype, gen=gen)
+    if layout == "cl":
+        x = x.contiguous(memory_format=torch.channels_last)
+    elif layout == "strided":
+        x = _rand(n, c + 16, h, wd, dtype=dtype, gen=gen).contiguous(
+            memory_format=torch.channels_last)[:, 8:8 + c]
+    w = _rand(o, c, *k, dtype=dtype, gen=gen) / (c * k[0] * k[1]) ** 0.5
+    b = _rand(o, dtype=dtype, gen=gen)
+    name = torch.ops.gpukern._igemm_config_conv2d(x, w, *_lists(2, stride, padding, dilation))
+    assert name in ("im2col_streamk", "gemm_1x1_streamk"), name
+    out = _run("conv2d", x, w, b, stride, padding, dilation)
+    ref = _ref(x, w, b, stride, padding, dilation)
+    assert out.shape == ref.shape
+    assert _rel_err(out, ref) <= REL_TOL[dtype]
+    aten = F.conv2d(x, w, b, stride, padding, dilation)
+    for fmt in (torch.contiguous_format, torch.channels_last):
+        assert out.is_contiguous(memory_format=fmt) == aten.is_contiguous(memory_format=fmt)
+    # The fused epilogue: act(conv + bias + residual), each activation, one rounding.
+    r = _rand(*ref.shape, dtype=dtype, gen=gen)
+    for act, fn in (("relu", F.relu), ("silu", F.silu), ("hardswish", F.hardswish)):
+        with torch_ops.force_algorithm("conv2d_fused", "igemm"):
+            fused = torch_ops.conv2d_fused(x, w, b, stride, padding, dilation, 1, act, r)
+        want = fn(ref + r.double())
+        assert _rel_err(fused, want) <= REL_TOL[dtype], act

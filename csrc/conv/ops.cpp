@@ -21,6 +21,7 @@
 #include <c10/cuda/CUDAGuard.h>
 
 #include "conv/dispatch.h"
+#include "conv/igemm/igemm.h"
 #endif
 
 namespace gpukern {
@@ -85,6 +86,25 @@ std::string conv_query(const ConvArgs& a, const at::Tensor& input, const at::Ten
   });
 #else
   (void)a, (void)input, (void)weight;
+  return kNoCuda;
+#endif
+}
+
+// gpukern::_igemm_config_conv2d: the tensor-core path's configuration for a dense conv2d call
+// ("gemm_1x1", "gemm_1x1_streamk", "im2col_streamk", "large_128x128", "small_64x64"; "" when the
+// path cannot take it), whatever the dispatch would choose. Meta tensors work.
+std::string igemm_config_conv2d(const at::Tensor& input, const at::Tensor& weight,
+                                at::IntArrayRef stride, at::IntArrayRef padding,
+                                at::IntArrayRef dilation) {
+#ifdef GPUKERN_WITH_CUDA
+  const ConvArgs a =
+      conv_args("conv2d", 2, input, weight, std::nullopt, stride, padding, dilation, 1);
+  return conv_algorithm_query(a, input, weight, [&](const at::Tensor& x, const at::Tensor& w,
+                                                    const at::Tensor& y) {
+    return igemm_config_name(make_conv_problem(a, x, w, std::nullopt, y));
+  });
+#else
+  (void)input, (void)weight, (void)stride, (void)padding, (void)dilation;
   return kNoCuda;
 #endif
 }
@@ -394,4 +414,5 @@ TORCH_LIBRARY_IMPL(gpukern, CompositeExplicitAutograd, m) {
   m.impl("_algorithm_conv2d", &gpukern::Conv2d::query_ints);
   m.impl("_algorithm_conv2d.padding", &gpukern::Conv2d::query_str);
   m.impl("_algorithm_convolve", &gpukern::convolve_query);
+  m.impl("_igemm_config_conv2d", &gpukern::igemm_config_conv2d);
 }

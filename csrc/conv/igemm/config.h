@@ -120,6 +120,12 @@ extern const GemmKernel kGemmNhwcF16Narrow, kGemmNhwcF16Short;
 constexpr int kGemmNarrowO = 64;
 constexpr int kGemmShortRows = 3136;
 extern const GemmKernel kGemmNhwcTf32;
+// Stream-K (gemm_bf16_shapes.cu, gemm_f16_shapes.cu, gemm_tf32.cu): the NHWC GEMM for grids of
+// fewer 128x128 output tiles than half the SMs with long K (>= kGemmStreamKMinK): ResNet-50's
+// 2048 -> 512 1x1 at 7x7 has 28 tiles of 32 K steps, and the 3x3 layers at 7x7 / 14x14 run as
+// explicit im2col + this GEMM (K = 9 * C = 2304 .. 4608), whose conv kernel leaves most SMs idle.
+extern const GemmKernel kGemmNhwcBf16StreamK, kGemmNhwcF16StreamK, kGemmNhwcTf32StreamK;
+constexpr int kGemmStreamKMinK = 1024;
 #ifdef GPUKERN_GEMM_VARIANTS
 // gemm_variants_{coop,pingpong}.cu: the tuning experiment's alternatives to kGemmNhwcBf16.
 extern const GemmKernel kGemmVarCoop128x128, kGemmVarCoop256x128, kGemmVarCoop128x256;

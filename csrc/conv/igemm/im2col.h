@@ -21,13 +21,38 @@ namespace gpukern {
 // own [O, C * KH * KW] flattening) holding x4[n, c, oh * stride_h - pad_h + r * dil_h,
 // ow * stride_w - pad_w + s * dil_w], zero outside the input and for k >= C * KH * KW. x4: the
 // batched 4-D input [N, C, H, W] of p (any strides); k_multiple: 16 bytes of elements.
-// Requires im2col_fits(Kp, elem_size): a 64-row tile of padded rows within 48 KB of staging.
+// Requires im2col_fits(p, elem_size).
 at::Tensor im2col_rows(const ConvProblem& p, const at::Tensor& x4, int64_t k_multiple);
 
-// Whether rows of kp elements of elem_size bytes fit the kernel's staging tile (64 rows, one
-// 4-byte word of padding each, 48 KB): Kp up to 382 16-bit or 191 fp32 elements.
-inline bool im2col_fits(int64_t kp, int64_t elem_size) {
-  return 64 * (kp + 4 / elem_size) * elem_size <= 48 * 1024;
+// Whether the kernel takes p: rows of Kp = C * KH * KW elements (rounded up to 16 bytes) of
+// elem_size bytes fit its staging tile and index tables (64 rows, one 4-byte word of padding each,
+// 16 bytes of tables per column, 48 KB in all: Kp up to 328 16-bit or 172 fp32 elements), and the
+// window's rows and columns stay within 32-bit arithmetic (2^28).
+inline bool im2col_fits(const ConvProblem& p, int64_t elem_size) {
+  const int64_t vec = 16 / elem_size;
+  const int64_t kp = (p.C * p.KH * p.KW + vec - 1) / vec * vec;
+  const int64_t lim = int64_t{1} << 28;
+  if (64 * (kp + 4 / elem_size) * elem_size + kp * 16 + 64 * 16 > 48 * 1024) return false;
+  return p.H < lim && p.W < lim && p.OH * p.stride_h + p.pad_h < lim &&
+         p.OW * p.stride_w + p.pad_w < lim && p.KH * p.dil_h < lim && p.KW * p.dil_w < lim &&
+         p.C * p.KH * p.KW < lim;
+}
+
+// The patches of an NHWC input with C a multiple of 16 bytes (the tensor-core path's stream-K
+// form for layers whose conv kernel grid leaves SMs idle, conv/igemm/igemm.cpp): a new [M, K]
+// tensor, K = KH * KW * C, row m = (n * OH + oh) * OW + ow, column k = (r * KW + s) * C + c (the
+// order of an OHWI filter's [O, KH * KW * C] flattening), zeros outside the input. x4: [N, C, H,
+// W] with channel stride 1, the data pointer 16-byte aligned, and (x_sn, x_sh, x_sw) its image,
+// row and pixel strides in elements (16-byte multiples; a size-1 dim's may differ from x4's own,
+// as conv/igemm/igemm.cpp's nhwc_strides gives them). Requires im2col_nhwc_fits(p).
+at::Tensor im2col_nhwc_rows(const ConvProblem& p, const at::Tensor& x4, int64_t x_sn, int64_t x_sh,
+                            int64_t x_sw);
+
+inline bool im2col_nhwc_fits(const ConvProblem& p) {
+  const int64_t lim = int64_t{1} << 28;
+  return p.H < lim && p.W < lim && p.OH * p.stride_h + p.pad_h < lim &&
+         p.OW * p.stride_w + p.pad_w < lim && p.KH * p.dil_h < lim && p.KW * p.dil_w < lim &&
+         p.C * p.KH * p.KW < lim;
 }
 
 }  // namespace gpukern
