@@ -6,11 +6,10 @@ Method (docs/performance.md): each output is verified first (norm-relative error
 reference with TF32 off); single calls between CUDA events, median of 30, L2 flushed by reading a
 256 MiB buffer before each; layers under 40 us are re-timed as 100 calls replayed from a CUDA graph
 (the graph column). TFLOP/s = 2 * N * O * OH * OW * C * KH * KW / time. The bf16 dense peak is a
-cuBLAS 8192^3 bf16 matmul measured in the same run. Both tile configurations (large 128x128,
-small 64x64) are timed, forced through GPUKERN_IGEMM_CONFIG, and the stream-K form (explicit
-im2col + the stream-K GEMM, or the stream-K GEMM for 1x1; GPUKERN_IGEMM_STREAMK=1); "auto" is the
-one the rules pick (the best of the three is the "gpukern" column; a rule's miss shows when they
-differ).
+cuBLAS 8192^3 bf16 matmul measured in the same run. The three tile configurations (large
+128x128, small 64x64, medium 64x128) are timed, forced through GPUKERN_IGEMM_CONFIG; "auto" is
+the one the rule picks (the best of the three is the "gpukern" column; the rule's miss shows when
+they differ).
 1x1 stride-1 layers run as GEMMs; their row also gives the implicit-GEMM conv kernel's time
 (GPUKERN_IGEMM_GEMM=0), the measurement behind that choice.
 
@@ -108,17 +107,12 @@ def run_layer(layer, dtype, channels_last):
     torch.backends.cudnn.allow_tf32 = tf32
     per_config, errs, ok = {}, [], True
     pointwise = (k == 1 if one_d else k == (1, 1)) and stride == 1 and padding == 0
-    configs = ("large", "small", "streamk", "auto") + (("conv",) if pointwise else ())
+    configs = ("large", "small", "medium", "auto") + (("conv",) if pointwise else ())
     with torch_ops.force_algorithm(family, "igemm"):
         for cfg in configs:
-            # "conv": a 1x1 layer through the implicit-GEMM conv kernel instead of the GEMM;
-            # "streamk": the stream-K GEMM (1x1) or explicit im2col + the stream-K GEMM forced;
-            # large / small: the conv kernel's tiles (or the plain GEMM for 1x1), stream-K off
+            # "conv": a 1x1 layer through the implicit-GEMM conv kernel instead of the GEMM
             os.environ["GPUKERN_IGEMM_GEMM"] = "0" if cfg == "conv" else "1"
-            os.environ["GPUKERN_IGEMM_STREAMK"] = {"streamk": "1", "auto": ""}.get(cfg, "0")
-            if not os.environ["GPUKERN_IGEMM_STREAMK"]:
-                del os.environ["GPUKERN_IGEMM_STREAMK"]
-            if cfg in ("auto", "conv", "streamk"):
+            if cfg in ("auto", "conv"):
                 os.environ.pop("GPUKERN_IGEMM_CONFIG", None)
             else:
                 os.environ["GPUKERN_IGEMM_CONFIG"] = cfg
@@ -129,9 +123,8 @@ def run_layer(layer, dtype, channels_last):
             per_config[cfg] = timed(ours)
     os.environ.pop("GPUKERN_IGEMM_CONFIG", None)
     os.environ.pop("GPUKERN_IGEMM_GEMM", None)
-    os.environ.pop("GPUKERN_IGEMM_STREAMK", None)
     err = max(errs)
-    best = min(("large", "small", "streamk"), key=lambda c: per_config[c][0])
+    best = min(("large", "small", "medium"), key=lambda c: per_config[c][0])
     t_ours, how_ours = per_config[best]
     torch_ms = []
     for bench in (False, True):
@@ -164,7 +157,7 @@ def main():
     gpu = torch.cuda.get_device_name()
     peak = bf16_peak()
     print(f"# igemm layers on {gpu}; bf16 dense peak (cuBLAS 8192^3 bf16 matmul): {peak:.0f} TFLOP/s")
-    print("| layer | dtype | format | ok (max rel err) | large / small / streamk / auto us | torch best us "
+    print("| layer | dtype | format | ok (max rel err) | large / small / medium / auto us | torch best us "
           "| speedup (best cfg) | auto speedup | gpukern TFLOP/s (% bf16 peak) | torch TFLOP/s |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     rows = []
@@ -185,7 +178,7 @@ def main():
             print(f"| {r['layer']} | {r['dtype']} | {r['format']} | "
                   f"{'yes' if r['ok'] else 'NO'} ({r['rel_err']:.1e}) | "
                   + " / ".join(f"{r['config_ms'][c] * 1e3:.1f}"
-                               for c in ("large", "small", "streamk", "auto"))
+                               for c in ("large", "small", "medium", "auto"))
                   + (f" (conv kernel {r['config_ms']['conv'] * 1e3:.1f})"
                      if "conv" in r["config_ms"] else "")
                   + f"{' (graph)' if r['ours_method'] == 'graph' else ''} | "

@@ -44,21 +44,14 @@ _STATE = _igemm_state()
 pytestmark = [pytest.mark.cuda, pytest.mark.skipif(_STATE is not None, reason=str(_STATE))]
 
 DTYPES = [torch.bfloat16, torch.float16, torch.float32]
-# The configurations (csrc/conv/igemm/config.h): the conv kernel's tiles forced through
-# GPUKERN_IGEMM_CONFIG with stream-K off, and "streamk", stream-K forced on wherever the form allows
-# (GPUKERN_IGEMM_STREAMK=1: aligned layers as explicit im2col + the stream-K GEMM, 1x1 layers and
-# stems on the stream-K GEMM).
-CONFIGS = ["large", "small", "streamk"]
+# The conv kernel's tile configurations (csrc/conv/igemm/config.h), forced through
+# GPUKERN_IGEMM_CONFIG; test_bucket_rule checks the automatic choice.
+CONFIGS = ["large", "small", "medium"]
 
 
 @pytest.fixture(params=CONFIGS)
 def config(request, monkeypatch):
-    if request.param == "streamk":
-        monkeypatch.delenv("GPUKERN_IGEMM_CONFIG", raising=False)
-        monkeypatch.setenv("GPUKERN_IGEMM_STREAMK", "1")
-    else:
-        monkeypatch.setenv("GPUKERN_IGEMM_CONFIG", request.param)
-        monkeypatch.setenv("GPUKERN_IGEMM_STREAMK", "0")
+    monkeypatch.setenv("GPUKERN_IGEMM_CONFIG", request.param)
     return request.param
 
 
@@ -357,50 +350,52 @@ def test_cuda_graph_capture(config):
     assert _rel_err(out, _ref(x, w, b, 1, 1, 1)) <= REL_TOL[torch.bfloat16]
 
 
-# Layers whose 128x128 grid has fewer tiles than half the SMs and a long K choose the stream-K GEMM
-# by rule (no environment): 3x3 layers as explicit im2col + the GEMM, 1x1 layers as the GEMM.
-# (N, C, H, W, O, (KH, KW), stride, padding, dilation)
-STREAMK_2D = [
-    (2, 512, 7, 7, 512, (3, 3), 1, 1, 1),     # ResNet-50 layer4 3x3 (K = 4608)
-    (3, 256, 15, 13, 136, (3, 3), 2, 1, 1),   # odd plane, stride 2, a partial N tile
-    (2, 128, 12, 12, 64, (3, 3), 1, 2, 2),    # dilation 2 (K = 1152)
-    (2, 1024, 7, 7, 256, (1, 1), 1, 0, 1),    # 1x1 (K = 1024)
-    (1, 256, 9, 9, 72, (5, 5), 1, (1, 3), 1), # asymmetric padding, 5x5
+# The automatic configuration (igemm.cpp bucket_of, stems and 1x1 GEMMs), as the query names it:
+# (N, C, H, W, O, K, stride, padding) -> the name. A query without a GPU answers for 132 SMs.
+CONFIG_RULE = [
+    ((16, 512, 7, 7, 512, 3, 1, 1), "small_64x64"),      # 28 tiles of 128x128: a fifth of the SMs
+    ((16, 512, 14, 14, 512, 3, 2, 1), "small_64x64"),    # stride 2 to 7x7: the same grid
+    ((16, 64, 56, 56, 64, 3, 1, 1), "small_64x64"),      # O = 64
+    ((16, 256, 14, 14, 256, 3, 1, 1), "large_128x128"),  # 50 tiles
+    ((16, 128, 56, 56, 128, 3, 2, 1), "large_128x128"),  # 98 tiles
+    ((1, 16, 8, 8, 16, 3, 0, 0), "small_64x64"),         # 36 output pixels (padding 0, stride 1)
+    ((16, 256, 28, 28, 512, 1, 1, 0), "gemm_1x1"),
+    ((16, 3, 224, 224, 64, 7, 2, 3), "stem_im2col_gemm"),
 ]
 
 
-@pytest.mark.parametrize("shape", STREAMK_2D, ids=_ids)
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
-@pytest.mark.parametrize("layout", ["nchw", "cl", "strided"])
-def test_streamk_by_rule(shape, dtype, layout, monkeypatch):
-    """The stream-K form runs without any override on the layers the rule gives it, with bias,
-    every activation and a residual in its epilogue, for NCHW, channels_last and a channel slice
-    of a wider tensor; its output matches float64 and has aten's memory format."""
-    monkeypatch.delenv("GPUKERN_IGEMM_STREAMK", raising=False)
+def test_bucket_rule(dtype, monkeypatch):
     monkeypatch.delenv("GPUKERN_IGEMM_CONFIG", raising=False)
-    n, c, h, wd, o, k, stride, padding, dilation = shape
-    gen = torch.Generator().manual_seed(29 + STREAMK_2D.index(shape))
-    x = _rand(n, c, h, wd, dtype=dtype, gen=gen)
-    if layout == "cl":
-        x = x.contiguous(memory_format=torch.channels_last)
-    elif layout == "strided":
-        x = _rand(n, c + 16, h, wd, dtype=dtype, gen=gen).contiguous(
-            memory_format=torch.channels_last)[:, 8:8 + c]
-    w = _rand(o, c, *k, dtype=dtype, gen=gen) / (c * k[0] * k[1]) ** 0.5
-    b = _rand(o, dtype=dtype, gen=gen)
-    name = torch.ops.gpukern._igemm_config_conv2d(x, w, *_lists(2, stride, padding, dilation))
-    assert name in ("im2col_streamk", "gemm_1x1_streamk"), name
-    out = _run("conv2d", x, w, b, stride, padding, dilation)
-    ref = _ref(x, w, b, stride, padding, dilation)
-    assert out.shape == ref.shape
-    assert _rel_err(out, ref) <= REL_TOL[dtype]
-    aten = F.conv2d(x, w, b, stride, padding, dilation)
-    for fmt in (torch.contiguous_format, torch.channels_last):
-        assert out.is_contiguous(memory_format=fmt) == aten.is_contiguous(memory_format=fmt)
-    # The fused epilogue: act(conv + bias + residual), each activation, one rounding.
-    r = _rand(*ref.shape, dtype=dtype, gen=gen)
-    for act, fn in (("relu", F.relu), ("silu", F.silu), ("hardswish", F.hardswish)):
-        with torch_ops.force_algorithm("conv2d_fused", "igemm"):
-            fused = torch_ops.conv2d_fused(x, w, b, stride, padding, dilation, 1, act, r)
-        want = fn(ref + r.double())
-        assert _rel_err(fused, want) <= REL_TOL[dtype], act
+    for (n, c, h, wd, o, k, stride, padding), want in CONFIG_RULE:
+        x = torch.empty(n, c, h, wd, device="meta", dtype=dtype)
+        w = torch.empty(o, c, k, k, device="meta", dtype=dtype)
+        got = torch.ops.gpukern._igemm_config_conv2d(x, w, [stride] * 2, [padding] * 2, [1, 1])
+        if want.startswith(("small", "large")) and torch.cuda.get_device_properties(
+                0).multi_processor_count != 132:
+            continue  # the tile rule counts this GPU's SMs
+        assert got == want, ((n, c, h, wd, o, k, stride, padding), got)
+    monkeypatch.setenv("GPUKERN_IGEMM_CONFIG", "medium")
+    x = torch.empty(16, 256, 14, 14, device="meta", dtype=dtype)
+    w = torch.empty(256, 256, 3, 3, device="meta", dtype=dtype)
+    assert torch.ops.gpukern._igemm_config_conv2d(x, w, [1, 1], [1, 1], [1, 1]) == "medium_64x128"
+
+
+def test_fused_epilogue_each_config(monkeypatch):
+    """The fused epilogue (bias, activation, residual) on each tile configuration, NCHW and
+    channels_last, against the unfused float64 sequence."""
+    gen = torch.Generator().manual_seed(31)
+    for dtype in DTYPES:
+        x = _rand(2, 64, 9, 11, dtype=dtype, gen=gen)
+        w = _rand(72, 64, 3, 3, dtype=dtype, gen=gen) / 24.0
+        b = _rand(72, dtype=dtype, gen=gen)
+        ref = _ref(x, w, b, 1, 1, 1)
+        r = _rand(*ref.shape, dtype=dtype, gen=gen)
+        for cfg in CONFIGS:
+            monkeypatch.setenv("GPUKERN_IGEMM_CONFIG", cfg)
+            for xx in (x, x.contiguous(memory_format=torch.channels_last)):
+                for act, fn in (("relu", F.relu), ("silu", F.silu), ("hardswish", F.hardswish)):
+                    with torch_ops.force_algorithm("conv2d", "igemm"):
+                        out = torch_ops.conv2d_fused(xx, w, b, 1, 1, 1, 1, act, r)
+                    err = _rel_err(out, fn(ref + r.double()))
+                    assert err <= REL_TOL[dtype], (dtype, cfg, act, err)

@@ -91,8 +91,8 @@ std::string conv_query(const ConvArgs& a, const at::Tensor& input, const at::Ten
 }
 
 // gpukern::_igemm_config_conv2d: the tensor-core path's configuration for a dense conv2d call
-// ("gemm_1x1", "gemm_1x1_streamk", "im2col_streamk", "large_128x128", "small_64x64"; "" when the
-// path cannot take it), whatever the dispatch would choose. Meta tensors work.
+// (conv/igemm/igemm.h igemm_config_name; "" when the path cannot take it), whatever the dispatch
+// would choose. Meta tensors work.
 std::string igemm_config_conv2d(const at::Tensor& input, const at::Tensor& weight,
                                 at::IntArrayRef stride, at::IntArrayRef padding,
                                 at::IntArrayRef dilation) {

@@ -62,18 +62,18 @@ struct IgemmKernel {
   int (*run)(const IgemmProblem& p, const IgemmBuffers& b, void* stream);  // stream: cudaStream_t
 };
 
-// The configurations, named by the shape bucket they serve, two per dtype: "large", a 128x128
-// output tile (M x N), and "small", 64x64 (layers whose 128x128 grid is under one wave of the
-// GPU, or O <= 64, where half of a 128-wide N tile would be padding). Both take a K step of 128
-// bytes of operand (64 16-bit or 32 fp32 elements), cluster 1x1x1 and the non-persistent
-// warp-specialised schedule (CUTLASS 4.2 disables the persistent ones for conv). Defined in
-// igemm_<dtype>.cu.
-enum class IgemmBucket { kLarge, kSmall };
+// The configurations, named by the shape bucket they serve (igemm.cpp bucket_of has the rule and
+// its measurements): "large", a 128x128 output tile (M x N); "small", 64x64 (tiny GEMMs, O <= 64,
+// and grids of a quarter of the SMs or fewer in 128x128 tiles); "medium", 64x128 (forced by name
+// only: the candidate for the grids in between). All take a K step of 128 bytes of operand (64
+// 16-bit or 32 fp32 elements), cluster 1x1x1 and the non-persistent warp-specialised schedule
+// (CUTLASS 4.2 disables the persistent ones for conv). Defined in igemm_<dtype>.cu.
+enum class IgemmBucket { kLarge = 0, kSmall = 1, kMedium = 2 };
 
 #ifdef GPUKERN_WITH_CUTLASS
-extern const IgemmKernel kIgemmBf16Large, kIgemmBf16Small;  // igemm_bf16.cu
-extern const IgemmKernel kIgemmF16Large, kIgemmF16Small;    // igemm_f16.cu
-extern const IgemmKernel kIgemmTf32Large, kIgemmTf32Small;  // igemm_tf32.cu
+extern const IgemmKernel kIgemmBf16Large, kIgemmBf16Small, kIgemmBf16Medium;  // igemm_bf16.cu
+extern const IgemmKernel kIgemmF16Large, kIgemmF16Small, kIgemmF16Medium;     // igemm_f16.cu
+extern const IgemmKernel kIgemmTf32Large, kIgemmTf32Small, kIgemmTf32Medium;  // igemm_tf32.cu
 #endif
 
 // ---- 1x1 convolutions as plain GEMMs (conv/igemm/gemm_<dtype>.cu) ----------------------------
@@ -120,12 +120,6 @@ extern const GemmKernel kGemmNhwcF16Narrow, kGemmNhwcF16Short;
 constexpr int kGemmNarrowO = 64;
 constexpr int kGemmShortRows = 3136;
 extern const GemmKernel kGemmNhwcTf32;
-// Stream-K (gemm_bf16_shapes.cu, gemm_f16_shapes.cu, gemm_tf32.cu): the NHWC GEMM for grids of
-// fewer 128x128 output tiles than half the SMs with long K (>= kGemmStreamKMinK): ResNet-50's
-// 2048 -> 512 1x1 at 7x7 has 28 tiles of 32 K steps, and the 3x3 layers at 7x7 / 14x14 run as
-// explicit im2col + this GEMM (K = 9 * C = 2304 .. 4608), whose conv kernel leaves most SMs idle.
-extern const GemmKernel kGemmNhwcBf16StreamK, kGemmNhwcF16StreamK, kGemmNhwcTf32StreamK;
-constexpr int kGemmStreamKMinK = 1024;
 #ifdef GPUKERN_GEMM_VARIANTS
 // gemm_variants_{coop,pingpong}.cu: the tuning experiment's alternatives to kGemmNhwcBf16.
 extern const GemmKernel kGemmVarCoop128x128, kGemmVarCoop256x128, kGemmVarCoop128x256;

@@ -60,13 +60,8 @@ struct CooperativeSchedule {
   using Epilogue = cutlass::epilogue::TmaWarpSpecializedCooperative;
 };
 
-// TileScheduler: void, CUTLASS's persistent data-parallel scheduler (one output tile per CTA
-// turn), or cutlass::gemm::StreamKScheduler (cooperative schedule only): the K loops of a grid of
-// fewer output tiles than SMs spread over every SM, partial sums reduced through the workspace
-// (deterministic order) before the one epilogue of each tile; CUTLASS's heuristic picks between
-// stream-K, split-K and data-parallel per problem.
 template <class Element, GemmForm kForm, int TileM, int TileN, int TileK,
-          class Schedule = PingpongSchedule, class TileScheduler = void>
+          class Schedule = PingpongSchedule>
 struct IgemmGemm {
   static_assert(kForm == GemmForm::kNhwc || cutlass::sizeof_bits<Element>::value == 16,
                 "kNchw reads B N-major: 16-bit types only (TF32 wgmma needs K-major operands)");
@@ -113,8 +108,7 @@ struct IgemmGemm {
 
   using ProblemShape = cute::Shape<int, int, int, int>;  // M, N, K, L
   using Kernel =
-      cutlass::gemm::kernel::GemmUniversal<ProblemShape, CollectiveMainloop, CollectiveEpilogue,
-                                           TileScheduler>;
+      cutlass::gemm::kernel::GemmUniversal<ProblemShape, CollectiveMainloop, CollectiveEpilogue>;
   using Op = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
 
   using StrideA = typename Kernel::StrideA;

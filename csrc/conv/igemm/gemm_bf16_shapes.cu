@@ -20,11 +20,6 @@ const GemmKernel kGemmNhwcBf16Narrow =
 const GemmKernel kGemmNhwcBf16Short =
     gemm_kernel<IgemmGemm<cutlass::bfloat16_t, GemmForm::kNhwc, 64, 128, 64, PingpongSchedule>>(
         "gemm_nhwc_bf16_pingpong_64x128x64", IgemmDtype::kBf16, GemmForm::kNhwc);
-// Stream-K (config.h, kGemmNhwc*StreamK): 128x128 cooperative tiles.
-const GemmKernel kGemmNhwcBf16StreamK =
-    gemm_kernel<IgemmGemm<cutlass::bfloat16_t, GemmForm::kNhwc, 128, 128, 64, CooperativeSchedule,
-                          cutlass::gemm::StreamKScheduler>>(
-        "gemm_nhwc_bf16_streamk_128x128x64", IgemmDtype::kBf16, GemmForm::kNhwc);
 
 }  // namespace conv
 }  // namespace gpukern

@@ -15,10 +15,6 @@ namespace conv {
 const GemmKernel kGemmNhwcTf32 =
     gemm_kernel<IgemmGemm<float, GemmForm::kNhwc, 128, 128, 32>>(
         "gemm_nhwc_tf32_128x128x32", IgemmDtype::kTf32, GemmForm::kNhwc);
-const GemmKernel kGemmNhwcTf32StreamK =
-    gemm_kernel<IgemmGemm<float, GemmForm::kNhwc, 128, 128, 32, CooperativeSchedule,
-                          cutlass::gemm::StreamKScheduler>>(
-        "gemm_nhwc_tf32_streamk_128x128x32", IgemmDtype::kTf32, GemmForm::kNhwc);
 
 }  // namespace conv
 }  // namespace gpukern

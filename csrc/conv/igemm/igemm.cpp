@@ -48,13 +48,13 @@ constexpr int64_t kSmallGemmRows = 64;
 constexpr int64_t kQuerySmCount = 132;
 
 const IgemmKernel& kernel_for(IgemmDtype d, IgemmBucket b) {
-  const bool small = b == IgemmBucket::kSmall;
-  switch (d) {
-    case IgemmDtype::kBf16: return small ? conv::kIgemmBf16Small : conv::kIgemmBf16Large;
-    case IgemmDtype::kF16: return small ? conv::kIgemmF16Small : conv::kIgemmF16Large;
-    case IgemmDtype::kTf32: break;
-  }
-  return small ? conv::kIgemmTf32Small : conv::kIgemmTf32Large;
+  const int i = static_cast<int>(b);  // kLarge, kSmall, kMedium
+  static const IgemmKernel* const table[3][3] = {
+      {&conv::kIgemmBf16Large, &conv::kIgemmBf16Small, &conv::kIgemmBf16Medium},
+      {&conv::kIgemmF16Large, &conv::kIgemmF16Small, &conv::kIgemmF16Medium},
+      {&conv::kIgemmTf32Large, &conv::kIgemmTf32Small, &conv::kIgemmTf32Medium}};
+  const int row = d == IgemmDtype::kBf16 ? 0 : d == IgemmDtype::kF16 ? 1 : 2;
+  return *table[row][i];
 }
 
 int64_t sm_count() {
@@ -62,18 +62,26 @@ int64_t sm_count() {
   return at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
 }
 
-// The shape bucket: large (128x128 tiles) except for tiny GEMMs (M = N * OH * OW <= 64, e.g.
-// squeeze-excitation 1x1s over 1x1 planes), where a 128-row tile would be mostly padding.
-// Measured on an H100 (benchmarks/igemm_layers.py): 128x128 beat 64x64 on every layer tried,
-// including O = 64 and grids under one wave (ResNet's 3x3 s2 128->128 at 28x28: 10.0 us against
-// 17.3). GPUKERN_IGEMM_CONFIG=large|small in the environment overrides it (for benchmarks; read
-// on every call).
+// The shape bucket. small (64x64 tiles) for tiny GEMMs (M = N * OH * OW <= 64, e.g.
+// squeeze-excitation 1x1s over 1x1 planes), for O <= 64 (half of a 128-wide N tile would be
+// padding) and for grids of at most a quarter of the SMs in 128x128 tiles (the 3x3 layers at 7x7:
+// the 64x64 grid has 4x the CTAs); large (128x128) otherwise. Measured on an H200
+// (benchmarks/igemm_layers.py, batch 16, us, large / small / torch's best): ResNet-50's 3x3
+// 512->512 at 7x7, bf16 channels_last, 25.6 / 14.4 / 16.1, its stride-2 twin 25.6 / 13.7 / 16.5,
+// fp32 46.8 / 24.4 / 22.9; 3x3 64->64 at 56x56 bf16 27.3 / 23.3 / 22.2, fp32 46.2 / 33.7 / 34.7;
+// large stays ahead where its grid fills the GPU (3x3 s2 128->128 to 28x28: 12.1 / 17.2; 3x3
+// 256->256 at 14x14, 50 tiles: 15.6 / 16.9). GPUKERN_IGEMM_CONFIG=large|small|medium in the
+// environment overrides it (benchmarks; read on every call).
 IgemmBucket bucket_of(const ConvProblem& p) {
   if (const char* env = std::getenv("GPUKERN_IGEMM_CONFIG")) {
     if (std::strcmp(env, "large") == 0) return IgemmBucket::kLarge;
     if (std::strcmp(env, "small") == 0) return IgemmBucket::kSmall;
+    if (std::strcmp(env, "medium") == 0) return IgemmBucket::kMedium;
   }
-  return p.N * p.OH * p.OW <= kSmallGemmRows ? IgemmBucket::kSmall : IgemmBucket::kLarge;
+  const int64_t M = p.N * p.OH * p.OW;
+  if (M <= kSmallGemmRows || p.O <= 64) return IgemmBucket::kSmall;
+  const int64_t tiles = ((M + 127) / 128) * ((p.O + 127) / 128);
+  return 4 * tiles <= sm_count() ? IgemmBucket::kSmall : IgemmBucket::kLarge;
 }
 
 // The problem's GEMM sizes in int32 and its paddings after the input, with x, w, y as packed
@@ -251,31 +259,8 @@ void launch(const Kernel& k, const Problem& ip, IgemmBuffers b, const at::Tensor
            ")");
 }
 
-// Whether an NHWC GEMM of rows x cols x depth runs the stream-K kernel (config.h): fewer 128x128
-// output tiles than half the SMs, each with a long K loop. GPUKERN_IGEMM_STREAMK=0|1 in the
-// environment turns it off / on wherever the form allows (benchmarks; read on every call).
-bool streamk_wanted(int64_t rows, int64_t cols, int64_t depth, int64_t sms) {
-  if (const char* env = std::getenv("GPUKERN_IGEMM_STREAMK")) {
-    if (std::strcmp(env, "0") == 0) return false;
-    if (std::strcmp(env, "1") == 0) return true;
-  }
-  const int64_t tiles = ((rows + 127) / 128) * ((cols + 127) / 128);
-  return depth >= conv::kGemmStreamKMinK && 2 * tiles <= sms;
-}
-
-const GemmKernel& streamk_kernel(IgemmDtype d) {
-  switch (d) {
-    case IgemmDtype::kBf16: return conv::kGemmNhwcBf16StreamK;
-    case IgemmDtype::kF16: return conv::kGemmNhwcF16StreamK;
-    case IgemmDtype::kTf32: break;
-  }
-  return conv::kGemmNhwcTf32StreamK;
-}
-
-const GemmKernel& gemm_kernel_for(IgemmDtype d, GemmForm f, int64_t rows, int64_t cols,
-                                  int64_t depth, int64_t sms) {
+const GemmKernel& gemm_kernel_for(IgemmDtype d, GemmForm f, int64_t rows, int64_t cols) {
   if (f == GemmForm::kNchw) return d == IgemmDtype::kF16 ? conv::kGemmNchwF16 : conv::kGemmNchwBf16;
-  if (streamk_wanted(rows, cols, depth, sms)) return streamk_kernel(d);
 #ifdef GPUKERN_GEMM_VARIANTS
   // The tuning experiment (gemm_variants.cu): GPUKERN_GEMM_VARIANT=<name> replaces the bf16 NHWC
   // GEMM.
@@ -337,7 +322,7 @@ bool try_gemm(const ConvProblem& p, IgemmDtype d, GemmForm form, const at::Tenso
     gp.d_ld = p.O == 1 ? HW : y4.stride(1);
     gp.d_batch = p.N == 1 ? p.O * gp.d_ld : y4.stride(0);
   }
-  const GemmKernel& k = gemm_kernel_for(d, form, gp.M, gp.N, gp.K, gp.sm_count);
+  const GemmKernel& k = gemm_kernel_for(d, form, gp.M, gp.N);
   if (!k.can_implement(gp)) return false;
   const at::Tensor rc = prepared_residual(res, y4);
   launch(k, gp, buffers(x4, w2, bias, rc, y4, p.act), x4);
@@ -364,59 +349,12 @@ bool run_stem_gemm(const ConvProblem& p, IgemmDtype d, const at::Tensor& x4,
   gp.a_ld = Kp;
   gp.b_ld = Kp;
   gp.d_ld = p.O;  // a packed channels_last output (or temporary)
-  const GemmKernel& k = gemm_kernel_for(d, GemmForm::kNhwc, gp.M, gp.N, gp.K, gp.sm_count);
+  const GemmKernel& k = gemm_kernel_for(d, GemmForm::kNhwc, gp.M, gp.N);
   if (!k.can_implement(gp)) return false;
   const at::Tensor a = im2col_rows(p, x4, align);
   // The filter as [O, Kp] rows in the patches' (c, r, s) order, zeros past K.
   at::Tensor w2 = at::zeros({p.O, Kp}, w4.options().memory_format(at::MemoryFormat::Contiguous));
   w2.narrow(1, 0, K).copy_(w4.reshape({p.O, K}));
-  const auto ys = nhwc_strides(y4);
-  const bool y_direct = ys && (*ys)[2] == p.O && uniform_rows(*ys, p.OH, p.OW);
-  const at::Tensor yc =
-      y_direct ? y4
-               : at::empty(y4.sizes(), y4.options().memory_format(at::MemoryFormat::ChannelsLast));
-  const at::Tensor rc = prepared_residual(residual, yc);
-  launch(k, gp, buffers(a, w2, bias, rc, yc, p.act), x4);
-  if (!y_direct) nhwc_copy_to(yc, y4);
-  return true;
-}
-
-// A dense layer whose conv kernel grid would leave SMs idle (streamk_wanted: 3x3 layers at 7x7 /
-// 14x14 with 256+ channels): the patches of the NHWC input written once as [M, KH * KW * C], then
-// the stream-K GEMM with the OHWI filter rows. False (nothing run) when the shape does not take
-// it; the caller runs the conv kernel.
-bool run_im2col_streamk(const ConvProblem& p, IgemmDtype d, const at::Tensor& x4,
-                        const at::Tensor& w4, const at::Tensor& bias,
-                        const std::optional<at::Tensor>& residual, const at::Tensor& y4) {
-  const int64_t align = channel_align(p);
-  const int64_t K = p.C * p.KH * p.KW;
-  const int64_t M = p.N * p.OH * p.OW;
-  const int64_t sms = at::cuda::getDeviceProperties(x4.device().index())->multiProcessorCount;
-  if (p.C % align != 0 || M > kMaxInt || K > kMaxInt || !im2col_nhwc_fits(p) ||
-      !streamk_wanted(M, p.O, K, sms)) {
-    return false;
-  }
-  GemmProblem gp;
-  gp.form = GemmForm::kNhwc;
-  gp.device = x4.device().index();
-  gp.sm_count = static_cast<int>(sms);
-  gp.M = static_cast<int>(M);
-  gp.N = static_cast<int>(p.O);
-  gp.K = static_cast<int>(K);
-  gp.a_ld = K;
-  gp.b_ld = K;
-  gp.d_ld = p.O;
-  const GemmKernel& k = streamk_kernel(d);
-  if (!k.can_implement(gp)) return false;
-  const at::Tensor xc = as_nhwc(x4, align);
-  const auto xs = *nhwc_strides(xc);
-  const at::Tensor a = im2col_nhwc_rows(p, xc, xs[0], xs[1], xs[2]);
-  // The filter as [O, KH * KW * C] rows (OHWI): a view of a packed channels_last filter.
-  at::Tensor w2 = w4.permute({0, 2, 3, 1});
-  if (!w2.is_contiguous() || reinterpret_cast<uintptr_t>(w2.const_data_ptr()) % kTmaBytes != 0) {
-    w2 = w2.clone(at::MemoryFormat::Contiguous);
-  }
-  w2 = w2.view({p.O, K});
   const auto ys = nhwc_strides(y4);
   const bool y_direct = ys && (*ys)[2] == p.O && uniform_rows(*ys, p.OH, p.OW);
   const at::Tensor yc =
@@ -476,9 +414,6 @@ void run4(const ConvProblem& p, const at::Tensor& x4, const at::Tensor& w4,
       run_stem_gemm(p, d, x4, w4, bc, residual, y4)) {
     return;
   }
-
-  // Layers whose conv kernel grid would leave SMs idle: im2col + the stream-K GEMM.
-  if (gemm_on && run_im2col_streamk(p, d, x4, w4, bc, residual, y4)) return;
 
   // The implicit-GEMM conv kernel over NHWC: activations and filter in place when NHWC-aligned,
   // else converted once (channels zero-padded to the kernels' multiple: C = 3 stems).
@@ -559,18 +494,18 @@ bool igemm_preferred(const ConvProblem& p) {
 
 std::string igemm_config_name(const ConvProblem& p) {
   if (!igemm_can_run(p)) return "";
-  const int64_t M = p.N * p.OH * p.OW, K = p.C * p.KH * p.KW;
+  const int64_t M = p.N * p.OH * p.OW;
   const bool aligned = p.C % channel_align(p) == 0;
-  if (pointwise(p) && aligned) {
-    return streamk_wanted(M, p.O, K, sm_count()) ? "gemm_1x1_streamk" : "gemm_1x1";
-  }
-  if (aligned && M <= kMaxInt && im2col_nhwc_fits(p) && streamk_wanted(M, p.O, K, sm_count())) {
-    return "im2col_streamk";
-  }
+  if (pointwise(p) && aligned) return "gemm_1x1";
   if (!aligned && M > kSmallGemmRows && M <= kMaxInt && im2col_fits(p, p.elem_size)) {
     return "stem_im2col_gemm";
   }
-  return bucket_of(p) == IgemmBucket::kSmall ? "small_64x64" : "large_128x128";
+  switch (bucket_of(p)) {
+    case IgemmBucket::kSmall: return "small_64x64";
+    case IgemmBucket::kMedium: return "medium_64x128";
+    case IgemmBucket::kLarge: break;
+  }
+  return "large_128x128";
 }
 
 void igemm_run(const ConvProblem& p, const at::Tensor& x, const at::Tensor& w,

@@ -47,13 +47,11 @@ bool igemm_can_run(const ConvProblem& p);
 // alignment or a stem (C below it, 8+ taps), which runs as explicit im2col + GEMM.
 bool igemm_preferred(const ConvProblem& p);
 
-// The configuration igemm_run would use for p (conv/igemm/config.h): "gemm_1x1" or
-// "gemm_1x1_streamk" (1x1 stride-1 layers with aligned channels as a GEMM), "im2col_streamk"
-// (aligned layers whose 128x128 grid leaves SMs idle: explicit im2col + the stream-K GEMM),
-// "stem_im2col_gemm" (C below the alignment: the stem's explicit im2col + the GEMM), else
-// the conv kernel's bucket, "large_128x128" or "small_64x64"; "" when it cannot run.
-// GPUKERN_IGEMM_CONFIG=large|small and GPUKERN_IGEMM_STREAMK=0|1 in the environment force the
-// bucket and the stream-K form (benchmarks and tests).
+// The configuration igemm_run would use for p (conv/igemm/config.h): "gemm_1x1" (1x1 stride-1
+// layers with aligned channels as a GEMM), "stem_im2col_gemm" (C below the alignment: the stem's
+// explicit im2col + the GEMM), else the conv kernel's bucket, "large_128x128", "small_64x64" or
+// "medium_64x128"; "" when it cannot run. GPUKERN_IGEMM_CONFIG=large|small|medium in the
+// environment forces the bucket (benchmarks and tests).
 std::string igemm_config_name(const ConvProblem& p);
 
 // Runs y = act(conv(x, w) + bias + residual) (act = p.act; the epilogue in fp32, one rounding)

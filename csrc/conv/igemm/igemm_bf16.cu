@@ -15,6 +15,8 @@ const IgemmKernel kIgemmBf16Large =
 // Small layers (under one wave of 128x128 tiles, or O <= 64): 64x64 output tiles, K step 64.
 const IgemmKernel kIgemmBf16Small =
     igemm_kernel<IgemmConv<cutlass::bfloat16_t, 64, 64, 64>>("bf16_64x64x64", IgemmDtype::kBf16);
+const IgemmKernel kIgemmBf16Medium =
+    igemm_kernel<IgemmConv<cutlass::bfloat16_t, 64, 128, 64>>("bf16_64x128x64", IgemmDtype::kBf16);
 
 }  // namespace conv
 }  // namespace gpukern

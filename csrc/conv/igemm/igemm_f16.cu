@@ -15,6 +15,8 @@ const IgemmKernel kIgemmF16Large =
 // Small layers (under one wave of 128x128 tiles, or O <= 64): 64x64 output tiles, K step 64.
 const IgemmKernel kIgemmF16Small =
     igemm_kernel<IgemmConv<cutlass::half_t, 64, 64, 64>>("f16_64x64x64", IgemmDtype::kF16);
+const IgemmKernel kIgemmF16Medium =
+    igemm_kernel<IgemmConv<cutlass::half_t, 64, 128, 64>>("f16_64x128x64", IgemmDtype::kF16);
 
 }  // namespace conv
 }  // namespace gpukern

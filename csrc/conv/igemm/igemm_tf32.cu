@@ -15,6 +15,8 @@ const IgemmKernel kIgemmTf32Large =
 // Small layers (under one wave of 128x128 tiles, or O <= 64): 64x64 output tiles, K step 32.
 const IgemmKernel kIgemmTf32Small =
     igemm_kernel<IgemmConv<float, 64, 64, 32>>("tf32_64x64x32", IgemmDtype::kTf32);
+const IgemmKernel kIgemmTf32Medium =
+    igemm_kernel<IgemmConv<float, 64, 128, 32>>("tf32_64x128x32", IgemmDtype::kTf32);
 
 }  // namespace conv
 }  // namespace gpukern

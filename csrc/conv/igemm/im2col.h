@@ -38,21 +38,4 @@ inline bool im2col_fits(const ConvProblem& p, int64_t elem_size) {
          p.C * p.KH * p.KW < lim;
 }
 
-// The patches of an NHWC input with C a multiple of 16 bytes (the tensor-core path's stream-K
-// form for layers whose conv kernel grid leaves SMs idle, conv/igemm/igemm.cpp): a new [M, K]
-// tensor, K = KH * KW * C, row m = (n * OH + oh) * OW + ow, column k = (r * KW + s) * C + c (the
-// order of an OHWI filter's [O, KH * KW * C] flattening), zeros outside the input. x4: [N, C, H,
-// W] with channel stride 1, the data pointer 16-byte aligned, and (x_sn, x_sh, x_sw) its image,
-// row and pixel strides in elements (16-byte multiples; a size-1 dim's may differ from x4's own,
-// as conv/igemm/igemm.cpp's nhwc_strides gives them). Requires im2col_nhwc_fits(p).
-at::Tensor im2col_nhwc_rows(const ConvProblem& p, const at::Tensor& x4, int64_t x_sn, int64_t x_sh,
-                            int64_t x_sw);
-
-inline bool im2col_nhwc_fits(const ConvProblem& p) {
-  const int64_t lim = int64_t{1} << 28;
-  return p.H < lim && p.W < lim && p.OH * p.stride_h + p.pad_h < lim &&
-         p.OW * p.stride_w + p.pad_w < lim && p.KH * p.dil_h < lim && p.KW * p.dil_w < lim &&
-         p.C * p.KH * p.KW < lim;
-}
-
 }  // namespace gpukern
