@@ -134,4 +134,56 @@ __global__ void __launch_bounds__(kThreads)
 }  // namespace
 }  // namespace conv
 
+at::Tensor im2col_rows(const ConvProblem& p, const at::Tensor& x4, int64_t k_multiple) {
+  constexpr const char* op = "conv";
+  const int64_t es = x4.element_size();
+  GK_CHECK(es == 2 || es == 4, op, "im2col: unsupported element size ", es);
+  const int64_t vec = 16 / es;
+  GK_CHECK(k_multiple == vec, op, "im2col: k_multiple ", k_multiple, " is not 16 bytes (", vec,
+           " elements)");
+  GK_CHECK(im2col_fits(p, es), op, "im2col: the problem is outside the stem kernel's limits");
+  conv::Im2colParams a{};
+  a.N = static_cast<int>(p.N);
+  a.C = static_cast<int>(p.C);
+  a.H = static_cast<int>(p.H);
+  a.W = static_cast<int>(p.W);
+  a.KH = static_cast<int>(p.KH);
+  a.KW = static_cast<int>(p.KW);
+  a.OH = static_cast<int>(p.OH);
+  a.OW = static_cast<int>(p.OW);
+  a.stride_h = static_cast<int>(p.stride_h);
+  a.stride_w = static_cast<int>(p.stride_w);
+  a.pad_h = static_cast<int>(p.pad_h);
+  a.pad_w = static_cast<int>(p.pad_w);
+  a.dil_h = static_cast<int>(p.dil_h);
+  a.dil_w = static_cast<int>(p.dil_w);
+  a.x_sn = x4.stride(0);
+  a.x_sc = x4.stride(1);
+  a.x_sh = x4.stride(2);
+  a.x_sw = x4.stride(3);
+  a.K = static_cast<int>(p.C * p.KH * p.KW);
+  a.Kp = static_cast<int>((a.K + k_multiple - 1) / k_multiple * k_multiple);
+  a.M = p.N * p.OH * p.OW;
+  a.pitch = static_cast<int>(a.Kp + 4 / es);  // one more 4-byte word per staged row
+  at::Tensor out = at::empty({a.M, a.Kp}, x4.options().memory_format(at::MemoryFormat::Contiguous));
+  if (out.numel() == 0) return out;
+  const int64_t smem = conv::im2col_smem_bytes(a.Kp, es);
+  GK_CHECK(smem <= conv::kMaxSmemBytes, op, "im2col: patch rows of ", a.Kp,
+           " elements exceed the staging tile (the stem rule keeps C below 16 bytes of channels)");
+  a.tiles = (a.M + conv::kTileRows - 1) / conv::kTileRows;
+  const cudaStream_t stream = at::cuda::getCurrentCUDAStream(x4.device().index()).stream();
+  const dim3 grid = checked_grid(op, std::min(a.tiles, conv::kMaxBlocks));
+  if (es == 2) {
+    conv::im2col_rows_kernel<uint16_t><<<grid, conv::kThreads, smem, stream>>>(
+        static_cast<const uint16_t*>(x4.const_data_ptr()), static_cast<uint16_t*>(out.data_ptr()),
+        a);
+  } else {
+    conv::im2col_rows_kernel<uint32_t><<<grid, conv::kThreads, smem, stream>>>(
+        static_cast<const uint32_t*>(x4.const_data_ptr()), static_cast<uint32_t*>(out.data_ptr()),
+        a);
+  }
+  GK_CHECK_LAUNCH();
+  return out;
+}
+
 }  // namespace gpukern
