@@ -356,9 +356,10 @@ CONFIG_RULE = [
     ((16, 512, 7, 7, 512, 3, 1, 1), "small_64x64"),      # 28 tiles of 128x128: a fifth of the SMs
     ((16, 512, 14, 14, 512, 3, 2, 1), "small_64x64"),    # stride 2 to 7x7: the same grid
     ((16, 64, 56, 56, 64, 3, 1, 1), "small_64x64"),      # O = 64
-    ((16, 256, 14, 14, 256, 3, 1, 1), "large_128x128"),  # 50 tiles
+    ((16, 256, 14, 14, 256, 3, 1, 1), "medium_64x128"),  # 50 tiles: under half the SMs
+    ((16, 256, 28, 28, 256, 3, 2, 1), "medium_64x128"),  # stride 2 to 14x14
     ((16, 128, 56, 56, 128, 3, 2, 1), "large_128x128"),  # 98 tiles
-    ((1, 16, 8, 8, 16, 3, 0, 0), "small_64x64"),         # 36 output pixels (padding 0, stride 1)
+    ((1, 16, 8, 8, 16, 3, 1, 0), "small_64x64"),         # 36 output pixels
     ((16, 256, 28, 28, 512, 1, 1, 0), "gemm_1x1"),
     ((16, 3, 224, 224, 64, 7, 2, 3), "stem_im2col_gemm"),
 ]
@@ -371,14 +372,14 @@ def test_bucket_rule(dtype, monkeypatch):
         x = torch.empty(n, c, h, wd, device="meta", dtype=dtype)
         w = torch.empty(o, c, k, k, device="meta", dtype=dtype)
         got = torch.ops.gpukern._igemm_config_conv2d(x, w, [stride] * 2, [padding] * 2, [1, 1])
-        if want.startswith(("small", "large")) and torch.cuda.get_device_properties(
+        if want.startswith(("small", "medium", "large")) and torch.cuda.get_device_properties(
                 0).multi_processor_count != 132:
             continue  # the tile rule counts this GPU's SMs
         assert got == want, ((n, c, h, wd, o, k, stride, padding), got)
-    monkeypatch.setenv("GPUKERN_IGEMM_CONFIG", "medium")
-    x = torch.empty(16, 256, 14, 14, device="meta", dtype=dtype)
-    w = torch.empty(256, 256, 3, 3, device="meta", dtype=dtype)
-    assert torch.ops.gpukern._igemm_config_conv2d(x, w, [1, 1], [1, 1], [1, 1]) == "medium_64x128"
+    monkeypatch.setenv("GPUKERN_IGEMM_CONFIG", "large")
+    x = torch.empty(16, 512, 7, 7, device="meta", dtype=dtype)
+    w = torch.empty(512, 512, 3, 3, device="meta", dtype=dtype)
+    assert torch.ops.gpukern._igemm_config_conv2d(x, w, [1, 1], [1, 1], [1, 1]) == "large_128x128"
 
 
 def test_fused_epilogue_each_config(monkeypatch):

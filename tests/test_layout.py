@@ -100,6 +100,19 @@ def test_to_nhwc_views(dtype, c_multiple):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("c_multiple", [1, 4, 8])
+def test_to_nhwc_small_planes(dtype, c_multiple):
+    """Planes under 32 pixels (filters [O, C, KH, KW] to OHWI): the per-chunk transpose, with
+    channel counts across chunk boundaries, padded channels, and a channel slice (sc != HW)."""
+    for shape in [(64, 512, 3, 3), (5, 33, 1, 1), (3, 67, 5, 5), (2, 96, 1, 7), (4, 31, 2, 2),
+                  (1, 1, 3, 3)]:
+        _check_to_nhwc(_data(*shape, dtype=dtype), c_multiple)
+    base = _data(6, 80, 3, 3, dtype=dtype)
+    _check_to_nhwc(base[:, 5:70], c_multiple)  # sc = 9, sn = 720
+    _check_to_nhwc(base[::2, 1:40], c_multiple)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
 def test_to_nhwc_channels_last_multiple_is_a_new_tensor(dtype):
     x = _data(2, 16, 9, 9, dtype=dtype).contiguous(memory_format=torch.channels_last)
     y = _check_to_nhwc(x, 8)

@@ -62,16 +62,20 @@ int64_t sm_count() {
   return at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
 }
 
-// The shape bucket. small (64x64 tiles) for tiny GEMMs (M = N * OH * OW <= 64, e.g.
-// squeeze-excitation 1x1s over 1x1 planes), for O <= 64 (half of a 128-wide N tile would be
-// padding) and for grids of at most a quarter of the SMs in 128x128 tiles (the 3x3 layers at 7x7:
-// the 64x64 grid has 4x the CTAs); large (128x128) otherwise. Measured on an H200
-// (benchmarks/igemm_layers.py, batch 16, us, large / small / torch's best): ResNet-50's 3x3
-// 512->512 at 7x7, bf16 channels_last, 25.6 / 14.4 / 16.1, its stride-2 twin 25.6 / 13.7 / 16.5,
-// fp32 46.8 / 24.4 / 22.9; 3x3 64->64 at 56x56 bf16 27.3 / 23.3 / 22.2, fp32 46.2 / 33.7 / 34.7;
-// large stays ahead where its grid fills the GPU (3x3 s2 128->128 to 28x28: 12.1 / 17.2; 3x3
-// 256->256 at 14x14, 50 tiles: 15.6 / 16.9). GPUKERN_IGEMM_CONFIG=large|small|medium in the
-// environment overrides it (benchmarks; read on every call).
+// The shape bucket, by the number of 128x128 output tiles against the SMs: small (64x64 tiles)
+// for tiny GEMMs (M = N * OH * OW <= 64, e.g. squeeze-excitation 1x1s over 1x1 planes), for
+// O <= 64 (half of a 128-wide N tile would be padding) and for grids of at most a quarter of the
+// SMs in 128x128 tiles; medium (64x128) for grids of at most half of them (its grid, twice the
+// tiles, still one wave); large (128x128) otherwise. Measured on an H200
+// (benchmarks/igemm_layers.py, batch 16, us, large / small / medium / torch's best):
+// - ResNet-50's 3x3 512->512 at 7x7 (28 tiles), bf16 channels_last, 26.0 / 15.4 / 15.4 / 17.0,
+//   its stride-2 twin 25.8 / 14.1 / 15.5 / 16.0;
+// - 3x3 256->256 at 14x14 (50 tiles) 15.9 / 16.8 / 11.0 / 15.2, fp32 26.2 / 27.6 / 16.0 / 20.7;
+// - 3x3 64->64 at 56x56 (O = 64) 26.8 / 23.1 / 38.9 / 22.3;
+// - large ahead from 98 tiles: 3x3 s2 128->128 to 28x28 12.3 / 17.2 / 13.1, ConvNeXt's 2x2 s2
+//   96->192 (196 tiles) 15.8 / 20.1 / 18.6.
+// GPUKERN_IGEMM_CONFIG=large|small|medium in the environment overrides it (benchmarks; read on
+// every call).
 IgemmBucket bucket_of(const ConvProblem& p) {
   if (const char* env = std::getenv("GPUKERN_IGEMM_CONFIG")) {
     if (std::strcmp(env, "large") == 0) return IgemmBucket::kLarge;
@@ -81,7 +85,9 @@ IgemmBucket bucket_of(const ConvProblem& p) {
   const int64_t M = p.N * p.OH * p.OW;
   if (M <= kSmallGemmRows || p.O <= 64) return IgemmBucket::kSmall;
   const int64_t tiles = ((M + 127) / 128) * ((p.O + 127) / 128);
-  return 4 * tiles <= sm_count() ? IgemmBucket::kSmall : IgemmBucket::kLarge;
+  const int64_t sms = sm_count();
+  if (4 * tiles <= sms) return IgemmBucket::kSmall;
+  return 2 * tiles <= sms ? IgemmBucket::kMedium : IgemmBucket::kLarge;
 }
 
 // The problem's GEMM sizes in int32 and its paddings after the input, with x, w, y as packed
