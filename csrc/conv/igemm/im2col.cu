@@ -12,6 +12,7 @@
 
 #include "core/checks.h"
 #include "core/launch.cuh"
+#include "device/fastdiv.cuh"
 
 namespace gpukern {
 namespace conv {
@@ -21,8 +22,6 @@ constexpr int kThreads = 256;
 constexpr int64_t kMaxBlocks = int64_t{1} << 20;  // grid-stride beyond
 constexpr int kTileRows = 64;                      // patch rows (output pixels) per tile
 constexpr int kMaxSmemBytes = 48 * 1024;           // the tile's staging, static launch limit
-template <typename E>
-constexpr int kPerWord = static_cast<int>(4 / sizeof(E));
 
 struct Im2colParams {
   int N, C, H, W, KH, KW, OH, OW;
@@ -32,14 +31,17 @@ struct Im2colParams {
   int64_t M;       // patch rows
   int64_t tiles;   // ceil(M / kTileRows)
   int pitch;       // staged row pitch in elements: Kp plus one 4-byte word (bank spread)
+  int words_per_row;  // Kp in 4-byte words
+  FastDiv div_row;    // by words_per_row
 };
 
 // Shared memory of one block: the staged tile, then the column table: per k, the (r, s) tap's
 // row / column displacement and the input offset of its (c, r, s) element (64 bits as two words),
 // one 16-byte entry read by one broadcast load. Padding columns (k >= K) get a displacement no
 // window reaches, so they read as zeros without a separate test.
-struct ColEntry {
-  int dh, dw, off_lo, off_hi;
+struct alignas(16) ColEntry {
+  int dh, dw;
+  int64_t off;
 };
 __host__ __device__ inline int64_t im2col_tile_bytes(int64_t kp, int64_t elem_size) {
   return (kTileRows * (kp + 4 / elem_size) * elem_size + 15) / 16 * 16;
@@ -70,7 +72,7 @@ __global__ void __launch_bounds__(kThreads)
   ColEntry* col = reinterpret_cast<ColEntry*>(smem_raw + im2col_tile_bytes(a.Kp, sizeof(E)));
   const int taps = a.KH * a.KW;
   for (int k = threadIdx.x; k < a.Kp; k += kThreads) {
-    ColEntry e{kOutside, kOutside, 0, 0};
+    ColEntry e{kOutside, kOutside, 0};
     if (k < a.K) {
       const int c = k / taps;
       const int rs = k - c * taps;
@@ -78,10 +80,8 @@ __global__ void __launch_bounds__(kThreads)
       const int s = rs - r * a.KW;
       e.dh = r * a.dil_h;
       e.dw = s * a.dil_w;
-      const int64_t off = c * a.x_sc + static_cast<int64_t>(r) * a.dil_h * a.x_sh +
-                          static_cast<int64_t>(s) * a.dil_w * a.x_sw;
-      e.off_lo = static_cast<int>(static_cast<uint32_t>(static_cast<uint64_t>(off)));
-      e.off_hi = static_cast<int>(off >> 32);
+      e.off = c * a.x_sc + static_cast<int64_t>(r) * a.dil_h * a.x_sh +
+              static_cast<int64_t>(s) * a.dil_w * a.x_sw;
     }
     col[k] = e;
   }
@@ -108,28 +108,23 @@ __global__ void __launch_bounds__(kThreads)
     // Phase 1: element (row i, column k), the tile's rows across a warp.
 #pragma unroll 4
     for (int k = k0; k < a.Kp; k += kColStep) {
-      const int4 c = *reinterpret_cast<const int4*>(col + k);
-      const int ih = rih + c.x;
-      const int iw = riw + c.y;
+      const ColEntry c = col[k];
+      const int ih = rih + c.dh;
+      const int iw = riw + c.dw;
       E val = 0;
       if (static_cast<unsigned>(ih) < static_cast<unsigned>(a.H) &&
           static_cast<unsigned>(iw) < static_cast<unsigned>(a.W)) {
-        const int64_t off = (static_cast<int64_t>(c.w) << 32) |
-                            static_cast<int64_t>(static_cast<uint32_t>(c.z));
-        val = x[roff + off];
+        val = x[roff + c.off];
       }
       my_row[k] = val;
     }
     __syncthreads();
-    // Phase 2: the tile's rows are contiguous in the output (rows of Kp elements).
-    const int words_per_row = a.Kp / kPerWord<E>;
-    const int words = rows * words_per_row;
+    // Phase 2: the tile's rows are contiguous in the output (rows of Kp elements). Output word
+    // w (row r = w / words_per_row) is staged word w + r: each staged row is one word longer.
+    const int words = rows * a.words_per_row;
     uint32_t* dst = reinterpret_cast<uint32_t*>(out + m0 * a.Kp);
-    for (int w = threadIdx.x; w < words; w += kThreads) {
-      const int r = w / words_per_row;
-      const int kw = w - r * words_per_row;
-      dst[w] = *reinterpret_cast<const uint32_t*>(tile + r * a.pitch + kw * kPerWord<E>);
-    }
+    const uint32_t* src = reinterpret_cast<const uint32_t*>(tile);
+    for (int w = threadIdx.x; w < words; w += kThreads) dst[w] = src[w + a.div_row.div(w)];
     __syncthreads();
   }
 }
@@ -168,6 +163,8 @@ at::Tensor im2col_rows(const ConvProblem& p, const at::Tensor& x4, int64_t k_mul
   a.Kp = static_cast<int>((a.K + k_multiple - 1) / k_multiple * k_multiple);
   a.M = p.N * p.OH * p.OW;
   a.pitch = static_cast<int>(a.Kp + 4 / es);  // one more 4-byte word per staged row
+  a.words_per_row = static_cast<int>(a.Kp * es / 4);
+  a.div_row = FastDiv(static_cast<uint32_t>(a.words_per_row));
   at::Tensor out = at::empty({a.M, a.Kp}, x4.options().memory_format(at::MemoryFormat::Contiguous));
   if (out.numel() == 0) return out;
   const int64_t smem = conv::im2col_smem_bytes(a.Kp, es);
