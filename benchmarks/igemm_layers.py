@@ -6,9 +6,9 @@ Method (docs/performance.md): each output is verified first (norm-relative error
 reference with TF32 off); single calls between CUDA events, median of 30, L2 flushed by reading a
 256 MiB buffer before each; layers under 40 us are re-timed as 100 calls replayed from a CUDA graph
 (the graph column). TFLOP/s = 2 * N * O * OH * OW * C * KH * KW / time. The bf16 dense peak is a
-cuBLAS 8192^3 bf16 matmul measured in the same run. The three tile configurations (large
-128x128, small 64x64, medium 64x128) are timed, forced through GPUKERN_IGEMM_CONFIG; "auto" is
-the one the rule picks (the best of the three is the "gpukern" column; the rule's miss shows when
+cuBLAS 8192^3 bf16 matmul measured in the same run. The four tile configurations (large
+128x128, small 64x64, medium 64x128, narrow 128x64) are timed, forced through GPUKERN_IGEMM_CONFIG; "auto" is
+the one the rule picks (the best of the four is the "gpukern" column; the rule's miss shows when
 they differ).
 1x1 stride-1 layers run as GEMMs; their row also gives the implicit-GEMM conv kernel's time
 (GPUKERN_IGEMM_GEMM=0), the measurement behind that choice.
@@ -107,7 +107,7 @@ def run_layer(layer, dtype, channels_last):
     torch.backends.cudnn.allow_tf32 = tf32
     per_config, errs, ok = {}, [], True
     pointwise = (k == 1 if one_d else k == (1, 1)) and stride == 1 and padding == 0
-    configs = ("large", "small", "medium", "auto") + (("conv",) if pointwise else ())
+    configs = ("large", "small", "medium", "narrow", "auto") + (("conv",) if pointwise else ())
     with torch_ops.force_algorithm(family, "igemm"):
         for cfg in configs:
             # "conv": a 1x1 layer through the implicit-GEMM conv kernel instead of the GEMM
@@ -124,7 +124,7 @@ def run_layer(layer, dtype, channels_last):
     os.environ.pop("GPUKERN_IGEMM_CONFIG", None)
     os.environ.pop("GPUKERN_IGEMM_GEMM", None)
     err = max(errs)
-    best = min(("large", "small", "medium"), key=lambda c: per_config[c][0])
+    best = min(("large", "small", "medium", "narrow"), key=lambda c: per_config[c][0])
     t_ours, how_ours = per_config[best]
     torch_ms = []
     for bench in (False, True):
@@ -150,6 +150,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--json", help="write the rows and the peak here")
     ap.add_argument("--quick", action="store_true", help="bf16 channels_last only")
+    ap.add_argument("--layers", nargs="+", help="only the layers whose name contains one of these")
     args = ap.parse_args()
     if not torch.cuda.is_available() or not torch.ops.gpukern._has_igemm():
         sys.exit("needs a CUDA GPU and a build with the igemm path (torch.ops.gpukern._has_igemm())")
@@ -157,7 +158,7 @@ def main():
     gpu = torch.cuda.get_device_name()
     peak = bf16_peak()
     print(f"# igemm layers on {gpu}; bf16 dense peak (cuBLAS 8192^3 bf16 matmul): {peak:.0f} TFLOP/s")
-    print("| layer | dtype | format | ok (max rel err) | large / small / medium / auto us | torch best us "
+    print("| layer | dtype | format | ok (max rel err) | large / small / medium / narrow / auto us | torch best us "
           "| speedup (best cfg) | auto speedup | gpukern TFLOP/s (% bf16 peak) | torch TFLOP/s |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     rows = []
@@ -165,6 +166,8 @@ def main():
         (torch.bfloat16, True), (torch.bfloat16, False), (torch.float32, True),
         (torch.float32, False)]
     for layer in LAYERS:
+        if args.layers and not any(k in layer[0] for k in args.layers):
+            continue
         one_d = not isinstance(layer[3], tuple)
         for dtype, cl in combos:
             if one_d and not cl:
@@ -178,7 +181,7 @@ def main():
             print(f"| {r['layer']} | {r['dtype']} | {r['format']} | "
                   f"{'yes' if r['ok'] else 'NO'} ({r['rel_err']:.1e}) | "
                   + " / ".join(f"{r['config_ms'][c] * 1e3:.1f}"
-                               for c in ("large", "small", "medium", "auto"))
+                               for c in ("large", "small", "medium", "narrow", "auto"))
                   + (f" (conv kernel {r['config_ms']['conv'] * 1e3:.1f})"
                      if "conv" in r["config_ms"] else "")
                   + f"{' (graph)' if r['ours_method'] == 'graph' else ''} | "

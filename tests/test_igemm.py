@@ -46,7 +46,7 @@ pytestmark = [pytest.mark.cuda, pytest.mark.skipif(_STATE is not None, reason=st
 DTYPES = [torch.bfloat16, torch.float16, torch.float32]
 # The conv kernel's tile configurations (csrc/conv/igemm/config.h), forced through
 # GPUKERN_IGEMM_CONFIG; test_bucket_rule checks the automatic choice.
-CONFIGS = ["large", "small", "medium"]
+CONFIGS = ["large", "small", "medium", "narrow"]
 
 
 @pytest.fixture(params=CONFIGS)

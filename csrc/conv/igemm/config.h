@@ -65,15 +65,18 @@ struct IgemmKernel {
 // The configurations, named by the shape bucket they serve (igemm.cpp bucket_of has the rule and
 // its measurements): "large", a 128x128 output tile (M x N); "small", 64x64 (tiny GEMMs, O <= 64,
 // and grids of a quarter of the SMs or fewer in 128x128 tiles); "medium", 64x128 (grids of half
-// the SMs or fewer). All take a K step of 128 bytes of operand (64
+// the SMs or fewer); "narrow", 128x64 (forced by name only: the candidate for O <= 64). All take a K step of 128 bytes of operand (64
 // 16-bit or 32 fp32 elements), cluster 1x1x1 and the non-persistent warp-specialised schedule
 // (CUTLASS 4.2 disables the persistent ones for conv). Defined in igemm_<dtype>.cu.
-enum class IgemmBucket { kLarge = 0, kSmall = 1, kMedium = 2 };
+enum class IgemmBucket { kLarge = 0, kSmall = 1, kMedium = 2, kNarrow = 3 };
 
 #ifdef GPUKERN_WITH_CUTLASS
-extern const IgemmKernel kIgemmBf16Large, kIgemmBf16Small, kIgemmBf16Medium;  // igemm_bf16.cu
-extern const IgemmKernel kIgemmF16Large, kIgemmF16Small, kIgemmF16Medium;     // igemm_f16.cu
-extern const IgemmKernel kIgemmTf32Large, kIgemmTf32Small, kIgemmTf32Medium;  // igemm_tf32.cu
+extern const IgemmKernel kIgemmBf16Large, kIgemmBf16Small, kIgemmBf16Medium,
+    kIgemmBf16Narrow;  // igemm_bf16.cu
+extern const IgemmKernel kIgemmF16Large, kIgemmF16Small, kIgemmF16Medium,
+    kIgemmF16Narrow;  // igemm_f16.cu
+extern const IgemmKernel kIgemmTf32Large, kIgemmTf32Small, kIgemmTf32Medium,
+    kIgemmTf32Narrow;  // igemm_tf32.cu
 #endif
 
 // ---- 1x1 convolutions as plain GEMMs (conv/igemm/gemm_<dtype>.cu) ----------------------------

@@ -48,11 +48,14 @@ constexpr int64_t kSmallGemmRows = 64;
 constexpr int64_t kQuerySmCount = 132;
 
 const IgemmKernel& kernel_for(IgemmDtype d, IgemmBucket b) {
-  const int i = static_cast<int>(b);  // kLarge, kSmall, kMedium
-  static const IgemmKernel* const table[3][3] = {
-      {&conv::kIgemmBf16Large, &conv::kIgemmBf16Small, &conv::kIgemmBf16Medium},
-      {&conv::kIgemmF16Large, &conv::kIgemmF16Small, &conv::kIgemmF16Medium},
-      {&conv::kIgemmTf32Large, &conv::kIgemmTf32Small, &conv::kIgemmTf32Medium}};
+  const int i = static_cast<int>(b);  // kLarge, kSmall, kMedium, kNarrow
+  static const IgemmKernel* const table[3][4] = {
+      {&conv::kIgemmBf16Large, &conv::kIgemmBf16Small, &conv::kIgemmBf16Medium,
+       &conv::kIgemmBf16Narrow},
+      {&conv::kIgemmF16Large, &conv::kIgemmF16Small, &conv::kIgemmF16Medium,
+       &conv::kIgemmF16Narrow},
+      {&conv::kIgemmTf32Large, &conv::kIgemmTf32Small, &conv::kIgemmTf32Medium,
+       &conv::kIgemmTf32Narrow}};
   const int row = d == IgemmDtype::kBf16 ? 0 : d == IgemmDtype::kF16 ? 1 : 2;
   return *table[row][i];
 }
@@ -74,13 +77,14 @@ int64_t sm_count() {
 // - 3x3 64->64 at 56x56 (O = 64) 26.8 / 23.1 / 38.9 / 22.3;
 // - large ahead from 98 tiles: 3x3 s2 128->128 to 28x28 12.3 / 17.2 / 13.1, ConvNeXt's 2x2 s2
 //   96->192 (196 tiles) 15.8 / 20.1 / 18.6.
-// GPUKERN_IGEMM_CONFIG=large|small|medium in the environment overrides it (benchmarks; read on
-// every call).
+// GPUKERN_IGEMM_CONFIG=large|small|medium|narrow in the environment overrides it (benchmarks;
+// read on every call).
 IgemmBucket bucket_of(const ConvProblem& p) {
   if (const char* env = std::getenv("GPUKERN_IGEMM_CONFIG")) {
     if (std::strcmp(env, "large") == 0) return IgemmBucket::kLarge;
     if (std::strcmp(env, "small") == 0) return IgemmBucket::kSmall;
     if (std::strcmp(env, "medium") == 0) return IgemmBucket::kMedium;
+    if (std::strcmp(env, "narrow") == 0) return IgemmBucket::kNarrow;
   }
   const int64_t M = p.N * p.OH * p.OW;
   if (M <= kSmallGemmRows || p.O <= 64) return IgemmBucket::kSmall;
@@ -509,6 +513,7 @@ std::string igemm_config_name(const ConvProblem& p) {
   switch (bucket_of(p)) {
     case IgemmBucket::kSmall: return "small_64x64";
     case IgemmBucket::kMedium: return "medium_64x128";
+    case IgemmBucket::kNarrow: return "narrow_128x64";
     case IgemmBucket::kLarge: break;
   }
   return "large_128x128";

@@ -17,6 +17,8 @@ const IgemmKernel kIgemmBf16Small =
     igemm_kernel<IgemmConv<cutlass::bfloat16_t, 64, 64, 64>>("bf16_64x64x64", IgemmDtype::kBf16);
 const IgemmKernel kIgemmBf16Medium =
     igemm_kernel<IgemmConv<cutlass::bfloat16_t, 64, 128, 64>>("bf16_64x128x64", IgemmDtype::kBf16);
+const IgemmKernel kIgemmBf16Narrow =
+    igemm_kernel<IgemmConv<cutlass::bfloat16_t, 128, 64, 64>>("bf16_128x64x64", IgemmDtype::kBf16);
 
 }  // namespace conv
 }  // namespace gpukern

@@ -17,6 +17,8 @@ const IgemmKernel kIgemmF16Small =
     igemm_kernel<IgemmConv<cutlass::half_t, 64, 64, 64>>("f16_64x64x64", IgemmDtype::kF16);
 const IgemmKernel kIgemmF16Medium =
     igemm_kernel<IgemmConv<cutlass::half_t, 64, 128, 64>>("f16_64x128x64", IgemmDtype::kF16);
+const IgemmKernel kIgemmF16Narrow =
+    igemm_kernel<IgemmConv<cutlass::half_t, 128, 64, 64>>("f16_128x64x64", IgemmDtype::kF16);
 
 }  // namespace conv
 }  // namespace gpukern

@@ -17,6 +17,8 @@ const IgemmKernel kIgemmTf32Small =
     igemm_kernel<IgemmConv<float, 64, 64, 32>>("tf32_64x64x32", IgemmDtype::kTf32);
 const IgemmKernel kIgemmTf32Medium =
     igemm_kernel<IgemmConv<float, 64, 128, 32>>("tf32_64x128x32", IgemmDtype::kTf32);
+const IgemmKernel kIgemmTf32Narrow =
+    igemm_kernel<IgemmConv<float, 128, 64, 32>>("tf32_128x64x32", IgemmDtype::kTf32);
 
 }  // namespace conv
 }  // namespace gpukern
