@@ -355,7 +355,8 @@ def test_cuda_graph_capture(config):
 CONFIG_RULE = [
     ((16, 512, 7, 7, 512, 3, 1, 1), "small_64x64"),      # 28 tiles of 128x128: a fifth of the SMs
     ((16, 512, 14, 14, 512, 3, 2, 1), "small_64x64"),    # stride 2 to 7x7: the same grid
-    ((16, 64, 56, 56, 64, 3, 1, 1), "small_64x64"),      # O = 64
+    ((16, 64, 56, 56, 64, 3, 1, 1), "narrow_128x64"),    # O = 64
+    ((2, 64, 14, 14, 64, 3, 1, 1), "small_64x64"),       # O = 64, 4 tiles
     ((16, 256, 14, 14, 256, 3, 1, 1), "medium_64x128"),  # 50 tiles: under half the SMs
     ((16, 256, 28, 28, 256, 3, 2, 1), "medium_64x128"),  # stride 2 to 14x14
     ((16, 128, 56, 56, 128, 3, 2, 1), "large_128x128"),  # 98 tiles

@@ -63,9 +63,9 @@ struct IgemmKernel {
 };
 
 // The configurations, named by the shape bucket they serve (igemm.cpp bucket_of has the rule and
-// its measurements): "large", a 128x128 output tile (M x N); "small", 64x64 (tiny GEMMs, O <= 64,
-// and grids of a quarter of the SMs or fewer in 128x128 tiles); "medium", 64x128 (grids of half
-// the SMs or fewer); "narrow", 128x64 (forced by name only: the candidate for O <= 64). All take a K step of 128 bytes of operand (64
+// its measurements): "large", a 128x128 output tile (M x N); "small", 64x64 (tiny GEMMs and
+// grids of a quarter of the SMs or fewer in 128x128 tiles); "medium", 64x128 (grids of half
+// the SMs or fewer); "narrow", 128x64 (O <= 64). All take a K step of 128 bytes of operand (64
 // 16-bit or 32 fp32 elements), cluster 1x1x1 and the non-persistent warp-specialised schedule
 // (CUTLASS 4.2 disables the persistent ones for conv). Defined in igemm_<dtype>.cu.
 enum class IgemmBucket { kLarge = 0, kSmall = 1, kMedium = 2, kNarrow = 3 };

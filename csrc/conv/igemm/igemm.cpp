@@ -65,18 +65,23 @@ int64_t sm_count() {
   return at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
 }
 
-// The shape bucket, by the number of 128x128 output tiles against the SMs: small (64x64 tiles)
-// for tiny GEMMs (M = N * OH * OW <= 64, e.g. squeeze-excitation 1x1s over 1x1 planes), for
-// O <= 64 (half of a 128-wide N tile would be padding) and for grids of at most a quarter of the
-// SMs in 128x128 tiles; medium (64x128) for grids of at most half of them (its grid, twice the
-// tiles, still one wave); large (128x128) otherwise. Measured on an H200
-// (benchmarks/igemm_layers.py, batch 16, us, large / small / medium / torch's best):
-// - ResNet-50's 3x3 512->512 at 7x7 (28 tiles), bf16 channels_last, 26.0 / 15.4 / 15.4 / 17.0,
-//   its stride-2 twin 25.8 / 14.1 / 15.5 / 16.0;
-// - 3x3 256->256 at 14x14 (50 tiles) 15.9 / 16.8 / 11.0 / 15.2, fp32 26.2 / 27.6 / 16.0 / 20.7;
-// - 3x3 64->64 at 56x56 (O = 64) 26.8 / 23.1 / 38.9 / 22.3;
-// - large ahead from 98 tiles: 3x3 s2 128->128 to 28x28 12.3 / 17.2 / 13.1, ConvNeXt's 2x2 s2
-//   96->192 (196 tiles) 15.8 / 20.1 / 18.6.
+// The shape bucket, by the number of output tiles against the SMs:
+// - small (64x64 tiles): tiny GEMMs (M = N * OH * OW <= 64, e.g. squeeze-excitation 1x1s over 1x1
+//   planes) and grids of at most a quarter of the SMs in the tile the layer would otherwise take;
+// - narrow (128x64): O <= 64 (half of a 128-wide N tile would be padding);
+// - medium (64x128): grids of at most half of the SMs in 128x128 tiles (its own grid, twice the
+//   tiles, still one wave);
+// - large (128x128) otherwise.
+// Measured on an H200 (benchmarks/igemm_layers.py, batch 16, us, large / small / medium / narrow /
+// torch's best), bf16 channels_last unless said:
+// - ResNet-50's 3x3 64->64 at 56x56 (O = 64) 27.5 / 23.3 / 39.2 / 17.7 / 22.1, fp32 43.5 / 33.7 /
+//   61.7 / 25.9 / 34.9;
+// - 3x3 512->512 at 7x7 (28 tiles of 128x128) 26.3 / 13.7 / 15.5 / 16.7 / 16.6, its stride-2 twin
+//   26.2 / 14.4 / 15.6 / 16.4 / 16.0;
+// - 3x3 256->256 at 14x14 (50 tiles) 15.8 / 16.9 / 10.3 / 12.7 / 14.9, fp32 26.3 / 28.1 / 16.3 /
+//   22.6 / 20.3;
+// - large ahead from 98 tiles: 3x3 s2 128->128 to 28x28 12.3 / 17.2 / 13.3 / 15.7 / 17.0; 3x3
+//   256->256 at 56x56, batch 64, 380 / 735 / 475 / 605 / 453.
 // GPUKERN_IGEMM_CONFIG=large|small|medium|narrow in the environment overrides it (benchmarks;
 // read on every call).
 IgemmBucket bucket_of(const ConvProblem& p) {
@@ -87,10 +92,11 @@ IgemmBucket bucket_of(const ConvProblem& p) {
     if (std::strcmp(env, "narrow") == 0) return IgemmBucket::kNarrow;
   }
   const int64_t M = p.N * p.OH * p.OW;
-  if (M <= kSmallGemmRows || p.O <= 64) return IgemmBucket::kSmall;
-  const int64_t tiles = ((M + 127) / 128) * ((p.O + 127) / 128);
+  if (M <= kSmallGemmRows) return IgemmBucket::kSmall;
   const int64_t sms = sm_count();
+  const int64_t tiles = ((M + 127) / 128) * ((p.O + 127) / 128);
   if (4 * tiles <= sms) return IgemmBucket::kSmall;
+  if (p.O <= 64) return IgemmBucket::kNarrow;
   return 2 * tiles <= sms ? IgemmBucket::kMedium : IgemmBucket::kLarge;
 }
 

@@ -50,7 +50,7 @@ bool igemm_preferred(const ConvProblem& p);
 // The configuration igemm_run would use for p (conv/igemm/config.h): "gemm_1x1" (1x1 stride-1
 // layers with aligned channels as a GEMM), "stem_im2col_gemm" (C below the alignment: the stem's
 // explicit im2col + the GEMM), else the conv kernel's bucket, "large_128x128", "small_64x64" or
-// "medium_64x128" ("narrow_128x64" only when forced); "" when it cannot run.
+// "medium_64x128" or "narrow_128x64"; "" when it cannot run.
 // GPUKERN_IGEMM_CONFIG=large|small|medium|narrow in the environment forces the bucket
 // (benchmarks and tests).
 std::string igemm_config_name(const ConvProblem& p);
