@@ -433,8 +433,7 @@ bool run_stem_gemm(const ConvProblem& p, IgemmDtype d, const at::Tensor& x4,
   if (!v.ok) return false;
   const at::Tensor a = im2col_rows(p, x4, align);
   // The filter as [O, Kp] rows in the patches' (c, r, s) order, zeros past K.
-  at::Tensor w2 = at::zeros({p.O, Kp}, w4.options().memory_format(at::MemoryFormat::Contiguous));
-  w2.narrow(1, 0, K).copy_(w4.reshape({p.O, K}));
+  const at::Tensor w2 = filter_rows(w4, align);
   const auto ys = nhwc_strides(y4);
   const bool y_direct = ys && (*ys)[2] == p.O && uniform_rows(*ys, p.OH, p.OW);
   const at::Tensor yc =
