@@ -28,6 +28,7 @@
 #include <cstdint>
 #include <limits>
 
+#include "conv/igemm/cutlass_host.cuh"  // first: before any CUTLASS header
 #include "cutlass/cutlass.h"
 #include "cutlass/kernel_hardware_info.hpp"  // before the builders (sm100 headers use it)
 #include "cute/tensor.hpp"
@@ -39,6 +40,8 @@
 #include "cutlass/gemm/gemm.h"
 #include "cutlass/gemm/kernel/gemm_universal.hpp"
 #include "cutlass/numeric_types.h"
+#undef cuTensorMapEncodeTiled  // conv/igemm/cutlass_host.cuh
+#undef cuTensorMapEncodeIm2col
 
 #include "conv/igemm/config.h"
 #include "conv/igemm/epilogue.cuh"
@@ -225,13 +228,10 @@ struct IgemmGemm {
     return Op::get_workspace_size(arguments(p, IgemmBuffers{}));
   }
 
+  // Arguments built once; Params and the launch through conv/igemm/cutlass_host.cuh.
   static int run(const GemmProblem& p, const IgemmBuffers& b, void* stream) {
-    Op op;
-    const typename Op::Arguments args = arguments(p, b);
-    const auto s = static_cast<cudaStream_t>(stream);
-    cutlass::Status status = op.initialize(args, b.workspace, s);
-    if (status == cutlass::Status::kSuccess) status = op.run(s);
-    return status == cutlass::Status::kSuccess ? 0 : static_cast<int>(status);
+    return run_cutlass<Op, Kernel>(arguments(p, b), b.workspace, p.device,
+                                   static_cast<cudaStream_t>(stream));
   }
 };
 

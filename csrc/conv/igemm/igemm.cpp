@@ -10,6 +10,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <mutex>
+#include <unordered_map>
 
 #include "core/checks.h"
 
@@ -258,15 +260,75 @@ IgemmBuffers buffers(const at::Tensor& x, const at::Tensor& w, const at::Tensor&
   return b;
 }
 
-// Runs one kernel entry (IgemmKernel or GemmKernel) with its workspace from the caching
-// allocator, on the current stream.
+// CUTLASS's verdict on one problem for one kernel entry (IgemmKernel or GemmKernel), and the
+// workspace its run needs (when it can run).
+struct Verdict {
+  bool ok = false;
+  size_t workspace = 0;
+};
+
+// Every field of a problem (sizes, strides, device, SM count): the verdict's key.
+std::array<int64_t, 28> problem_fields(const IgemmProblem& p) {
+  return {p.N,        p.H,        p.W,        p.C,        p.O,     p.R,        p.S,
+          p.P,        p.Q,        p.pad_h,    p.pad_w,    p.pad_h_hi, p.pad_w_hi, p.stride_h,
+          p.stride_w, p.dil_h,    p.dil_w,    p.x_sn,     p.x_sh,  p.x_sw,     p.w_so,
+          p.w_sr,     p.w_ss,     p.y_sn,     p.y_sh,     p.y_sw,  p.device,   p.sm_count};
+}
+std::array<int64_t, 13> problem_fields(const GemmProblem& p) {
+  return {static_cast<int64_t>(p.form), p.M, p.N, p.K, p.L, p.a_ld, p.a_batch, p.b_ld,
+          p.b_batch, p.d_ld, p.d_batch, p.device, p.sm_count};
+}
+
+// k.can_implement(p) and k.workspace_bytes(p), remembered per (kernel, problem): each builds
+// CUTLASS's Arguments and runs its checks, and a call asked up to three times (the dispatch's
+// igemm_can_run, the 1x1 / stem GEMM's test, the launch), every call, though the answer depends
+// on nothing else (dummy pointers: the host side checks the real ones' alignment itself). Part
+// of the CUTLASS path's host time at batch 1 (45 us per call for ResNet's stem against torch's
+// 18 on an H100). Sizes and strides only, never data pointers; bounded (a workload of many
+// shapes, e.g. audio of every length, starts over every kMaxVerdicts problems); thread-safe.
 template <class Kernel, class Problem>
-void launch(const Kernel& k, const Problem& ip, IgemmBuffers b, const at::Tensor& like) {
-  GK_CHECK(k.can_implement(ip), "conv", "igemm: CUTLASS cannot implement this problem (",
-           k.name, ")");
+Verdict verdict(const Kernel& k, const Problem& p) {
+  constexpr size_t kMaxVerdicts = 4096;
+  using Fields = decltype(problem_fields(p));
+  struct Key {
+    const Kernel* kernel;
+    Fields fields;
+    bool operator==(const Key& o) const { return kernel == o.kernel && fields == o.fields; }
+  };
+  struct KeyHash {
+    size_t operator()(const Key& key) const {
+      size_t h = std::hash<const void*>{}(key.kernel);
+      for (int64_t f : key.fields) h = (h ^ std::hash<int64_t>{}(f)) * 0x100000001b3ull;
+      return h;
+    }
+  };
+  static std::mutex mu;
+  static std::unordered_map<Key, Verdict, KeyHash> cache;
+  const Key key{&k, problem_fields(p)};
+  {
+    const std::lock_guard<std::mutex> lock(mu);
+    const auto it = cache.find(key);
+    if (it != cache.end()) return it->second;
+  }
+  Verdict v;
+  v.ok = k.can_implement(p);
+  if (v.ok) v.workspace = k.workspace_bytes(p);
+  const std::lock_guard<std::mutex> lock(mu);
+  if (cache.size() >= kMaxVerdicts) cache.clear();
+  cache.emplace(key, v);
+  return v;
+}
+
+// Runs one kernel entry (IgemmKernel or GemmKernel) with its workspace from the caching
+// allocator, on the current stream; v: verdict(k, ip).
+template <class Kernel, class Problem>
+void launch(const Kernel& k, const Problem& ip, const Verdict& v, IgemmBuffers b,
+            const at::Tensor& like) {
+  GK_CHECK(v.ok, "conv", "igemm: CUTLASS cannot implement this problem (", k.name, ")");
   at::Tensor workspace;
-  if (const size_t bytes = k.workspace_bytes(ip)) {
-    workspace = at::empty({static_cast<int64_t>(bytes)}, like.options().dtype(at::kByte));
+  if (v.workspace != 0) {
+    workspace =
+        at::empty({static_cast<int64_t>(v.workspace)}, like.options().dtype(at::kByte));
     b.workspace = workspace.data_ptr();
   }
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream(like.device().index()).stream();
@@ -339,9 +401,10 @@ bool try_gemm(const ConvProblem& p, IgemmDtype d, GemmForm form, const at::Tenso
     gp.d_batch = p.N == 1 ? p.O * gp.d_ld : y4.stride(0);
   }
   const GemmKernel& k = gemm_kernel_for(d, form, gp.M, gp.N);
-  if (!k.can_implement(gp)) return false;
+  const Verdict v = verdict(k, gp);
+  if (!v.ok) return false;
   const at::Tensor rc = prepared_residual(res, y4);
-  launch(k, gp, buffers(x4, w2, bias, rc, y4, p.act), x4);
+  launch(k, gp, v, buffers(x4, w2, bias, rc, y4, p.act), x4);
   return true;
 }
 
@@ -366,18 +429,18 @@ bool run_stem_gemm(const ConvProblem& p, IgemmDtype d, const at::Tensor& x4,
   gp.b_ld = Kp;
   gp.d_ld = p.O;  // a packed channels_last output (or temporary)
   const GemmKernel& k = gemm_kernel_for(d, GemmForm::kNhwc, gp.M, gp.N);
-  if (!k.can_implement(gp)) return false;
+  const Verdict v = verdict(k, gp);
+  if (!v.ok) return false;
   const at::Tensor a = im2col_rows(p, x4, align);
   // The filter as [O, Kp] rows in the patches' (c, r, s) order, zeros past K.
-  at::Tensor w2 = at::zeros({p.O, Kp}, w4.options().memory_format(at::MemoryFormat::Contiguous));
-  w2.narrow(1, 0, K).copy_(w4.reshape({p.O, K}));
+  const at::Tensor w2 = filter_rows(w4, align);
   const auto ys = nhwc_strides(y4);
   const bool y_direct = ys && (*ys)[2] == p.O && uniform_rows(*ys, p.OH, p.OW);
   const at::Tensor yc =
       y_direct ? y4
                : at::empty(y4.sizes(), y4.options().memory_format(at::MemoryFormat::ChannelsLast));
   const at::Tensor rc = prepared_residual(residual, yc);
-  launch(k, gp, buffers(a, w2, bias, rc, yc, p.act), x4);
+  launch(k, gp, v, buffers(a, w2, bias, rc, yc, p.act), x4);
   if (!y_direct) nhwc_copy_to(yc, y4);
   return true;
 }
@@ -460,7 +523,7 @@ void run4(const ConvProblem& p, const at::Tensor& x4, const at::Tensor& w4,
   const at::Tensor rc = prepared_residual(residual, yc);
   ip.device = x4.device().index();
   ip.sm_count = at::cuda::getDeviceProperties(ip.device)->multiProcessorCount;
-  launch(k, ip, buffers(xc, wc, bc, rc, yc, p.act), x4);
+  launch(k, ip, verdict(k, ip), buffers(xc, wc, bc, rc, yc, p.act), x4);
   if (!y_direct) nhwc_copy_to(yc, y4);
 }
 
@@ -493,7 +556,7 @@ bool igemm_can_run(const ConvProblem& p, bool tf32_allowed) {
   ip.w_ss = ip.C;
   ip.w_sr = p.KW * ip.C;
   ip.w_so = p.KH * p.KW * ip.C;
-  return kernel_for(d, bucket_of(p)).can_implement(ip);
+  return verdict(kernel_for(d, bucket_of(p)), ip).ok;
 }
 
 bool igemm_can_run(const ConvProblem& p) {

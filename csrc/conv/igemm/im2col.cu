@@ -129,6 +129,34 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// out[o, k] = w[o, c, r, s] for k = (c * KH + r) * KW + s < K, 0 for K <= k < Kp: one thread per
+// output element (a stem filter: a few thousand elements).
+struct FilterParams {
+  int KH, KW, K, Kp;
+  int64_t w_so, w_sc, w_sh, w_sw;
+  int64_t total;  // O * Kp
+};
+
+template <typename E>
+__global__ void __launch_bounds__(kThreads)
+    filter_rows_kernel(const E* __restrict__ w, E* __restrict__ out, FilterParams a) {
+  const int taps = a.KH * a.KW;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(kThreads) + threadIdx.x; i < a.total;
+       i += static_cast<int64_t>(gridDim.x) * kThreads) {
+    const int64_t o = i / a.Kp;
+    const int k = static_cast<int>(i - o * a.Kp);
+    E val = 0;
+    if (k < a.K) {
+      const int c = k / taps;
+      const int rs = k - c * taps;
+      const int r = rs / a.KW;
+      const int s = rs - r * a.KW;
+      val = w[o * a.w_so + c * a.w_sc + r * a.w_sh + s * a.w_sw];
+    }
+    out[i] = val;
+  }
+}
+
 }  // namespace
 }  // namespace conv
 
@@ -180,6 +208,48 @@ at::Tensor im2col_rows(const ConvProblem& p, const at::Tensor& x4, int64_t k_mul
   } else {
     conv::im2col_rows_kernel<uint32_t><<<grid, conv::kThreads, smem, stream>>>(
         static_cast<const uint32_t*>(x4.const_data_ptr()), static_cast<uint32_t*>(out.data_ptr()),
+        a);
+  }
+  GK_CHECK_LAUNCH();
+  return out;
+}
+
+at::Tensor filter_rows(const at::Tensor& w4, int64_t k_multiple) {
+  constexpr const char* op = "conv";
+  const int64_t es = w4.element_size();
+  GK_CHECK(es == 2 || es == 4, op, "filter_rows: unsupported element size ", es);
+  GK_CHECK(k_multiple == 16 / es, op, "filter_rows: k_multiple ", k_multiple,
+           " is not 16 bytes (", 16 / es, " elements)");
+  const int64_t O = w4.size(0);
+  const int64_t K = w4.size(1) * w4.size(2) * w4.size(3);
+  const int64_t Kp = (K + k_multiple - 1) / k_multiple * k_multiple;
+  if (Kp == K && w4.is_contiguous() &&
+      reinterpret_cast<uintptr_t>(w4.const_data_ptr()) % 16 == 0) {
+    return w4.view({O, K});
+  }
+  GK_CHECK(K < (int64_t{1} << 28), op, "filter_rows: ", K, " filter taps x channels");
+  at::Tensor out = at::empty({O, Kp}, w4.options().memory_format(at::MemoryFormat::Contiguous));
+  if (out.numel() == 0) return out;
+  conv::FilterParams a{};
+  a.KH = static_cast<int>(w4.size(2));
+  a.KW = static_cast<int>(w4.size(3));
+  a.K = static_cast<int>(K);
+  a.Kp = static_cast<int>(Kp);
+  a.w_so = w4.stride(0);
+  a.w_sc = w4.stride(1);
+  a.w_sh = w4.stride(2);
+  a.w_sw = w4.stride(3);
+  a.total = O * Kp;
+  const cudaStream_t stream = at::cuda::getCurrentCUDAStream(w4.device().index()).stream();
+  const dim3 grid = checked_grid(
+      op, std::min((a.total + conv::kThreads - 1) / conv::kThreads, conv::kMaxBlocks));
+  if (es == 2) {
+    conv::filter_rows_kernel<uint16_t><<<grid, conv::kThreads, 0, stream>>>(
+        static_cast<const uint16_t*>(w4.const_data_ptr()), static_cast<uint16_t*>(out.data_ptr()),
+        a);
+  } else {
+    conv::filter_rows_kernel<uint32_t><<<grid, conv::kThreads, 0, stream>>>(
+        static_cast<const uint32_t*>(w4.const_data_ptr()), static_cast<uint32_t*>(out.data_ptr()),
         a);
   }
   GK_CHECK_LAUNCH();

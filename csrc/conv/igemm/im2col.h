@@ -24,6 +24,15 @@ namespace gpukern {
 // Requires im2col_fits(p, elem_size).
 at::Tensor im2col_rows(const ConvProblem& p, const at::Tensor& x4, int64_t k_multiple);
 
+// The stem's filter w4 [O, C, KH, KW] (any strides, x4's dtype) as the GEMM's [O, Kp] rows in
+// the patches' column order (k = (c * KH + r) * KW + s), zeros for k >= C * KH * KW: w4 itself
+// viewed [O, Kp] when it already is that matrix (contiguous, C * KH * KW a multiple of k_multiple,
+// 16-byte aligned: ConvNeXt's 4x4 3 -> 96 in 16-bit types), else a new contiguous tensor written
+// by one launch (at::zeros, a reshape and a narrowed copy_ were 2 launches and 4 ATen calls on
+// every stem call; the batch-1 stem was host-bound: 45 us per call against torch's 18 on an
+// H100). k_multiple: 16 bytes of elements.
+at::Tensor filter_rows(const at::Tensor& w4, int64_t k_multiple);
+
 // Whether the kernel takes p: rows of Kp = C * KH * KW elements (rounded up to 16 bytes) of
 // elem_size bytes fit its staging tile and index tables (64 rows, one 4-byte word of padding each,
 // 16 bytes of tables per column, 48 KB in all: Kp up to 328 16-bit or 172 fp32 elements), and the

@@ -8,7 +8,7 @@
 // compiled for sm_90a with -DGPUKERN_WITH_CUTLASS and define NDEBUG first (device asserts make
 // ptxas serialise the wgmma instructions, warning C7510).
 //
-// Contract (checked by can_implement, which the host side calls before every run):
+// Contract (checked by can_implement, whose verdict the host side consults before every run):
 // - x [N, H, W, C], w [O, R, S, C], y [N, P, Q, O], channels the unit-stride dim, every other
 //   stride and the base pointers 16-byte aligned (C and O multiples of 8 for 16-bit types, 4 for
 //   fp32); bias: O contiguous elements of the output type, 16-byte aligned, or nullptr.
@@ -20,6 +20,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "conv/igemm/cutlass_host.cuh"  // first: before any CUTLASS header
 #include "cutlass/cutlass.h"
 #include "cutlass/kernel_hardware_info.hpp"  // before the builders (sm100 headers use it)
 #include "cute/tensor.hpp"
@@ -30,6 +31,8 @@
 #include "cutlass/epilogue/collective/collective_builder.hpp"
 #include "cutlass/epilogue/fusion/operations.hpp"
 #include "cutlass/numeric_types.h"
+#undef cuTensorMapEncodeTiled  // conv/igemm/cutlass_host.cuh
+#undef cuTensorMapEncodeIm2col
 
 #include "conv/igemm/config.h"
 #include "conv/igemm/epilogue.cuh"
@@ -135,13 +138,10 @@ struct IgemmConv {
     return Op::get_workspace_size(arguments(p, IgemmBuffers{}));
   }
 
+  // Arguments built once; Params and the launch through conv/igemm/cutlass_host.cuh.
   static int run(const IgemmProblem& p, const IgemmBuffers& b, void* stream) {
-    Op op;
-    const typename Op::Arguments args = arguments(p, b);
-    const auto s = static_cast<cudaStream_t>(stream);
-    cutlass::Status status = op.initialize(args, b.workspace, s);
-    if (status == cutlass::Status::kSuccess) status = op.run(s);
-    return status == cutlass::Status::kSuccess ? 0 : static_cast<int>(status);
+    return run_cutlass<Op, Kernel>(arguments(p, b), b.workspace, p.device,
+                                   static_cast<cudaStream_t>(stream));
   }
 };
 
