@@ -13,9 +13,12 @@ fused blocks where no fused measurement exists). Per cell:
 
 - every row at least --margin (1.05) faster on gpukern: a gpukern rule for the whole cell;
 - every row below: a torch rule (documentation: unmatched calls run torch anyway);
-- mixed: the cell is split at one output plane size where one side holds only rows at least
-  --margin faster (gpukern for out_px >= t, or <= t, whichever covers more calls; both where both
-  exist), the rest of the cell torch; no clean split: torch.
+- mixed: the cell is split recursively (a small decision tree, at most MAX_DEPTH levels) on the
+  output plane size and the input and output channel counts, each split the one that puts the
+  most calls into a side whose rows are all at least --margin faster (else the one leaving the
+  fewest misplaced calls); every leaf whose rows are all that fast becomes a gpukern rule bounded
+  by its rows' ranges (the tightest box around them, so a shape between measured ones that fell
+  on different sides runs torch), the other leaves' rows one torch rule.
 
 The GPU arch is read from the census (its info.archs, e.g. sm_90a -> sm_90) unless --arch is
 given. --write replaces the block between "# BEGIN GENERATED RULES" and "# END GENERATED RULES"
@@ -71,9 +74,59 @@ def measurements(paths, arch=None):
 
 
 def _src(rows, files, what):
-    sp = [s for _, s, _ in rows]
+    sp = [p["speedup"] for p in rows]
     return (f"{'+'.join(sorted(files))}: {len(rows)} layer(s){what}, gpukern/torch "
             f"{min(sp):.2f}x-{max(sp):.2f}x")
+
+
+#: The features a cell is split on (rule_key's fields), and how deep the splits go.
+FEATURES = ("out_px", "in_ch", "out_ch")
+MAX_DEPTH = 3
+
+
+def _split(pts, margin):
+    """The best single split of a mixed region: (feature, threshold) such that the rows with
+    feature <= threshold and those above are separated, chosen to put the most fast calls into a
+    side holding only fast rows, else to make both sides purest (fewest slow calls among the
+    fast-majority side); None when no feature separates anything."""
+    best, best_score = None, None
+    for f in FEATURES:
+        values = sorted({p[f] for p in pts})
+        for t in values[:-1]:
+            sides = ([p for p in pts if p[f] <= t], [p for p in pts if p[f] > t])
+            pure = max((sum(p["count"] for p in side) for side in sides
+                        if all(p["speedup"] >= margin for p in side)), default=0)
+            mixed = sum(min(sum(p["count"] for p in side if p["speedup"] >= margin),
+                            sum(p["count"] for p in side if p["speedup"] < margin))
+                        for side in sides)
+            score = (pure, -mixed)
+            if best_score is None or score > best_score:
+                best, best_score = (f, t), score
+    return best
+
+
+def _leaves(pts, margin, depth=0):
+    """[(rows, all fast)] of a recursive split of pts (module docstring)."""
+    fast = [p for p in pts if p["speedup"] >= margin]
+    if len(fast) == len(pts) or not fast or depth == MAX_DEPTH:
+        return [(pts, len(fast) == len(pts))]
+    cut = _split(pts, margin)
+    if cut is None:
+        return [(pts, False)]
+    f, t = cut
+    return (_leaves([p for p in pts if p[f] <= t], margin, depth + 1)
+            + _leaves([p for p in pts if p[f] > t], margin, depth + 1))
+
+
+def _bounds(rows, whole):
+    """Inclusive (min, max) per feature over the leaf's rows, None where the leaf spans the
+    whole cell's range on that side (no bound needed)."""
+    out = {}
+    for f in FEATURES:
+        lo, hi = min(p[f] for p in rows), max(p[f] for p in rows)
+        out[f] = (None if lo == min(p[f] for p in whole) else lo,
+                  None if hi == max(p[f] for p in whole) else hi)
+    return out
 
 
 def derive(meas, margin=policy.MARGIN):
@@ -81,45 +134,49 @@ def derive(meas, margin=policy.MARGIN):
     cells = collections.OrderedDict()
     for key, speedup, count, name in meas:
         cell = tuple(key[k] for k in CELL)
-        cells.setdefault(cell, []).append((key["out_px"], speedup, count, name))
+        cells.setdefault(cell, []).append(
+            dict({f: key[f] for f in FEATURES}, speedup=speedup, count=count, file=name))
     rules = []
-    for cell, rows in sorted(cells.items(), key=lambda kv: tuple(str(v) for v in kv[0])):
+    for cell, pts in sorted(cells.items(), key=lambda kv: tuple(str(v) for v in kv[0])):
         c = dict(zip(CELL, cell))
-        files = {n for *_, n in rows}
-        pts = [(px, s, n) for px, s, n, _ in rows]
+        files = {p["file"] for p in pts}
 
-        def rule(path, lo, hi, source):
+        def rule(path, b, source):
             return policy.Rule(c["arch"], c["op"], c["kind"], c["stride"], c["dtype"],
-                               c["layout"], c["fused"], lo, hi, path, source)
-        fast = [p for p in pts if p[1] >= margin]
-        slow = [p for p in pts if p[1] < margin]
-        if not slow:
-            rules.append(rule("gpukern", None, None, _src(pts, files, "")))
+                               c["layout"], c["fused"], b["out_px"][0], b["out_px"][1], path,
+                               source, in_ch_min=b["in_ch"][0], in_ch_max=b["in_ch"][1],
+                               out_ch_min=b["out_ch"][0], out_ch_max=b["out_ch"][1])
+        nobounds = {f: (None, None) for f in FEATURES}
+        leaves = _leaves(pts, margin)
+        if len(leaves) == 1:
+            path = "gpukern" if leaves[0][1] else "torch"
+            rules.append(rule(path, nobounds, _src(pts, files, "")))
             continue
-        if not fast:
-            rules.append(rule("torch", None, None, _src(pts, files, "")))
-            continue
-        max_slow, min_slow = max(p[0] for p in slow), min(p[0] for p in slow)
-        above = [p for p in fast if p[0] > max_slow]
-        below = [p for p in fast if p[0] < min_slow]
-        if above:
-            lo = min(p[0] for p in above)
-            rules.append(rule("gpukern", lo, None, _src(above, files, f", out_px >= {lo}")))
-        if below:
-            hi = max(p[0] for p in below)
-            rules.append(rule("gpukern", None, hi, _src(below, files, f", out_px <= {hi}")))
-        rest = [p for p in pts if p not in above and p not in below]
-        rules.append(rule("torch", None, None, _src(rest, files, " (mixed; the rest)")))
+        rest = []
+        for rows, all_fast in leaves:
+            if not all_fast:
+                rest += rows
+                continue
+            b = _bounds(rows, pts)
+            what = "".join(
+                f", {f} {'>= ' + str(lo) if hi is None else '<= ' + str(hi) if lo is None else f'{lo}..{hi}'}"
+                for f, (lo, hi) in b.items() if (lo, hi) != (None, None))
+            rules.append(rule("gpukern", b, _src(rows, files, what)))
+        if rest:
+            rules.append(rule("torch", nobounds, _src(rest, files, " (mixed; the rest)")))
     return rules
 
 
 def render(rules):
     lines = ["RULES: List[Rule] = ["]
     for r in rules:
+        ch = "".join(f", {f}={getattr(r, f)!r}" for f in
+                     ("in_ch_min", "in_ch_max", "out_ch_min", "out_ch_max")
+                     if getattr(r, f) is not None)
         lines.append(f"    Rule({r.arch!r}, {r.op!r}, {r.kind!r}, {r.stride!r}, {r.dtype!r}, "
                      f"{r.layout!r}, {r.fused!r}, {r.out_px_min!r}, {r.out_px_max!r}, "
                      f"{r.path!r},")
-        lines.append(f"         {r.source!r}),")
+        lines.append(f"         {r.source!r}{ch}),")
     lines.append("]")
     return "\n".join(lines)
 

@@ -488,6 +488,43 @@ def test_channels_last_and_verbose(capsys):
     _close(out, ref)
 
 
+def test_channels_last_auto_leaves_cpu_models_and_validates():
+    model = _randomize_bn(tvm.resnet18(weights=None)).eval()
+    result = torch_ops.swap(model, cpu=True)  # channels_last="auto": CPU model, left alone
+    assert any("channels_last='auto'" in n and "not on a CUDA device" in n for n in result.notes)
+    assert result.model.get_submodule("layer1.0.conv1").weight.is_contiguous()
+    with pytest.raises(ValueError, match="channels_last='yes'"):
+        torch_ops.swap(copy.deepcopy(model), channels_last="yes")
+
+
+@CUDA_ONLY
+@pytest.mark.cuda
+def test_channels_last_auto_on_cuda():
+    """Dense-conv models move to channels_last on sm_80+ GPUs, depthwise-dominated ones do not;
+    values agree with the stock model either way."""
+    torch.manual_seed(0)
+    dense = _randomize_bn(tvm.resnet18(weights=None)).eval().cuda()
+    dw = nn.Sequential(*[nn.Conv2d(16, 16, 3, padding=1, groups=16) for _ in range(3)],
+                       nn.Conv2d(16, 8, 1)).eval().cuda()
+    big = torch.cuda.get_device_capability() >= (8, 0)
+    for model, x, expect in ((dense, torch.randn(2, 3, 64, 64, device="cuda"), big),
+                             (dw, torch.randn(2, 16, 20, 20, device="cuda"), False)):
+        with torch.inference_mode(), torch.backends.cudnn.flags(enabled=True, allow_tf32=False):
+            ref = model(x)
+        result = torch_ops.swap(copy.deepcopy(model))
+        note = [n for n in result.notes if n.startswith("channels_last='auto'")]
+        assert len(note) == 1 and ("moved to channels_last" in note[0]) == expect
+        seen = []
+        first = next(m for m in result.model.modules()
+                     if isinstance(m, (nn.Conv2d, FusedConv2d)))
+        h = first.register_forward_pre_hook(lambda m, a: seen.append(a[0]))
+        with torch.inference_mode():
+            out = result.model(x)
+        h.remove()
+        assert seen[0].is_contiguous(memory_format=torch.channels_last) == expect
+        _close(out, ref)
+
+
 def test_fused_module_cpu_kernels_and_torch_path_agree():
     torch.manual_seed(0)
     for nsp, cls in ((1, FusedConv1d), (2, FusedConv2d)):

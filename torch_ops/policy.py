@@ -64,7 +64,8 @@ class Rule:
 
     ``stride`` is ``"1"`` (every stride 1) or ``">1"``; ``layout`` is the input's
     (:func:`layout_of`); ``out_px`` bounds are on the output plane size per image and channel
-    (H_out x W_out, or L_out), inclusive; ``fused`` is True for a block running gpukern's fused
+    (H_out x W_out, or L_out), ``in_ch`` / ``out_ch`` bounds on the layer's input and output
+    channels, all inclusive; ``fused`` is True for a block running gpukern's fused
     op (conv + bias + residual + activation in one kernel), False for a plain convolution (and
     for a fused block on a build without the fused op, whose epilogue runs in torch)."""
 
@@ -79,6 +80,10 @@ class Rule:
     out_px_max: Optional[int]
     path: str
     source: str = ""
+    in_ch_min: Optional[int] = None
+    in_ch_max: Optional[int] = None
+    out_ch_min: Optional[int] = None
+    out_ch_max: Optional[int] = None
 
     def matches(self, key: Dict) -> bool:
         for field in ("arch", "op", "kind", "stride", "dtype", "layout"):
@@ -91,6 +96,10 @@ class Rule:
             return False
         if self.out_px_max is not None and key["out_px"] > self.out_px_max:
             return False
+        for field in ("in_ch", "out_ch"):
+            lo, hi = getattr(self, field + "_min"), getattr(self, field + "_max")
+            if (lo is not None and key[field] < lo) or (hi is not None and key[field] > hi):
+                return False
         return True
 
 
@@ -347,6 +356,7 @@ def rule_key(arch: str, op: str, in_channels: int, out_channels: int, groups: in
     return dict(arch=arch, op=op, kind=layer_kind(in_channels, out_channels, groups, kernel),
                 stride="1" if all(int(s) == 1 for s in stride) else ">1", dtype=dtype,
                 layout=layout_of(shape, strides), fused=bool(fused),
+                in_ch=int(in_channels), out_ch=int(out_channels),
                 out_px=out_plane(list(shape[-nsp:]), kernel, stride, padding, dilation))
 
 

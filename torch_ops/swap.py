@@ -28,7 +28,11 @@ What ``swap`` does, in order:
 4. ``channels_last=True`` converts the 4-D parameters and buffers of ``result.model`` (shared
    with ``model``) to ``torch.channels_last`` and registers a forward pre-hook on
    ``result.model`` converting its 4-D tensor inputs to channels_last (the hook's handle is kept;
-   ``restore`` removes it; the parameters stay channels_last). Default False.
+   ``restore`` removes it; the parameters stay channels_last). The default, ``"auto"``, does so
+   for a model on a tensor-core GPU (sm_80+) whose 2-D convolutions are at least half dense
+   (ResNet, MobileNet: their NHWC convolutions are faster in cuDNN and gpukern alike), and
+   leaves depthwise-dominated models (ConvNeXt), 1-D models and CPU models alone; a note says
+   which.
 5. ``example_inputs=(x, ...)`` runs ``result.model`` once on them under ``torch.inference_mode()``
    so every layer's decision for that signature is made (and, for ``"autotune"``, timed) now,
    before any ``torch.compile`` or CUDA graph capture; with it, residual adds whose operands
@@ -61,7 +65,7 @@ reason.
 """
 import dataclasses
 import warnings
-from typing import Callable, List, Optional, Tuple
+from typing import Callable, List, Optional, Tuple, Union
 
 import torch
 
@@ -207,10 +211,31 @@ def _channels_last_inputs(module, args, kwargs):
     return tuple(cl(a) for a in args), {k: cl(v) for k, v in kwargs.items()}
 
 
+def _auto_channels_last(model: torch.nn.Module) -> Tuple[bool, str]:
+    """(convert?, why) for swap's channels_last='auto' (see :func:`swap`)."""
+    from .nn import _FusedConvNd
+    convs = [m for m in model.modules()
+             if isinstance(m, torch.nn.Conv2d) or (isinstance(m, _FusedConvNd) and m._nsp == 2)]
+    if not convs:
+        return False, "no 2-D convolution: memory format left alone"
+    dense = sum(1 for m in convs if m.groups == 1 and m.in_channels > 4)
+    devices = {p.device for p in model.parameters()}
+    cuda = [d for d in devices if d.type == "cuda"]
+    if not cuda:
+        return False, "parameters not on a CUDA device: memory format left alone"
+    if min(torch.cuda.get_device_capability(d) for d in cuda) < (8, 0):
+        return False, "GPU without sm_80 tensor cores: memory format left alone"
+    if 2 * dense < len(convs):
+        return False, (f"{dense} of {len(convs)} 2-D convolutions dense (under half): memory "
+                       f"format left alone")
+    return True, (f"{dense} of {len(convs)} 2-D convolutions dense: model and 4-D inputs moved "
+                  f"to channels_last")
+
+
 def swap(model: torch.nn.Module,
          filter: Optional[Callable[[str, torch.nn.Module], bool]] = None,  # noqa: A002
          cpu: bool = False, *, fuse: bool = True, policy: str = "rules",
-         channels_last: bool = False, verbose: bool = False,
+         channels_last: Union[bool, str] = "auto", verbose: bool = False,
          example_inputs: Optional[tuple] = None) -> SwapResult:
     """Run ``model``'s convolutions on gpukern where that is faster, fusing Conv -> BatchNorm ->
     residual add -> activation blocks (module docstring: what happens, in order).
@@ -226,12 +251,22 @@ def swap(model: torch.nn.Module,
       accepts (the others are listed as skipped, "excluded by filter");
       ``filter=torch_ops.has_fast_path`` keeps only the layers gpukern has a specialised kernel
       for (depthwise with multiplier 1 or single-channel, stride 1).
-    - ``channels_last=True``: 4-D parameters and inputs of ``result.model`` in channels_last.
+    - ``channels_last``: ``True`` puts the 4-D parameters and inputs of ``result.model`` in
+      channels_last (a forward pre-hook converts 4-D inputs; values are unchanged, and the
+      model's own non-fused parameters are converted in place); ``False`` leaves the memory
+      format alone; ``"auto"`` (default) does it where tensor cores gain from it: the model's
+      parameters are on a CUDA GPU with tensor cores (sm_80+) and at least half of its 2-D
+      convolutions are dense (groups = 1, more than 4 input channels: ResNet's and MobileNet's
+      channel-mixing layers, which cuDNN and gpukern run faster over NHWC), else nothing.
+      ``result.notes`` says what was done.
     - ``example_inputs``: a tuple of inputs to run once after swapping (decisions made now).
     - ``verbose=True``: print the per-layer table (:meth:`SwapResult.table`).
 
     Returns a :class:`SwapResult`.
     """
+    if channels_last not in (True, False, "auto"):
+        raise ValueError(f"torch_ops.swap: channels_last={channels_last!r}; expected True, False "
+                         f"or 'auto'")
     if policy not in _policy.POLICIES:
         raise ValueError(f"torch_ops.swap: policy={policy!r}; expected one of "
                          f"{', '.join(_policy.POLICIES)}")
@@ -298,6 +333,9 @@ def swap(model: torch.nn.Module,
             _policy.register(module, policy, cpu)
             result.replaced.append((name, module))
 
+    if channels_last == "auto":
+        channels_last, why = _auto_channels_last(target)
+        result.notes.append(f"channels_last='auto': {why}")
     if channels_last:
         target.to(memory_format=torch.channels_last)
         result._hooks.append(target.register_forward_pre_hook(_channels_last_inputs,
