@@ -91,6 +91,8 @@ def main():
     p.add_argument("--formats", nargs="+", default=["contiguous", "channels_last"])
     p.add_argument("--batch", type=int, nargs="+", default=[16, 1])
     p.add_argument("--top", type=int, default=6)
+    p.add_argument("--compile", action="store_true",
+                   help="torch.compile (fullgraph) the stock and swapped models instead")
     a = p.parse_args()
     dev = "cuda"
     print(f"# {torch.cuda.get_device_name()}; wall = events around 30 unsynchronised calls; "
@@ -118,8 +120,12 @@ def main():
                         stock = copy.deepcopy(base).to(dt)
                         ref = _first(stock(*x)).float()
                         for vn, m in variants(stock, x):
-                            if m is None:
+                            if m is None or (a.compile and vn not in ("stock", "swap")):
                                 continue
+                            if a.compile:
+                                torch._dynamo.reset()
+                                m = torch.compile(m, fullgraph=True)
+                                vn += " compiled"
                             out = _first(m(*x)).float()
                             rel = ((out - ref).norm() / ref.norm().clamp_min(1e-30)).item()
                             ms = wall_ms(lambda: m(*x))
