@@ -44,11 +44,14 @@ def wall_ms(fn, reps=30, rounds=5):
     return statistics.median(out)
 
 
-def kernel_profile(fn, calls=5):
-    """(GPU kernel us per call, kernels per call, {kernel name: us per call})."""
+def kernel_profile(fn, calls=5, cpu=None):
+    """(GPU kernel us per call, kernels per call, {kernel name: us per call}); with a dict as
+    `cpu`, also fills it with {CPU op name: self CPU us per call}."""
     fn()
     torch.cuda.synchronize()
     acts = [torch.profiler.ProfilerActivity.CUDA]
+    if cpu is not None:
+        acts.append(torch.profiler.ProfilerActivity.CPU)
     with torch.profiler.profile(activities=acts) as prof:
         for _ in range(calls):
             fn()
@@ -56,6 +59,8 @@ def kernel_profile(fn, calls=5):
     per = collections.Counter()
     n = 0
     for e in prof.events():
+        if cpu is not None and e.device_type == torch.autograd.DeviceType.CPU:
+            cpu[e.name] = cpu.get(e.name, 0.0) + e.self_cpu_time_total / calls
         if e.device_type == torch.autograd.DeviceType.CUDA and e.device_time > 0:
             per[e.name] += e.device_time / calls
             n += 1
@@ -91,6 +96,8 @@ def main():
     p.add_argument("--formats", nargs="+", default=["contiguous", "channels_last"])
     p.add_argument("--batch", type=int, nargs="+", default=[16, 1])
     p.add_argument("--top", type=int, default=6)
+    p.add_argument("--cpu-top", type=int, default=0,
+                   help="also list the CPU ops with the most self time per call")
     p.add_argument("--compile", action="store_true",
                    help="torch.compile (fullgraph) the stock and swapped models instead")
     a = p.parse_args()
@@ -129,8 +136,13 @@ def main():
                             out = _first(m(*x)).float()
                             rel = ((out - ref).norm() / ref.norm().clamp_min(1e-30)).item()
                             ms = wall_ms(lambda: m(*x))
-                            g, k, per = kernel_profile(lambda: m(*x))
+                            cpu = {} if a.cpu_top else None
+                            g, k, per = kernel_profile(lambda: m(*x), cpu=cpu)
                             top = ", ".join(f"{n[:50]} {t:.0f}" for n, t in per.most_common(a.top))
+                            if cpu:
+                                top += "; CPU: " + ", ".join(
+                                    f"{n[:40]} {t:.0f}" for n, t in
+                                    collections.Counter(cpu).most_common(a.cpu_top))
                             print(f"| {name} | {batch} | {fmt} | {dn} | {vn} | {ms:.3f} | "
                                   f"{g / 1e3:.3f} | {k:.0f} | rel {rel:.1e}; {top} |", flush=True)
                         torch.cuda.empty_cache()

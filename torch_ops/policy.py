@@ -665,6 +665,25 @@ def _compiled_use(layer: torch.nn.Module, x: torch.Tensor,
         return True
     if layer.gpukern_policy == "all":
         return True
-    return _compiled_choice(layer._gk_uid, tuple(int(s) for s in x.shape),
-                            tuple(int(s) for s in x.stride()), x.dtype, dev,
+    shape = tuple(int(s) for s in x.shape)
+    return _compiled_choice(layer._gk_uid, shape, _static_strides(x, shape), x.dtype, dev,
                             x.device.index, residual is not None)
+
+
+def _dense_strides(shape: tuple, order) -> tuple:
+    strides, step = [0] * len(shape), 1
+    for d in order:
+        strides[d] = step
+        step *= shape[d]
+    return tuple(strides)
+
+
+def _static_strides(x: torch.Tensor, shape: tuple) -> tuple:
+    """x's strides as plain ints while dynamo traces: a tensor made inside the compiled region
+    (e.g. swap's channels_last input hook) can carry symbolic strides, which the constant lookup
+    cannot take; a dense layout's strides follow from the shape (the layout test is guarded)."""
+    if x.is_contiguous():
+        return _dense_strides(shape, range(len(shape) - 1, -1, -1))
+    if x.dim() == 4 and x.is_contiguous(memory_format=torch.channels_last):
+        return _dense_strides(shape, (1, 3, 2, 0))
+    return tuple(int(s) for s in x.stride())
