@@ -66,10 +66,12 @@ def measurements(paths, arch=None):
             key = policy.rule_key(a, op, shape[1], out_ch, groups, kernel, stride, padding,
                                   dilation, shape, strides, r["dtype"], fused=False)
             if r.get("status") == "ok" and r.get("speedup"):
-                out.append((key, r["speedup"], r["count"], name))
+                saved = (r["torch_best_ms"] - r["gpukern_ms"]) * 1e3
+                out.append((key, r["speedup"], r["count"], name, saved))
             for f in r.get("fused", []):
                 if f.get("status") == "ok" and f.get("speedup"):
-                    out.append((dict(key, fused=True), f["speedup"], f["count"], name))
+                    saved = (f["torch_unfused_ms"] - f["gpukern_fused_ms"]) * 1e3
+                    out.append((dict(key, fused=True), f["speedup"], f["count"], name, saved))
     return out
 
 
@@ -82,6 +84,16 @@ def _src(rows, files, what):
 #: The features a cell is split on (rule_key's fields), and how deep the splits go.
 FEATURES = ("out_px", "in_ch", "out_ch")
 MAX_DEPTH = 3
+#: A plain convolution (no fused epilogue) goes to gpukern only where it also saves at least this
+#: much GPU time per call: its only gain is kernel time, while its host cost per call is above
+#: cuDNN's (benchmarks/profile_models.py --cpu-top: ~33 us of self CPU time per igemm call
+#: against ~20 us per cudnn_convolution), which decides whenever the model is host-bound (batch
+#: 1, and most eager models at batch 16).
+MIN_SAVED_US = 5.0
+
+
+def _fast(p, margin):
+    return p["speedup"] >= margin and (p["fused"] or p["saved"] >= MIN_SAVED_US)
 
 
 def _split(pts, margin):
@@ -95,9 +107,9 @@ def _split(pts, margin):
         for t in values[:-1]:
             sides = ([p for p in pts if p[f] <= t], [p for p in pts if p[f] > t])
             pure = max((sum(p["count"] for p in side) for side in sides
-                        if all(p["speedup"] >= margin for p in side)), default=0)
-            mixed = sum(min(sum(p["count"] for p in side if p["speedup"] >= margin),
-                            sum(p["count"] for p in side if p["speedup"] < margin))
+                        if all(_fast(p, margin) for p in side)), default=0)
+            mixed = sum(min(sum(p["count"] for p in side if _fast(p, margin)),
+                            sum(p["count"] for p in side if not _fast(p, margin)))
                         for side in sides)
             score = (pure, -mixed)
             if best_score is None or score > best_score:
@@ -107,7 +119,7 @@ def _split(pts, margin):
 
 def _leaves(pts, margin, depth=0):
     """[(rows, all fast)] of a recursive split of pts (module docstring)."""
-    fast = [p for p in pts if p["speedup"] >= margin]
+    fast = [p for p in pts if _fast(p, margin)]
     if len(fast) == len(pts) or not fast or depth == MAX_DEPTH:
         return [(pts, len(fast) == len(pts))]
     cut = _split(pts, margin)
@@ -118,24 +130,28 @@ def _leaves(pts, margin, depth=0):
             + _leaves([p for p in pts if p[f] > t], margin, depth + 1))
 
 
-def _bounds(rows, whole):
+def _bounds(rows, whole, fused):
     """Inclusive (min, max) per feature over the leaf's rows, None where the leaf spans the
-    whole cell's range on that side (no bound needed)."""
+    whole cell's range on that side (no bound needed). For plain convolutions also the smallest
+    measured batch-wide output (m_px, the GEMM's M: smaller calls, e.g. batch 1, save less GPU
+    time than the host time they add)."""
     out = {}
     for f in FEATURES:
         lo, hi = min(p[f] for p in rows), max(p[f] for p in rows)
         out[f] = (None if lo == min(p[f] for p in whole) else lo,
                   None if hi == max(p[f] for p in whole) else hi)
+    out["m_px"] = (None if fused else min(p["m_px"] for p in rows), None)
     return out
 
 
 def derive(meas, margin=policy.MARGIN):
     """The rule list for the measurements (module docstring)."""
     cells = collections.OrderedDict()
-    for key, speedup, count, name in meas:
+    for key, speedup, count, name, saved in meas:
         cell = tuple(key[k] for k in CELL)
         cells.setdefault(cell, []).append(
-            dict({f: key[f] for f in FEATURES}, speedup=speedup, count=count, file=name))
+            dict({f: key[f] for f in FEATURES}, m_px=key["m_px"], fused=key["fused"],
+                 speedup=speedup, count=count, file=name, saved=saved))
     rules = []
     for cell, pts in sorted(cells.items(), key=lambda kv: tuple(str(v) for v in kv[0])):
         c = dict(zip(CELL, cell))
@@ -145,19 +161,19 @@ def derive(meas, margin=policy.MARGIN):
             return policy.Rule(c["arch"], c["op"], c["kind"], c["stride"], c["dtype"],
                                c["layout"], c["fused"], b["out_px"][0], b["out_px"][1], path,
                                source, in_ch_min=b["in_ch"][0], in_ch_max=b["in_ch"][1],
-                               out_ch_min=b["out_ch"][0], out_ch_max=b["out_ch"][1])
-        nobounds = {f: (None, None) for f in FEATURES}
+                               out_ch_min=b["out_ch"][0], out_ch_max=b["out_ch"][1],
+                               m_px_min=b["m_px"][0], m_px_max=b["m_px"][1])
+        nobounds = {f: (None, None) for f in FEATURES + ("m_px",)}
         leaves = _leaves(pts, margin)
-        if len(leaves) == 1:
-            path = "gpukern" if leaves[0][1] else "torch"
-            rules.append(rule(path, nobounds, _src(pts, files, "")))
+        if len(leaves) == 1 and not leaves[0][1]:
+            rules.append(rule("torch", nobounds, _src(pts, files, "")))
             continue
         rest = []
         for rows, all_fast in leaves:
             if not all_fast:
                 rest += rows
                 continue
-            b = _bounds(rows, pts)
+            b = _bounds(rows, pts, c["fused"])
             what = "".join(
                 f", {f} {'>= ' + str(lo) if hi is None else '<= ' + str(hi) if lo is None else f'{lo}..{hi}'}"
                 for f, (lo, hi) in b.items() if (lo, hi) != (None, None))
@@ -171,7 +187,8 @@ def render(rules):
     lines = ["RULES: List[Rule] = ["]
     for r in rules:
         ch = "".join(f", {f}={getattr(r, f)!r}" for f in
-                     ("in_ch_min", "in_ch_max", "out_ch_min", "out_ch_max")
+                     ("in_ch_min", "in_ch_max", "out_ch_min", "out_ch_max", "m_px_min",
+                      "m_px_max")
                      if getattr(r, f) is not None)
         lines.append(f"    Rule({r.arch!r}, {r.op!r}, {r.kind!r}, {r.stride!r}, {r.dtype!r}, "
                      f"{r.layout!r}, {r.fused!r}, {r.out_px_min!r}, {r.out_px_max!r}, "

@@ -64,7 +64,8 @@ class Rule:
 
     ``stride`` is ``"1"`` (every stride 1) or ``">1"``; ``layout`` is the input's
     (:func:`layout_of`); ``out_px`` bounds are on the output plane size per image and channel
-    (H_out x W_out, or L_out), ``in_ch`` / ``out_ch`` bounds on the layer's input and output
+    (H_out x W_out, or L_out), ``m_px`` bounds on the output pixels of the whole batch
+    (N x out_px: the GEMM's M), ``in_ch`` / ``out_ch`` bounds on the layer's input and output
     channels, all inclusive; ``fused`` is True for a block running gpukern's fused
     op (conv + bias + residual + activation in one kernel), False for a plain convolution (and
     for a fused block on a build without the fused op, whose epilogue runs in torch)."""
@@ -84,6 +85,8 @@ class Rule:
     in_ch_max: Optional[int] = None
     out_ch_min: Optional[int] = None
     out_ch_max: Optional[int] = None
+    m_px_min: Optional[int] = None
+    m_px_max: Optional[int] = None
 
     def matches(self, key: Dict) -> bool:
         for field in ("arch", "op", "kind", "stride", "dtype", "layout"):
@@ -96,7 +99,7 @@ class Rule:
             return False
         if self.out_px_max is not None and key["out_px"] > self.out_px_max:
             return False
-        for field in ("in_ch", "out_ch"):
+        for field in ("in_ch", "out_ch", "m_px"):
             lo, hi = getattr(self, field + "_min"), getattr(self, field + "_max")
             if (lo is not None and key[field] < lo) or (hi is not None and key[field] > hi):
                 return False
@@ -116,96 +119,86 @@ class Rule:
 # measured cells. float16 was not measured: it runs torch under "rules".
 # BEGIN GENERATED RULES
 RULES: List[Rule] = [
-    Rule('sm_90', 'conv1d', 'dense1x1', '1', 'bfloat16', 'contiguous', False, None, None, 'gpukern',
+    Rule('sm_90', 'conv1d', 'dense1x1', '1', 'bfloat16', 'contiguous', False, None, None, 'torch',
          'h100_layers.json+h200_layers.json: 2 layer(s), gpukern/torch 1.13x-1.15x'),
     Rule('sm_90', 'conv1d', 'dense1x1', '1', 'bfloat16', 'strided', False, None, None, 'gpukern',
-         'h100_layers.json+h200_layers.json: 2 layer(s), gpukern/torch 1.36x-1.43x'),
+         'h100_layers.json+h200_layers.json: 2 layer(s), m_px >= 8192, gpukern/torch 1.36x-1.43x', m_px_min=8192),
     Rule('sm_90', 'conv1d', 'dense1x1', '1', 'float32', 'contiguous', False, None, None, 'torch',
          'h100_layers.json+h200_layers.json: 2 layer(s), gpukern/torch 0.58x-0.59x'),
     Rule('sm_90', 'conv1d', 'dense1x1', '1', 'float32', 'strided', False, None, None, 'gpukern',
-         'h100_layers.json+h200_layers.json: 2 layer(s), gpukern/torch 1.42x-1.45x'),
+         'h100_layers.json+h200_layers.json: 2 layer(s), m_px >= 8192, gpukern/torch 1.42x-1.45x', m_px_min=8192),
     Rule('sm_90', 'conv1d', 'denseKxK', '>1', 'bfloat16', 'contiguous', False, None, 399, 'gpukern',
-         'h100_layers.json+h200_layers.json: 4 layer(s), out_px <= 399, gpukern/torch 1.25x-1.39x'),
+         'h100_layers.json+h200_layers.json: 4 layer(s), out_px <= 399, m_px >= 796, gpukern/torch 1.25x-1.39x', m_px_min=796),
     Rule('sm_90', 'conv1d', 'denseKxK', '>1', 'bfloat16', 'contiguous', False, None, None, 'torch',
          'h100_layers.json+h200_layers.json: 8 layer(s) (mixed; the rest), gpukern/torch 0.64x-1.05x'),
     Rule('sm_90', 'conv1d', 'denseKxK', '>1', 'float32', 'contiguous', False, None, 399, 'gpukern',
-         'h100_layers.json+h200_layers.json: 4 layer(s), out_px <= 399, gpukern/torch 1.38x-1.54x'),
+         'h100_layers.json+h200_layers.json: 4 layer(s), out_px <= 399, m_px >= 796, gpukern/torch 1.38x-1.54x', m_px_min=796),
     Rule('sm_90', 'conv1d', 'denseKxK', '>1', 'float32', 'contiguous', False, None, None, 'torch',
          'h100_layers.json+h200_layers.json: 8 layer(s) (mixed; the rest), gpukern/torch 0.62x-1.08x'),
     Rule('sm_90', 'conv1d', 'depthwise', '1', 'bfloat16', 'contiguous', False, None, None, 'gpukern',
-         'h100_layers.json+h200_layers.json: 2 layer(s), gpukern/torch 4.64x-4.65x'),
+         'h100_layers.json+h200_layers.json: 2 layer(s), m_px >= 8192, gpukern/torch 4.64x-4.65x', m_px_min=8192),
     Rule('sm_90', 'conv1d', 'depthwise', '1', 'bfloat16', 'contiguous', True, None, None, 'gpukern',
          'h100_layers.json+h200_layers.json: 2 layer(s), gpukern/torch 3.35x-3.36x'),
     Rule('sm_90', 'conv1d', 'depthwise', '1', 'float32', 'contiguous', False, None, None, 'gpukern',
-         'h100_layers.json+h200_layers.json: 2 layer(s), gpukern/torch 4.11x-4.15x'),
+         'h100_layers.json+h200_layers.json: 2 layer(s), m_px >= 8192, gpukern/torch 4.11x-4.15x', m_px_min=8192),
     Rule('sm_90', 'conv1d', 'depthwise', '1', 'float32', 'contiguous', True, None, None, 'gpukern',
          'h100_layers.json+h200_layers.json: 2 layer(s), gpukern/torch 2.78x-2.85x'),
     Rule('sm_90', 'conv1d', 'grouped', '1', 'bfloat16', 'strided', False, None, None, 'gpukern',
-         'h100_layers.json+h200_layers.json: 2 layer(s), gpukern/torch 12.72x-12.74x'),
+         'h100_layers.json+h200_layers.json: 2 layer(s), m_px >= 800, gpukern/torch 12.72x-12.74x', m_px_min=800),
     Rule('sm_90', 'conv1d', 'grouped', '1', 'float32', 'strided', False, None, None, 'torch',
          'h100_layers.json+h200_layers.json: 2 layer(s), gpukern/torch 0.53x-0.54x'),
     Rule('sm_90', 'conv1d', 'stem', '>1', 'bfloat16', 'contiguous', False, None, None, 'gpukern',
-         'h100_layers.json+h200_layers.json: 2 layer(s), gpukern/torch 1.42x-1.44x'),
+         'h100_layers.json+h200_layers.json: 2 layer(s), m_px >= 51196, gpukern/torch 1.42x-1.44x', m_px_min=51196),
     Rule('sm_90', 'conv1d', 'stem', '>1', 'float32', 'contiguous', False, None, None, 'torch',
          'h100_layers.json+h200_layers.json: 2 layer(s), gpukern/torch 0.53x-0.56x'),
     Rule('sm_90', 'conv2d', 'dense1x1', '1', 'bfloat16', 'channels_last', False, None, None, 'torch',
-         'h100_layers.json+h200_layers.json: 66 layer(s) (mixed; the rest), gpukern/torch 0.29x-1.55x'),
+         'h100_layers.json+h200_layers.json: 66 layer(s), gpukern/torch 0.29x-1.55x'),
     Rule('sm_90', 'conv2d', 'dense1x1', '1', 'bfloat16', 'channels_last', True, None, 49, 'gpukern',
          'h100_layers.json+h200_layers.json: 2 layer(s), out_px <= 49, in_ch 960..960, out_ch 160..160, gpukern/torch 1.11x-1.11x', in_ch_min=960, in_ch_max=960, out_ch_min=160, out_ch_max=160),
     Rule('sm_90', 'conv2d', 'dense1x1', '1', 'bfloat16', 'channels_last', True, None, 3136, 'gpukern',
          'h100_layers.json+h200_layers.json: 28 layer(s), out_px <= 3136, in_ch >= 40, out_ch >= 184, gpukern/torch 1.09x-2.85x', in_ch_min=40, out_ch_min=184),
     Rule('sm_90', 'conv2d', 'dense1x1', '1', 'bfloat16', 'channels_last', True, None, None, 'torch',
          'h100_layers.json+h200_layers.json: 36 layer(s) (mixed; the rest), gpukern/torch 0.63x-2.16x'),
-    Rule('sm_90', 'conv2d', 'dense1x1', '1', 'bfloat16', 'contiguous', False, None, 1, 'gpukern',
-         'h100_layers.json+h200_layers.json: 40 layer(s), out_px <= 1, in_ch 24..960, out_ch 24..960, gpukern/torch 1.12x-1.88x', in_ch_min=24, in_ch_max=960, out_ch_min=24, out_ch_max=960),
     Rule('sm_90', 'conv2d', 'dense1x1', '1', 'bfloat16', 'contiguous', False, None, None, 'torch',
-         'h100_layers.json+h200_layers.json: 66 layer(s) (mixed; the rest), gpukern/torch 0.19x-1.40x'),
+         'h100_layers.json+h200_layers.json: 106 layer(s) (mixed; the rest), gpukern/torch 0.19x-1.88x'),
     Rule('sm_90', 'conv2d', 'dense1x1', '1', 'bfloat16', 'contiguous', True, None, 1, 'gpukern',
          'h100_layers.json+h200_layers.json: 20 layer(s), out_px <= 1, in_ch 72..960, out_ch 24..240, gpukern/torch 1.41x-1.77x', in_ch_min=72, in_ch_max=960, out_ch_min=24, out_ch_max=240),
     Rule('sm_90', 'conv2d', 'dense1x1', '1', 'bfloat16', 'contiguous', True, 49, 196, 'gpukern',
          'h100_layers.json+h200_layers.json: 4 layer(s), out_px 49..196, in_ch 112..160, out_ch 672..960, gpukern/torch 1.28x-1.73x', in_ch_min=112, in_ch_max=160, out_ch_min=672, out_ch_max=960),
     Rule('sm_90', 'conv2d', 'dense1x1', '1', 'bfloat16', 'contiguous', True, None, None, 'torch',
          'h100_layers.json+h200_layers.json: 62 layer(s) (mixed; the rest), gpukern/torch 0.44x-2.26x'),
-    Rule('sm_90', 'conv2d', 'dense1x1', '1', 'float32', 'channels_last', False, 784, 784, 'gpukern',
-         'h100_layers.json+h200_layers.json: 2 layer(s), out_px 784..784, in_ch 128..128, out_ch 512..512, gpukern/torch 1.12x-1.18x', in_ch_min=128, in_ch_max=128, out_ch_min=512, out_ch_max=512),
     Rule('sm_90', 'conv2d', 'dense1x1', '1', 'float32', 'channels_last', False, None, None, 'torch',
-         'h100_layers.json+h200_layers.json: 64 layer(s) (mixed; the rest), gpukern/torch 0.43x-1.12x'),
+         'h100_layers.json+h200_layers.json: 66 layer(s), gpukern/torch 0.43x-1.18x'),
     Rule('sm_90', 'conv2d', 'dense1x1', '1', 'float32', 'channels_last', True, 784, None, 'gpukern',
          'h100_layers.json+h200_layers.json: 22 layer(s), out_px >= 784, in_ch <= 512, out_ch 64..512, gpukern/torch 1.40x-3.40x', in_ch_max=512, out_ch_min=64, out_ch_max=512),
     Rule('sm_90', 'conv2d', 'dense1x1', '1', 'float32', 'channels_last', True, None, 196, 'gpukern',
          'h100_layers.json+h200_layers.json: 8 layer(s), out_px <= 196, in_ch 112..512, out_ch >= 672, gpukern/torch 1.13x-2.17x', in_ch_min=112, in_ch_max=512, out_ch_min=672),
     Rule('sm_90', 'conv2d', 'dense1x1', '1', 'float32', 'channels_last', True, None, None, 'torch',
          'h100_layers.json+h200_layers.json: 36 layer(s) (mixed; the rest), gpukern/torch 0.59x-1.54x'),
-    Rule('sm_90', 'conv2d', 'dense1x1', '1', 'float32', 'contiguous', False, None, 1, 'gpukern',
-         'h100_layers.json+h200_layers.json: 40 layer(s), out_px <= 1, in_ch 24..960, out_ch 24..960, gpukern/torch 1.16x-1.54x', in_ch_min=24, in_ch_max=960, out_ch_min=24, out_ch_max=960),
     Rule('sm_90', 'conv2d', 'dense1x1', '1', 'float32', 'contiguous', False, None, None, 'torch',
-         'h100_layers.json+h200_layers.json: 66 layer(s) (mixed; the rest), gpukern/torch 0.20x-0.96x'),
+         'h100_layers.json+h200_layers.json: 106 layer(s), gpukern/torch 0.20x-1.54x'),
     Rule('sm_90', 'conv2d', 'dense1x1', '1', 'float32', 'contiguous', True, None, 1, 'gpukern',
          'h100_layers.json+h200_layers.json: 20 layer(s), out_px <= 1, in_ch 72..960, out_ch 24..240, gpukern/torch 1.34x-1.88x', in_ch_min=72, in_ch_max=960, out_ch_min=24, out_ch_max=240),
     Rule('sm_90', 'conv2d', 'dense1x1', '1', 'float32', 'contiguous', True, None, None, 'torch',
          'h100_layers.json+h200_layers.json: 66 layer(s) (mixed; the rest), gpukern/torch 0.32x-1.05x'),
     Rule('sm_90', 'conv2d', 'dense1x1', '>1', 'bfloat16', 'channels_last', False, None, None, 'torch',
-         'h100_layers.json+h200_layers.json: 6 layer(s) (mixed; the rest), gpukern/torch 0.75x-1.07x'),
+         'h100_layers.json+h200_layers.json: 6 layer(s), gpukern/torch 0.75x-1.07x'),
     Rule('sm_90', 'conv2d', 'dense1x1', '>1', 'bfloat16', 'channels_last', True, None, None, 'gpukern',
          'h100_layers.json+h200_layers.json: 6 layer(s), gpukern/torch 1.56x-1.79x'),
     Rule('sm_90', 'conv2d', 'dense1x1', '>1', 'bfloat16', 'contiguous', False, None, None, 'torch',
          'h100_layers.json+h200_layers.json: 6 layer(s), gpukern/torch 0.61x-0.81x'),
     Rule('sm_90', 'conv2d', 'dense1x1', '>1', 'bfloat16', 'contiguous', True, None, None, 'torch',
          'h100_layers.json+h200_layers.json: 6 layer(s), gpukern/torch 0.60x-0.80x'),
-    Rule('sm_90', 'conv2d', 'dense1x1', '>1', 'float32', 'channels_last', False, None, 49, 'gpukern',
-         'h100_layers.json+h200_layers.json: 2 layer(s), out_px <= 49, in_ch >= 1024, out_ch >= 2048, gpukern/torch 1.06x-1.16x', in_ch_min=1024, out_ch_min=2048),
     Rule('sm_90', 'conv2d', 'dense1x1', '>1', 'float32', 'channels_last', False, None, None, 'torch',
-         'h100_layers.json+h200_layers.json: 4 layer(s) (mixed; the rest), gpukern/torch 0.81x-0.86x'),
+         'h100_layers.json+h200_layers.json: 6 layer(s), gpukern/torch 0.81x-1.16x'),
     Rule('sm_90', 'conv2d', 'dense1x1', '>1', 'float32', 'channels_last', True, None, None, 'gpukern',
          'h100_layers.json+h200_layers.json: 6 layer(s), gpukern/torch 1.57x-1.91x'),
     Rule('sm_90', 'conv2d', 'dense1x1', '>1', 'float32', 'contiguous', False, None, None, 'torch',
          'h100_layers.json+h200_layers.json: 6 layer(s), gpukern/torch 0.78x-0.90x'),
     Rule('sm_90', 'conv2d', 'dense1x1', '>1', 'float32', 'contiguous', True, None, None, 'torch',
          'h100_layers.json+h200_layers.json: 6 layer(s), gpukern/torch 0.74x-0.84x'),
-    Rule('sm_90', 'conv2d', 'denseKxK', '1', 'bfloat16', 'channels_last', False, 196, 784, 'gpukern',
-         'h100_layers.json+h200_layers.json: 4 layer(s), out_px 196..784, in_ch 128..256, out_ch 128..256, gpukern/torch 1.06x-1.14x', in_ch_min=128, in_ch_max=256, out_ch_min=128, out_ch_max=256),
     Rule('sm_90', 'conv2d', 'denseKxK', '1', 'bfloat16', 'channels_last', False, None, None, 'torch',
-         'h100_layers.json+h200_layers.json: 4 layer(s) (mixed; the rest), gpukern/torch 0.60x-0.85x'),
+         'h100_layers.json+h200_layers.json: 8 layer(s), gpukern/torch 0.60x-1.14x'),
     Rule('sm_90', 'conv2d', 'denseKxK', '1', 'bfloat16', 'channels_last', True, None, None, 'gpukern',
          'h100_layers.json+h200_layers.json: 8 layer(s), gpukern/torch 1.08x-1.64x'),
     Rule('sm_90', 'conv2d', 'denseKxK', '1', 'bfloat16', 'contiguous', False, None, None, 'torch',
@@ -226,12 +219,8 @@ RULES: List[Rule] = [
          'h100_layers.json+h200_layers.json: 4 layer(s), out_px 196..784, in_ch 128..256, out_ch 128..256, gpukern/torch 1.06x-1.13x', in_ch_min=128, in_ch_max=256, out_ch_min=128, out_ch_max=256),
     Rule('sm_90', 'conv2d', 'denseKxK', '1', 'float32', 'contiguous', True, None, None, 'torch',
          'h100_layers.json+h200_layers.json: 4 layer(s) (mixed; the rest), gpukern/torch 0.92x-1.09x'),
-    Rule('sm_90', 'conv2d', 'denseKxK', '>1', 'bfloat16', 'channels_last', False, 196, None, 'gpukern',
-         'h100_layers.json+h200_layers.json: 10 layer(s), out_px >= 196, in_ch <= 192, out_ch <= 384, gpukern/torch 1.06x-1.52x', in_ch_max=192, out_ch_max=384),
-    Rule('sm_90', 'conv2d', 'denseKxK', '>1', 'bfloat16', 'channels_last', False, None, 49, 'gpukern',
-         'h100_layers.json+h200_layers.json: 4 layer(s), out_px <= 49, in_ch 384..384, out_ch >= 768, gpukern/torch 1.20x-1.77x', in_ch_min=384, in_ch_max=384, out_ch_min=768),
     Rule('sm_90', 'conv2d', 'denseKxK', '>1', 'bfloat16', 'channels_last', False, None, None, 'torch',
-         'h100_layers.json+h200_layers.json: 4 layer(s) (mixed; the rest), gpukern/torch 0.86x-1.07x'),
+         'h100_layers.json+h200_layers.json: 18 layer(s) (mixed; the rest), gpukern/torch 0.86x-1.77x'),
     Rule('sm_90', 'conv2d', 'denseKxK', '>1', 'bfloat16', 'channels_last', True, None, None, 'gpukern',
          'h100_layers.json+h200_layers.json: 6 layer(s), gpukern/torch 1.18x-1.62x'),
     Rule('sm_90', 'conv2d', 'denseKxK', '>1', 'bfloat16', 'contiguous', False, None, None, 'torch',
@@ -240,12 +229,10 @@ RULES: List[Rule] = [
          'h100_layers.json+h200_layers.json: 2 layer(s), out_px <= 49, in_ch >= 512, out_ch >= 512, gpukern/torch 1.05x-1.12x', in_ch_min=512, out_ch_min=512),
     Rule('sm_90', 'conv2d', 'denseKxK', '>1', 'bfloat16', 'contiguous', True, None, None, 'torch',
          'h100_layers.json+h200_layers.json: 4 layer(s) (mixed; the rest), gpukern/torch 0.89x-1.07x'),
-    Rule('sm_90', 'conv2d', 'denseKxK', '>1', 'float32', 'channels_last', False, 196, 196, 'gpukern',
-         'h100_layers.json+h200_layers.json: 4 layer(s), out_px 196..196, in_ch 192..192, out_ch 384..384, gpukern/torch 1.23x-1.40x', in_ch_min=192, in_ch_max=192, out_ch_min=384, out_ch_max=384),
     Rule('sm_90', 'conv2d', 'denseKxK', '>1', 'float32', 'channels_last', False, None, 49, 'gpukern',
-         'h100_layers.json+h200_layers.json: 4 layer(s), out_px <= 49, in_ch 384..384, out_ch >= 768, gpukern/torch 1.48x-2.02x', in_ch_min=384, in_ch_max=384, out_ch_min=768),
+         'h100_layers.json+h200_layers.json: 4 layer(s), out_px <= 49, in_ch 384..384, out_ch >= 768, m_px >= 784, gpukern/torch 1.48x-2.02x', in_ch_min=384, in_ch_max=384, out_ch_min=768, m_px_min=784),
     Rule('sm_90', 'conv2d', 'denseKxK', '>1', 'float32', 'channels_last', False, None, None, 'torch',
-         'h100_layers.json+h200_layers.json: 10 layer(s) (mixed; the rest), gpukern/torch 0.62x-1.09x'),
+         'h100_layers.json+h200_layers.json: 14 layer(s) (mixed; the rest), gpukern/torch 0.62x-1.40x'),
     Rule('sm_90', 'conv2d', 'denseKxK', '>1', 'float32', 'channels_last', True, 196, None, 'gpukern',
          'h100_layers.json+h200_layers.json: 4 layer(s), out_px >= 196, in_ch <= 256, out_ch <= 256, gpukern/torch 1.30x-1.51x', in_ch_max=256, out_ch_max=256),
     Rule('sm_90', 'conv2d', 'denseKxK', '>1', 'float32', 'channels_last', True, None, None, 'torch',
@@ -260,22 +247,22 @@ RULES: List[Rule] = [
          'h100_layers.json+h200_layers.json: 8 layer(s), out_px 196..196, in_ch 184..672, out_ch 184..672, gpukern/torch 1.11x-1.23x', in_ch_min=184, in_ch_max=672, out_ch_min=184, out_ch_max=672),
     Rule('sm_90', 'conv2d', 'depthwise', '1', 'bfloat16', 'channels_last', True, None, None, 'torch',
          'h100_layers.json+h200_layers.json: 8 layer(s) (mixed; the rest), gpukern/torch 0.77x-1.14x'),
-    Rule('sm_90', 'conv2d', 'depthwise', '1', 'bfloat16', 'contiguous', False, None, 49, 'gpukern',
-         'h100_layers.json+h200_layers.json: 2 layer(s), out_px <= 49, in_ch >= 960, out_ch >= 960, gpukern/torch 1.05x-1.06x', in_ch_min=960, out_ch_min=960),
     Rule('sm_90', 'conv2d', 'depthwise', '1', 'bfloat16', 'contiguous', False, 784, None, 'gpukern',
-         'h100_layers.json+h200_layers.json: 6 layer(s), out_px >= 784, in_ch <= 120, out_ch <= 120, gpukern/torch 1.93x-6.01x', in_ch_max=120, out_ch_max=120),
+         'h100_layers.json+h200_layers.json: 6 layer(s), out_px >= 784, in_ch <= 120, out_ch <= 120, m_px >= 12544, gpukern/torch 1.93x-6.01x', in_ch_max=120, out_ch_max=120, m_px_min=12544),
     Rule('sm_90', 'conv2d', 'depthwise', '1', 'bfloat16', 'contiguous', False, None, None, 'torch',
-         'h100_layers.json+h200_layers.json: 8 layer(s) (mixed; the rest), gpukern/torch 0.90x-1.05x'),
+         'h100_layers.json+h200_layers.json: 10 layer(s) (mixed; the rest), gpukern/torch 0.90x-1.06x'),
     Rule('sm_90', 'conv2d', 'depthwise', '1', 'bfloat16', 'contiguous', True, None, None, 'gpukern',
          'h100_layers.json+h200_layers.json: 16 layer(s), gpukern/torch 1.10x-3.74x'),
-    Rule('sm_90', 'conv2d', 'depthwise', '1', 'float32', 'channels_last', False, 3136, 3136, 'gpukern',
-         'h100_layers.json+h200_layers.json: 4 layer(s), out_px 3136..3136, in_ch 96..96, out_ch 96..96, gpukern/torch 1.42x-1.54x', in_ch_min=96, in_ch_max=96, out_ch_min=96, out_ch_max=96),
+    Rule('sm_90', 'conv2d', 'depthwise', '1', 'float32', 'channels_last', False, None, 49, 'gpukern',
+         'h100_layers.json+h200_layers.json: 4 layer(s), out_px <= 49, in_ch 768..768, out_ch 768..768, m_px >= 784, gpukern/torch 1.40x-1.42x', in_ch_min=768, in_ch_max=768, out_ch_min=768, out_ch_max=768, m_px_min=784),
+    Rule('sm_90', 'conv2d', 'depthwise', '1', 'float32', 'channels_last', False, 784, 784, 'gpukern',
+         'h100_layers.json+h200_layers.json: 4 layer(s), out_px 784..784, in_ch 192..192, out_ch 192..192, m_px >= 12544, gpukern/torch 1.46x-1.48x', in_ch_min=192, in_ch_max=192, out_ch_min=192, out_ch_max=192, m_px_min=12544),
     Rule('sm_90', 'conv2d', 'depthwise', '1', 'float32', 'channels_last', False, None, None, 'torch',
-         'h100_layers.json+h200_layers.json: 28 layer(s) (mixed; the rest), gpukern/torch 0.54x-1.48x'),
+         'h100_layers.json+h200_layers.json: 24 layer(s) (mixed; the rest), gpukern/torch 0.54x-1.54x'),
     Rule('sm_90', 'conv2d', 'depthwise', '1', 'float32', 'channels_last', True, None, None, 'gpukern',
          'h100_layers.json+h200_layers.json: 16 layer(s), gpukern/torch 1.21x-1.54x'),
     Rule('sm_90', 'conv2d', 'depthwise', '1', 'float32', 'contiguous', False, 784, None, 'gpukern',
-         'h100_layers.json+h200_layers.json: 6 layer(s), out_px >= 784, in_ch <= 120, out_ch <= 120, gpukern/torch 1.69x-3.37x', in_ch_max=120, out_ch_max=120),
+         'h100_layers.json+h200_layers.json: 6 layer(s), out_px >= 784, in_ch <= 120, out_ch <= 120, m_px >= 12544, gpukern/torch 1.69x-3.37x', in_ch_max=120, out_ch_max=120, m_px_min=12544),
     Rule('sm_90', 'conv2d', 'depthwise', '1', 'float32', 'contiguous', False, None, None, 'torch',
          'h100_layers.json+h200_layers.json: 10 layer(s) (mixed; the rest), gpukern/torch 0.90x-1.03x'),
     Rule('sm_90', 'conv2d', 'depthwise', '1', 'float32', 'contiguous', True, None, None, 'gpukern',
@@ -290,10 +277,8 @@ RULES: List[Rule] = [
          'h100_layers.json+h200_layers.json: 8 layer(s), gpukern/torch 0.52x-0.79x'),
     Rule('sm_90', 'conv2d', 'depthwise', '>1', 'bfloat16', 'contiguous', True, None, None, 'torch',
          'h100_layers.json+h200_layers.json: 8 layer(s), gpukern/torch 0.60x-0.88x'),
-    Rule('sm_90', 'conv2d', 'depthwise', '>1', 'float32', 'channels_last', False, 784, 784, 'gpukern',
-         'h100_layers.json+h200_layers.json: 2 layer(s), out_px 784..784, in_ch 72..72, out_ch 72..72, gpukern/torch 1.11x-1.13x', in_ch_min=72, in_ch_max=72, out_ch_min=72, out_ch_max=72),
     Rule('sm_90', 'conv2d', 'depthwise', '>1', 'float32', 'channels_last', False, None, None, 'torch',
-         'h100_layers.json+h200_layers.json: 6 layer(s) (mixed; the rest), gpukern/torch 0.63x-0.89x'),
+         'h100_layers.json+h200_layers.json: 8 layer(s), gpukern/torch 0.63x-1.13x'),
     Rule('sm_90', 'conv2d', 'depthwise', '>1', 'float32', 'channels_last', True, None, None, 'gpukern',
          'h100_layers.json+h200_layers.json: 8 layer(s), gpukern/torch 1.30x-1.70x'),
     Rule('sm_90', 'conv2d', 'depthwise', '>1', 'float32', 'contiguous', False, None, None, 'torch',
@@ -301,7 +286,7 @@ RULES: List[Rule] = [
     Rule('sm_90', 'conv2d', 'depthwise', '>1', 'float32', 'contiguous', True, None, None, 'torch',
          'h100_layers.json+h200_layers.json: 8 layer(s), gpukern/torch 0.68x-1.00x'),
     Rule('sm_90', 'conv2d', 'stem', '>1', 'bfloat16', 'channels_last', False, None, None, 'gpukern',
-         'h100_layers.json+h200_layers.json: 4 layer(s), out_ch >= 64, gpukern/torch 1.23x-2.05x', out_ch_min=64),
+         'h100_layers.json+h200_layers.json: 4 layer(s), out_ch >= 64, m_px >= 50176, gpukern/torch 1.23x-2.05x', out_ch_min=64, m_px_min=50176),
     Rule('sm_90', 'conv2d', 'stem', '>1', 'bfloat16', 'channels_last', False, None, None, 'torch',
          'h100_layers.json+h200_layers.json: 2 layer(s) (mixed; the rest), gpukern/torch 0.70x-0.71x'),
     Rule('sm_90', 'conv2d', 'stem', '>1', 'bfloat16', 'channels_last', True, None, None, 'gpukern',
@@ -309,7 +294,7 @@ RULES: List[Rule] = [
     Rule('sm_90', 'conv2d', 'stem', '>1', 'bfloat16', 'channels_last', True, None, None, 'torch',
          'h100_layers.json+h200_layers.json: 2 layer(s) (mixed; the rest), gpukern/torch 0.83x-0.83x'),
     Rule('sm_90', 'conv2d', 'stem', '>1', 'bfloat16', 'contiguous', False, None, None, 'gpukern',
-         'h100_layers.json+h200_layers.json: 4 layer(s), out_ch >= 64, gpukern/torch 1.27x-1.40x', out_ch_min=64),
+         'h100_layers.json+h200_layers.json: 4 layer(s), out_ch >= 64, m_px >= 50176, gpukern/torch 1.27x-1.40x', out_ch_min=64, m_px_min=50176),
     Rule('sm_90', 'conv2d', 'stem', '>1', 'bfloat16', 'contiguous', False, None, None, 'torch',
          'h100_layers.json+h200_layers.json: 2 layer(s) (mixed; the rest), gpukern/torch 0.52x-0.55x'),
     Rule('sm_90', 'conv2d', 'stem', '>1', 'bfloat16', 'contiguous', True, None, None, 'gpukern',
@@ -317,7 +302,7 @@ RULES: List[Rule] = [
     Rule('sm_90', 'conv2d', 'stem', '>1', 'bfloat16', 'contiguous', True, None, None, 'torch',
          'h100_layers.json+h200_layers.json: 2 layer(s) (mixed; the rest), gpukern/torch 0.68x-0.72x'),
     Rule('sm_90', 'conv2d', 'stem', '>1', 'float32', 'channels_last', False, None, 3136, 'gpukern',
-         'h100_layers.json+h200_layers.json: 2 layer(s), out_px <= 3136, out_ch >= 96, gpukern/torch 1.52x-1.54x', out_ch_min=96),
+         'h100_layers.json+h200_layers.json: 2 layer(s), out_px <= 3136, out_ch >= 96, m_px >= 50176, gpukern/torch 1.52x-1.54x', out_ch_min=96, m_px_min=50176),
     Rule('sm_90', 'conv2d', 'stem', '>1', 'float32', 'channels_last', False, None, None, 'torch',
          'h100_layers.json+h200_layers.json: 4 layer(s) (mixed; the rest), gpukern/torch 0.44x-0.78x'),
     Rule('sm_90', 'conv2d', 'stem', '>1', 'float32', 'channels_last', True, None, None, 'gpukern',
@@ -325,7 +310,7 @@ RULES: List[Rule] = [
     Rule('sm_90', 'conv2d', 'stem', '>1', 'float32', 'channels_last', True, None, None, 'torch',
          'h100_layers.json+h200_layers.json: 2 layer(s) (mixed; the rest), gpukern/torch 0.44x-0.45x'),
     Rule('sm_90', 'conv2d', 'stem', '>1', 'float32', 'contiguous', False, None, 3136, 'gpukern',
-         'h100_layers.json+h200_layers.json: 2 layer(s), out_px <= 3136, out_ch >= 96, gpukern/torch 1.17x-1.23x', out_ch_min=96),
+         'h100_layers.json+h200_layers.json: 2 layer(s), out_px <= 3136, out_ch >= 96, m_px >= 50176, gpukern/torch 1.17x-1.23x', out_ch_min=96, m_px_min=50176),
     Rule('sm_90', 'conv2d', 'stem', '>1', 'float32', 'contiguous', False, None, None, 'torch',
          'h100_layers.json+h200_layers.json: 4 layer(s) (mixed; the rest), gpukern/torch 0.37x-0.92x'),
     Rule('sm_90', 'conv2d', 'stem', '>1', 'float32', 'contiguous', True, None, None, 'gpukern',
@@ -391,11 +376,13 @@ def rule_key(arch: str, op: str, in_channels: int, out_channels: int, groups: in
              kernel: Sequence[int], stride: Sequence[int], padding, dilation: Sequence[int],
              shape: Sequence[int], strides: Sequence[int], dtype: str, fused: bool) -> Dict:
     nsp = 1 if op == "conv1d" else 2
+    out_px = out_plane(list(shape[-nsp:]), kernel, stride, padding, dilation)
+    batch = int(shape[0]) if len(shape) == nsp + 2 else 1
     return dict(arch=arch, op=op, kind=layer_kind(in_channels, out_channels, groups, kernel),
                 stride="1" if all(int(s) == 1 for s in stride) else ">1", dtype=dtype,
                 layout=layout_of(shape, strides), fused=bool(fused),
-                in_ch=int(in_channels), out_ch=int(out_channels),
-                out_px=out_plane(list(shape[-nsp:]), kernel, stride, padding, dilation))
+                in_ch=int(in_channels), out_ch=int(out_channels), out_px=out_px,
+                m_px=batch * out_px)
 
 
 def lookup(key: Dict, rules: Optional[Sequence[Rule]] = None) -> Tuple[str, str]:
@@ -665,6 +652,8 @@ def _compiled_use(layer: torch.nn.Module, x: torch.Tensor,
         return True
     if layer.gpukern_policy == "all":
         return True
+    if any(isinstance(s, torch.SymInt) for s in x.shape):
+        return False  # dynamic shapes: no measured rule covers an unknown size; torch
     shape = tuple(int(s) for s in x.shape)
     return _compiled_choice(layer._gk_uid, shape, _static_strides(x, shape), x.dtype, dev,
                             x.device.index, residual is not None)
