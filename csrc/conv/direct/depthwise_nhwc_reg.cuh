@@ -117,6 +117,20 @@ __device__ __forceinline__ P* opaque_ptr(P* p) {
   return reinterpret_cast<P*>(v);
 }
 
+// Input rows requested ahead of the row being multiplied (D): 1 for the big tiles (their sums
+// and a row of up to 10 pixels already fill the registers) and the scalar-load instances, and
+// for the small (1-row) vector tiles as many rows as 32 registers of raw words hold, up to all
+// of them: a small tile is a few rows of little arithmetic each, so its time is the loads'
+// round trips (all rows at once: one round trip instead of one per row). More (40 registers)
+// spilled 16-72 bytes at 7x7.
+template <typename T>
+constexpr int nhwc_reg_depth(int rows, bool vec, int nr, int ni) {
+  if (rows > 1 || !vec) return 1;
+  const int per_row = ni * static_cast<int>(sizeof(NhwcRaw<T>) / 4);  // registers a row
+  const int d = 32 / per_row;
+  return d < 1 ? 1 : (d > nr ? nr : d);
+}
+
 template <typename T, int kK, int kS, int kR, int kIW, bool kVecX>
 __global__ void __launch_bounds__(NhwcRegTraits::kThreads, NhwcRegTraits::kMinBlocks)
     conv2d_depthwise_nhwc_reg_kernel(const ConvProblem p, NhwcRegShape s) {
@@ -124,6 +138,11 @@ __global__ void __launch_bounds__(NhwcRegTraits::kThreads, NhwcRegTraits::kMinBl
   constexpr int NR = (kR - 1) * kS + kK;   // input rows under a tile
   constexpr int NI = (kIW - 1) * kS + kK;  // input pixels under a tile, per row
   constexpr int KK = kK * kK;
+  constexpr int D = nhwc_reg_depth<T>(kR, kVecX, NR, NI);  // rows in flight ahead of the FMAs
+  // The first tile's first D rows requested before the taps are staged: small vector tiles of
+  // 3x3 / 5x5 only (the big, scalar and 7x7 instances spilled 16-100 bytes with those registers
+  // live across the staging).
+  constexpr bool kEarly = kR == 1 && kVecX && kK < 7;
   static_assert(NI <= 32, "column mask in one word");
   using Raw = NhwcRaw<T>;  // 4 channels: uint4 (fp32) or uint2 (16-bit)
   extern __shared__ float4 smem4[];
@@ -131,6 +150,89 @@ __global__ void __launch_bounds__(NhwcRegTraits::kThreads, NhwcRegTraits::kMinBl
   const int tcv = s.tc * V;
   const int cb = static_cast<int>(blockIdx.x % static_cast<unsigned>(s.c_blocks));
   const int pb = static_cast<int>(blockIdx.x / static_cast<unsigned>(s.c_blocks));
+  const int tcl = threadIdx.x % s.tc;
+  const int tpl = threadIdx.x / s.tc;
+  const int64_t cv = static_cast<int64_t>(cb) * s.tc + tcl;
+  // Threads past the last channel vector stage taps, then leave (no early return before the
+  // barrier). c0 is clamped to a real vector for them so that no address below is formed past C.
+  const bool active = tpl < s.tp && cv < s.c_vecs;
+  const int64_t c0 = (active ? cv : 0) * V;
+  const int valid = static_cast<int>(min(static_cast<int64_t>(V), p.C - c0));
+  const int H = static_cast<int>(p.H), W = static_cast<int>(p.W);
+  const int OH = static_cast<int>(p.OH), OW = static_cast<int>(p.OW);
+  // In-image strides in unsigned int32 (the host checked every image's span).
+  const unsigned ux_sh = static_cast<unsigned>(s.x_sh), ux_sw = static_cast<unsigned>(s.x_sw);
+  const unsigned ux_sc = static_cast<unsigned>(s.x_sc);
+  const T* xc = ptr<T>(p.x) + c0 * s.x_sc;  // channel c0 of image 0
+
+  // The current tile: its first output row / column, its input origin, image and the columns of
+  // its input pixels inside the image (one bit each).
+  int g = pb * s.reps * s.tp + tpl;  // tile of pass 0
+  int n = 0, oh0 = 0, ow0 = 0, ih0 = 0, iw0 = 0;
+  unsigned cmask = 0;
+  const T* xn = xc;
+  auto set_tile = [&]() {
+    const int twi = g % s.tiles_w;
+    const int rest = g / s.tiles_w;
+    const int thi = rest % s.tiles_h;
+    n = rest / s.tiles_h;
+    oh0 = thi * kR;
+    ow0 = twi * kIW;
+    ih0 = oh0 * kS - static_cast<int>(p.pad_h);
+    iw0 = ow0 * kS - static_cast<int>(p.pad_w);
+    // The image's base as an opaque register pair: without it the compiler folded the base
+    // back into a 64-bit element index and rebuilt each pixel's address from the kernel
+    // parameter (5-6 instructions per load instead of one 32 x 32 -> 64-bit multiply-add).
+    xn = opaque_ptr(xc + n * p.x_sn);
+    cmask = 0;
+#pragma unroll
+    for (int i = 0; i < NI; ++i)
+      if (iw0 + i >= 0 && iw0 + i < W) cmask |= 1u << i;
+  };
+
+  // Input row t of the tile, NI pixels as raw words: zeros outside the image (padding).
+  auto load_row = [&](Raw (&raw)[NI], int t) {
+    const int ih = ih0 + t;
+    const bool row_in = ih >= 0 && ih < H;
+    const unsigned m = row_in ? cmask : 0u;
+    // Offsets in unsigned (wrapping) arithmetic: pixel (ih, iw0) may lie left of the image
+    // (iw0 < 0), but a pixel inside it gets its exact offset, which is below 2^31; unsigned
+    // also makes the address one 32 x 32 -> 64-bit multiply-add.
+    const unsigned roff =
+        static_cast<unsigned>(row_in ? ih : 0) * ux_sh + static_cast<unsigned>(iw0) * ux_sw;
+#pragma unroll
+    for (int i = 0; i < NI; ++i) {
+      const bool in = (m >> i) & 1u;
+      const unsigned off = roff + static_cast<unsigned>(i) * ux_sw;
+      if constexpr (kVecX) {
+        // __ldg: a global load (the opaque base lost the address space; x is read-only).
+        raw[i] = in ? __ldg(reinterpret_cast<const Raw*>(xn + off)) : Raw{};
+      } else {
+        // `valid` channels through the channel stride (int32: inside the image's span).
+        unsigned b[V];
+#pragma unroll
+        for (int e = 0; e < V; ++e)
+          b[e] = (in && e < valid) ? elem_bits(xn[off + static_cast<unsigned>(e) * ux_sc]) : 0u;
+        if constexpr (sizeof(T) == 4) {
+          raw[i] = make_uint4(b[0], b[1], b[2], b[3]);
+        } else {
+          raw[i] = make_uint2(b[0] | (b[1] << 16), b[2] | (b[3] << 16));
+        }
+      }
+    }
+  };
+
+  // Rows in flight: buf[t] holds input row t of the tile (only D + 1 of them live at a time;
+  // every index is a compile-time constant after unrolling, so buf is registers). kEarly: the
+  // first tile's first D rows are requested before the taps are staged, their round trip
+  // overlapping the staging's.
+  Raw buf[NR][NI];
+  if (kEarly && active && g < s.tiles) {
+    set_tile();
+#pragma unroll
+    for (int t = 0; t < D; ++t) load_row(buf[t], t);
+  }
+
   {
     // Tap-fastest reads (contiguous for a contiguous weight), [tap][channel] writes; 8 loads in
     // flight per thread before their stores (one dependent round trip per 8, not per element).
@@ -162,79 +264,22 @@ __global__ void __launch_bounds__(NhwcRegTraits::kThreads, NhwcRegTraits::kMinBl
     }
   }
   __syncthreads();  // the only barrier: taps staged
-  const int tcl = threadIdx.x % s.tc;
-  const int tpl = threadIdx.x / s.tc;
-  const int64_t cv = static_cast<int64_t>(cb) * s.tc + tcl;
-  if (tpl >= s.tp || cv >= s.c_vecs) return;
-  const int64_t c0 = cv * V;
-  const int valid = static_cast<int>(min(static_cast<int64_t>(V), p.C - c0));
+  if (!active) return;
   const float* s_tap = s_w + tcl * V;
-  const int H = static_cast<int>(p.H), W = static_cast<int>(p.W);
-  const int OH = static_cast<int>(p.OH), OW = static_cast<int>(p.OW);
-  // In-image strides in int32 (the host checked every image's span).
-  const unsigned ux_sh = static_cast<unsigned>(s.x_sh), ux_sw = static_cast<unsigned>(s.x_sw);
-  const unsigned ux_sc = static_cast<unsigned>(s.x_sc);
-  const T* xc = ptr<T>(p.x) + c0 * s.x_sc;  // channel c0 of image 0
 
   float bias[V];
 #pragma unroll
   for (int e = 0; e < V; ++e)
     bias[e] = (p.b != nullptr && e < valid) ? to_float(ptr<T>(p.b)[(c0 + e) * p.b_s]) : 0.f;
 
-  const int g_first = pb * s.reps * s.tp + tpl;
 #pragma unroll 1
-  for (int rep = 0; rep < s.reps; ++rep) {
-    const int g = g_first + rep * s.tp;
+  for (int rep = 0; rep < s.reps; ++rep, g += s.tp) {
     if (g >= s.tiles) break;
-    const int twi = g % s.tiles_w;
-    const int rest = g / s.tiles_w;
-    const int thi = rest % s.tiles_h;
-    const int n = rest / s.tiles_h;
-    const int oh0 = thi * kR, ow0 = twi * kIW;
-    const int ih0 = oh0 * kS - static_cast<int>(p.pad_h);
-    const int iw0 = ow0 * kS - static_cast<int>(p.pad_w);
-    // The image's base as an opaque register pair: without it the compiler folded the base back
-    // into a 64-bit element index and rebuilt each pixel's address from the kernel parameter
-    // (5-6 instructions per load instead of one 32 x 32 -> 64-bit multiply-add).
-    const T* xn = opaque_ptr(xc + n * p.x_sn);
-    // Columns of the tile's input pixels inside the image, one bit each.
-    unsigned cmask = 0;
+    if (!kEarly || rep > 0) {
+      set_tile();
 #pragma unroll
-    for (int i = 0; i < NI; ++i)
-      if (iw0 + i >= 0 && iw0 + i < W) cmask |= 1u << i;
-
-    // Input row t's NI pixels as raw words: zeros outside the image (padding). In-image offsets
-    // in int32; only pixels inside the image are addressed.
-    auto load_row = [&](Raw (&raw)[NI], int t) {
-      const int ih = ih0 + t;
-      const bool row_in = ih >= 0 && ih < H;
-      const unsigned m = row_in ? cmask : 0u;
-      // Offsets in unsigned (wrapping) arithmetic: pixel (ih, iw0) may lie left of the image
-      // (iw0 < 0), but a pixel inside it gets its exact offset, which is below 2^31; unsigned
-      // also makes the address one 32 x 32 -> 64-bit multiply-add.
-      const unsigned roff = static_cast<unsigned>(row_in ? ih : 0) * ux_sh +
-                            static_cast<unsigned>(iw0) * ux_sw;
-#pragma unroll
-      for (int i = 0; i < NI; ++i) {
-        const bool in = (m >> i) & 1u;
-        const unsigned off = roff + static_cast<unsigned>(i) * ux_sw;
-        if constexpr (kVecX) {
-          // __ldg: a global load (the opaque base lost the address space; x is read-only).
-          raw[i] = in ? __ldg(reinterpret_cast<const Raw*>(xn + off)) : Raw{};
-        } else {
-          // `valid` channels through the channel stride (int32: inside the image's span).
-          unsigned b[V];
-#pragma unroll
-          for (int e = 0; e < V; ++e)
-            b[e] = (in && e < valid) ? elem_bits(xn[off + static_cast<unsigned>(e) * ux_sc]) : 0u;
-          if constexpr (sizeof(T) == 4) {
-            raw[i] = make_uint4(b[0], b[1], b[2], b[3]);
-          } else {
-            raw[i] = make_uint2(b[0] | (b[1] << 16), b[2] | (b[3] << 16));
-          }
-        }
-      }
-    };
+      for (int t = 0; t < D; ++t) load_row(buf[t], t);
+    }
 
     float acc[kR][kIW][V];
 #pragma unroll
@@ -244,21 +289,16 @@ __global__ void __launch_bounds__(NhwcRegTraits::kThreads, NhwcRegTraits::kMinBl
 #pragma unroll
         for (int e = 0; e < V; ++e) acc[r][j][e] = bias[e];
 
-    Raw nxt[NI];
-    load_row(nxt, 0);
 #pragma unroll
     for (int t = 0; t < NR; ++t) {
-      Raw cur[NI];
-#pragma unroll
-      for (int i = 0; i < NI; ++i) cur[i] = nxt[i];
-      if (t + 1 < NR) load_row(nxt, t + 1);  // in flight during this row's FMAs
+      if (t + D < NR) load_row(buf[t + D], t + D);  // in flight during this row's FMAs
       // A padding row adds nothing. (Running it on zeros instead, to keep the unrolled loop one
       // basic block, let the scheduler hoist more loads than registers hold: 7x7 spilled
       // 300-450 bytes.)
       if (ih0 + t < 0 || ih0 + t >= H) continue;
       float v[NI][V];
 #pragma unroll
-      for (int i = 0; i < NI; ++i) raw_to_float<T>(cur[i], v[i]);
+      for (int i = 0; i < NI; ++i) raw_to_float<T>(buf[t][i], v[i]);
 #pragma unroll
       for (int r = 0; r < kR; ++r) {
         const int kh = t - r * kS;  // input row t meets output row r at filter row kh
