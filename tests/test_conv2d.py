@@ -380,8 +380,8 @@ def test_opcheck(device):
 # own over edge shapes.
 # --------------------------------------------------------------------------------------------
 ALGOS = ["depthwise_nhwc", "depthwise_rows", "depthwise_tma", "depthwise_plane", "depthwise_large",
-         "depthwise_nchw", "depthwise_nhwc_tile", "depthwise_strided", "general_staged",
-         "general_direct"]
+         "depthwise_nchw", "depthwise_nhwc_tile", "depthwise_strided", "depthwise_nhwc_reg",
+         "general_staged", "general_direct"]
 
 
 def _meta(shape, k, groups, o=None, channels_last=False, dtype=torch.float32):
@@ -438,11 +438,16 @@ def test_algorithm_query_auto():
     assert q(*_meta((8, 384, 66, 66), (7, 7), 384), None, 1, "same", 1, 384) == "depthwise_nchw"
     assert q(*_meta((1, 1, 8190, 8190), (7, 7), 1), None, 1, "same") == "depthwise_nchw"
     for dt in (torch.float32, torch.bfloat16):
+        # channels_last, square 3/5/7, stride 1 or 2: the register-tile kernel
         assert q(*_meta((32, 256, 56, 56), (3, 3), 256, channels_last=True, dtype=dt), None, 1,
-                 "same", 1, 256) == "depthwise_nhwc"
-        # stride 2, or stride 1 on planes up to 16x16: the pixel-group kernel
+                 "same", 1, 256) == "depthwise_nhwc_reg"
         assert q(*_meta((32, 256, 56, 56), (3, 3), 256, channels_last=True, dtype=dt), None, 2,
-                 1, 1, 256) == "depthwise_nhwc_tile"
+                 1, 1, 256) == "depthwise_nhwc_reg"
+        assert q(*_meta((16, 96, 56, 56), (7, 7), 96, channels_last=True, dtype=dt), None, 1,
+                 3, 1, 96) == "depthwise_nhwc_reg"
+        # dilated: the runtime-filter nhwc kernel
+        assert q(*_meta((32, 256, 56, 56), (3, 3), 256, channels_last=True, dtype=dt), None, 1,
+                 2, 2, 256) == "depthwise_nhwc"
     # NCHW stride 2 (square 3/5/7), and stride 1 on small planes the plane / TMA kernels do not
     # take: the staged kernel
     assert q(*_meta((16, 64, 112, 112), (3, 3), 64), None, 2, 1, 1, 64) == "depthwise_strided"
@@ -465,7 +470,7 @@ def test_algorithm_query_auto():
         "depthwise_tma" if _tma_device() else "depthwise_nchw")
     assert q(*_meta((1, 1, 64, 62), (3, 3), 1), None, 1, (1, 5)) == "depthwise_nchw"
     assert q(*_meta((2, 8, 9, 9), (3, 3), 8, channels_last=True), None, 1, 1, 1,
-             8) == "depthwise_nhwc_tile"  # small plane
+             8) == "depthwise_nhwc_reg"  # small plane
     assert q(*_meta((2, 8, 9, 9), (3, 2), 8, channels_last=True), None, 1, 1, 1,
              8) == "depthwise_nhwc"  # not square
     assert q(*_meta((2, 4, 9, 9), (3, 3), 1, o=6), None, 1, 1) == "general_staged"
@@ -861,9 +866,14 @@ def test_cuda_nhwc_strips(dtype):
         n, c, h, w_ = shape
         x, w, b = make(n, c, h, w_, c, k, k, c, i % 2 == 0, dtype, "cuda", seed=400 + i)
         xc = x.to(memory_format=torch.channels_last)
-        assert torch_ops.algorithm("conv2d", xc, w, b, 1, padding, 1, c) == "depthwise_nhwc"
-        out = check(xc, w, b, 1, padding, 1, c)
-        assert out.is_contiguous(memory_format=torch.channels_last)
+        assert torch_ops.algorithm("conv2d", xc, w, b, 1, padding, 1, c) == "depthwise_nhwc_reg"
+        # the roll kernel forced (the choice takes depthwise_nhwc_reg), then the register-tile
+        # kernel on the same large shapes (its big tiles)
+        for algo in ("depthwise_nhwc", "depthwise_nhwc_reg"):
+            with torch_ops.force_algorithm("conv2d", algo):
+                assert torch_ops.algorithm("conv2d", xc, w, b, 1, padding, 1, c) == algo
+                out = check(xc, w, b, 1, padding, 1, c)
+            assert out.is_contiguous(memory_format=torch.channels_last)
 
 
 @pytest.mark.cuda
@@ -884,7 +894,7 @@ def test_cuda_nhwc_vectors(dtype):
         for xx in (xc, view):
             # small planes go to depthwise_nhwc_tile (tests/test_depthwise.py): forced here
             assert torch_ops.algorithm("conv2d", xx, w, b, 1, padding, 1, c) in (
-                "depthwise_nhwc", "depthwise_nhwc_tile")
+                "depthwise_nhwc", "depthwise_nhwc_tile", "depthwise_nhwc_reg")
             with torch_ops.force_algorithm("conv2d", "depthwise_nhwc"):
                 out = check(xx, w, b, 1, padding, 1, c)
             ref_out = F.conv2d(xx, w, b, 1, padding, 1, c)

@@ -1,9 +1,13 @@
 """The depthwise conv2d kernels for the shapes real networks run: depthwise_strided (NCHW, stride
 1 or 2, square 3/5/7, whole small planes or tiles staged in shared memory) and
-depthwise_nhwc_tile (channels_last, pixel groups x 16-byte channel vectors), each forced and
-against F.conv2d in float64; the automatic choice on the census layers; the native fused
-epilogue (act(conv + bias + residual)) when torch.ops.gpukern.conv2d_fused exists."""
+depthwise_nhwc_tile (channels_last, pixel groups x 16-byte channel vectors) and
+depthwise_nhwc_reg (channels_last, register-blocked output tiles of 4-channel vectors, a big and a
+small tile variant), each forced and against F.conv2d in float64; the automatic choice on the
+census layers; the native fused epilogue (act(conv + bias + residual)) when
+torch.ops.gpukern.conv2d_fused exists."""
 import itertools
+import os
+from contextlib import contextmanager
 
 import pytest
 import torch
@@ -12,7 +16,7 @@ import torch.nn.functional as F
 import torch_ops
 from conftest import FLOAT_DTYPES, HAS_CUDA, assert_close_ref, rand
 
-NEW_ALGOS = ["depthwise_strided", "depthwise_nhwc_tile"]
+NEW_ALGOS = ["depthwise_strided", "depthwise_nhwc_tile", "depthwise_nhwc_reg"]
 
 cuda_only = [pytest.mark.cuda,
              pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA device and the CUDA build")]
@@ -153,12 +157,16 @@ CENSUS = [
     ((16, 672, 14, 14), 5, 2, 2, False, "depthwise_strided"),
     ((16, 200, 14, 14), 3, 1, 1, False, "depthwise_strided"),
     ((16, 480, 14, 14), 3, 1, 1, False, "depthwise_strided"),
-    ((16, 480, 14, 14), 3, 1, 1, True, "depthwise_nhwc_tile|depthwise_nhwc"),
-    ((16, 672, 14, 14), 5, 2, 2, True, "depthwise_nhwc_tile"),
-    ((16, 672, 14, 14), 3, 1, 1, True, "depthwise_nhwc_tile|depthwise_nhwc"),
+    ((16, 480, 14, 14), 3, 1, 1, True, "depthwise_nhwc_reg"),
+    ((16, 672, 14, 14), 5, 2, 2, True, "depthwise_nhwc_reg"),
+    ((16, 672, 14, 14), 3, 1, 1, True, "depthwise_nhwc_reg"),
+    ((16, 96, 56, 56), 7, 1, 3, True, "depthwise_nhwc_reg"),
+    ((16, 768, 7, 7), 7, 1, 3, True, "depthwise_nhwc_reg"),
+    ((16, 64, 112, 112), 3, 2, 1, True, "depthwise_nhwc_reg"),
 ]
-# "a|b": fp32 takes a, 16-bit dtypes b (channels_last stride 1: the H100 census measured the
-# pixel-group kernel ahead in fp32 and behind depthwise_nhwc in bf16).
+# "a|b": fp32 takes a, 16-bit dtypes b. Channels_last: depthwise_nhwc_reg for every square 3/5/7
+# stride-1/2 layer (issue #32; the H100 measurements may move some back to depthwise_nhwc /
+# depthwise_nhwc_tile).
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
@@ -243,6 +251,9 @@ FUSED = [
     ((2, 17, 13, 17), 3, 2, 1, "depthwise_nhwc_tile"),
     ((3, 240, 14, 14), 5, 2, 2, "depthwise_nhwc_tile"),
     ((2, 24, 7, 7), 7, 1, 3, "depthwise_nhwc_tile"),
+    ((2, 17, 13, 17), 3, 2, 1, "depthwise_nhwc_reg"),
+    ((3, 240, 14, 14), 5, 2, 2, "depthwise_nhwc_reg"),
+    ((2, 24, 7, 7), 7, 1, 3, "depthwise_nhwc_reg"),
 ]
 
 
@@ -256,7 +267,7 @@ def test_fused_native(case, act, dtype):
     shape, k, stride, pad, algo = case
     n, c, h, w_ = shape
     x, w, b = _make(n, c, h, w_, k, True, dtype, seed=k * 7 + c)
-    if algo == "depthwise_nhwc_tile":
+    if algo in ("depthwise_nhwc_tile", "depthwise_nhwc_reg"):
         x = x.to(memory_format=torch.channels_last)
     conv = _ref(x, w, b, stride, pad, c)
     g = torch.Generator().manual_seed(5)
@@ -269,3 +280,172 @@ def test_fused_native(case, act, dtype):
         with torch_ops.force_algorithm("conv2d", algo):
             out = _fused_call(op, schema, x, w, b, stride, pad, c, act, r)
         assert_close_ref(out, want, dtype)
+
+
+# ---- depthwise_nhwc_reg: every filter x stride x dtype x tile variant, odd sizes and views ----
+
+# The tile variant is picked from the problem size and the GPU (csrc/conv/direct/
+# depthwise_nhwc_reg_run.cuh); GPUKERN_NHWC_REG_TILE=big / small forces one (read per call), so
+# that both run on every shape. Inputs without 4-element vector access always take the small tile.
+REG_VARIANTS = ["auto", "big", "small"]
+
+
+@contextmanager
+def _reg_variant(variant):
+    old = os.environ.get("GPUKERN_NHWC_REG_TILE")
+    if variant == "auto":
+        os.environ.pop("GPUKERN_NHWC_REG_TILE", None)
+    else:
+        os.environ["GPUKERN_NHWC_REG_TILE"] = variant
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop("GPUKERN_NHWC_REG_TILE", None)
+        else:
+            os.environ["GPUKERN_NHWC_REG_TILE"] = old
+
+
+def _cl_views(x):
+    """channels_last layouts of x: dense; channels padded to C + 4 (pixel stride C + 4: 4-element
+    vectors stay aligned when C % 4 == 0); a channel slice (pixel stride C + 1, data one element
+    past the allocation: the scalar path); dense channels_last strides at a storage offset of one
+    element (misaligned: the scalar path); and plain NCHW (any strides run)."""
+    n, c, h, w_ = x.shape
+    dense = x.contiguous(memory_format=torch.channels_last)
+    pad4 = torch.zeros(n, c + 4, h, w_, dtype=x.dtype, device=x.device).to(
+        memory_format=torch.channels_last)[:, :c]
+    pad4.copy_(x)
+    sl = torch.zeros(n, c + 1, h, w_, dtype=x.dtype, device=x.device).to(
+        memory_format=torch.channels_last)[:, 1:]
+    sl.copy_(x)
+    flat = torch.zeros(x.numel() + 1, dtype=x.dtype, device=x.device)
+    off = flat[1:].as_strided(dense.shape, dense.stride())
+    off.copy_(x)
+    return [dense, pad4, sl, off, x.contiguous()]
+
+
+# (H, W) over 1, 2, 5, 7, 13, 14, 28, 57 (odd, tiny, the network sizes, several tiles a row),
+# C over 3, 8, 12, 96, 200, 672 (scalar tail, one vector, 3 vectors, one and several channel
+# blocks, uneven blocks), batch 1 and 3; paddings K // 2, 0 (where an output remains), K // 2 + 1
+# and (0, K // 2).
+REG_SIZES = [(1, 1), (2, 5), (5, 2), (7, 7), (13, 14), (14, 13), (28, 28), (57, 57), (1, 57),
+             (57, 2)]
+REG_CHANNELS = [3, 8, 12, 96, 200, 672]
+
+
+def _reg_cases(k, stride):
+    out = []
+    for i, (h, w_) in enumerate(REG_SIZES):
+        c = REG_CHANNELS[(i + k + stride) % len(REG_CHANNELS)]
+        if h * w_ * c > 57 * 57 * 12:
+            c = 12 if h * w_ > 28 * 28 else min(c, 96)  # keeps the float64 reference cheap
+        pads = [k // 2, 0, k // 2 + 1, (0, k // 2)]
+        pad = pads[i % len(pads)]
+        ph, pw = pad if isinstance(pad, tuple) else (pad, pad)
+        if h + 2 * ph < k or w_ + 2 * pw < k:
+            pad = k // 2
+        n = 3 if i % 2 else 1
+        out.append(((n, c, h, w_), pad))
+    return out
+
+
+@pytest.mark.parametrize("variant", REG_VARIANTS)
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=str)
+@pytest.mark.parametrize("stride", [1, 2])
+@pytest.mark.parametrize("k", [3, 5, 7])
+def test_nhwc_reg_parity(k, stride, dtype, variant):
+    """depthwise_nhwc_reg forced, every filter x stride x dtype x tile variant, on odd sizes,
+    channel counts and paddings, five layouts of the input, with and without bias."""
+    if not HAS_CUDA:
+        pytest.skip("needs a CUDA device and the CUDA build")
+    algo = "depthwise_nhwc_reg"
+    for i, ((n, c, h, w_), pad) in enumerate(_reg_cases(k, stride)):
+        x, w, b = _make(n, c, h, w_, k, i % 2 == 0, dtype, seed=1000 + 10 * k + i)
+        ref = _ref(x, w, b, stride, pad, c)
+        for xx in _cl_views(x):
+            with torch_ops.force_algorithm("conv2d", algo), _reg_variant(variant):
+                assert torch_ops.algorithm("conv2d", xx, w, b, stride, pad, 1, c) == algo
+                out = torch_ops.conv2d(xx, w, b, stride, pad, 1, c)
+            assert out.dtype == dtype
+            assert_close_ref(out, ref, dtype)
+
+
+# The census layers of issue #32 at batch 16 (ConvNeXt-T and MobileNetV3 channels_last): the
+# automatic choice and both tile variants against float64. (shape, K, stride)
+REG_LAYERS = [
+    ((16, 96, 56, 56), 7, 1), ((16, 192, 28, 28), 7, 1), ((16, 384, 14, 14), 7, 1),
+    ((16, 768, 7, 7), 7, 1), ((16, 16, 112, 112), 3, 1), ((16, 64, 112, 112), 3, 2),
+    ((16, 72, 56, 56), 3, 1), ((16, 72, 56, 56), 5, 2), ((16, 120, 28, 28), 5, 1),
+    ((16, 240, 28, 28), 3, 2), ((16, 200, 14, 14), 3, 1), ((16, 184, 14, 14), 3, 1),
+    ((16, 480, 14, 14), 3, 1), ((16, 672, 14, 14), 3, 1), ((16, 672, 14, 14), 5, 2),
+    ((16, 960, 7, 7), 5, 1),
+]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("layer", REG_LAYERS, ids=lambda t: "x".join(map(str, t[0])) +
+                         f"_k{t[1]}s{t[2]}")
+def test_nhwc_reg_layers(layer, dtype):
+    if not HAS_CUDA:
+        pytest.skip("needs a CUDA device and the CUDA build")
+    (n, c, h, w_), k, stride = layer
+    x, w, b = _make(n, c, h, w_, k, True, dtype, seed=c + k)
+    x = x.to(memory_format=torch.channels_last)
+    pad = k // 2
+    assert torch_ops.algorithm("conv2d", x, w, b, stride, pad, 1, c) == "depthwise_nhwc_reg"
+    ref = _ref(x, w, b, stride, pad, c)
+    for variant in REG_VARIANTS:
+        with _reg_variant(variant):
+            out = torch_ops.conv2d(x, w, b, stride, pad, 1, c)
+        assert out.is_contiguous(memory_format=torch.channels_last)
+        assert_close_ref(out, ref, dtype)
+
+
+# Fused epilogue shapes: (N, C, H, W), K, stride, padding; channels_last input.
+REG_FUSED = [
+    ((2, 17, 13, 17), 3, 2, 1),
+    ((3, 240, 14, 14), 5, 2, 2),
+    ((2, 24, 7, 7), 7, 1, 3),
+    ((1, 96, 28, 28), 7, 1, 3),
+    ((3, 12, 9, 11), 5, 1, 2),
+    ((1, 200, 14, 14), 3, 1, 1),
+]
+
+
+@pytest.mark.parametrize("variant", ["big", "small"])
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=str)
+@pytest.mark.parametrize("act", list(ACTS))
+def test_nhwc_reg_fused(act, dtype, variant):
+    """torch_ops.conv2d_fused forced to depthwise_nhwc_reg: every activation, bias and no bias,
+    a residual channels_last (vector path), NCHW (scalar path), a misaligned channels_last view,
+    or none; dense and channel-sliced inputs."""
+    if not HAS_CUDA:
+        pytest.skip("needs a CUDA device and the CUDA build")
+    algo = "depthwise_nhwc_reg"
+    for i, (shape, k, stride, pad) in enumerate(REG_FUSED):
+        n, c, h, w_ = shape
+        x, w, b = _make(n, c, h, w_, k, True, dtype, seed=2000 + 7 * k + c)
+        x = x * 2  # pre-activations past relu6's and hardswish's kinks (exact in every dtype)
+        bias = b if i % 2 == 0 else None
+        conv = _ref(x, w, bias, stride, pad, c)
+        g = torch.Generator().manual_seed(17 + i)
+        res = rand(*conv.shape, dtype=dtype, generator=g).cuda()
+        res_cl = res.to(memory_format=torch.channels_last)
+        flat = torch.zeros(res.numel() + 1, dtype=dtype, device="cuda")
+        res_off = flat[1:].as_strided(res_cl.shape, res_cl.stride())
+        res_off.copy_(res)
+        views = _cl_views(x)
+        for j, r in enumerate([res_cl, res, res_off, None]):
+            xx = views[(i + j) % 3]  # dense, channels padded to C + 4, channel slice
+            want = ACTS[act](conv + (0 if r is None else r.to("cpu", torch.float64)))
+            with torch_ops.force_algorithm("conv2d", algo), _reg_variant(variant):
+                assert torch_ops.algorithm("conv2d", xx, w, bias, stride, pad, 1, c) == algo
+                out = torch_ops.conv2d_fused(xx, w, bias, stride, pad, 1, c, activation=act,
+                                             residual=r)
+            assert out.dtype == dtype
+            # the output's layout follows torch's for the input's
+            expect = F.conv2d(xx, w, None, stride, pad, 1, c)
+            assert out.is_contiguous(memory_format=torch.channels_last) == expect.is_contiguous(
+                memory_format=torch.channels_last)
+            assert_close_ref(out, want, dtype)

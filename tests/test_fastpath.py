@@ -10,7 +10,7 @@ from torch_ops.fastpath import conv_fast_path_reason
 
 _FAST1 = {"rowwise8", "rowwise16", "rowwise8_dilated", "rowwise_reg", "rowwise_mma", "fft"}
 _FAST2 = {"depthwise_rows", "depthwise_tma", "depthwise_plane", "depthwise_large", "depthwise_nchw",
-          "depthwise_nhwc"}
+          "depthwise_nhwc", "depthwise_nhwc_reg"}
 
 # (in, out, groups, kernel, stride, dilation, fast)
 CONV1D_CASES = [

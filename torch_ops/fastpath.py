@@ -28,7 +28,7 @@ structural part alone decides.
 What the rule cannot see, because it depends on the input: a Conv1d whose output rows are
 shorter than 256 samples still runs the general kernel (its row-wise tiles would mostly compute
 padding), and a strided depthwise Conv2d fed a ``channels_last`` input does have a specialised
-kernel (``depthwise_nhwc``) though the rule leaves it out. ``torch_ops.algorithm(...)`` (or
+kernel (``depthwise_nhwc_reg``) though the rule leaves it out. ``torch_ops.algorithm(...)`` (or
 ``python -m torch_ops.info``) gives the exact choice for a given input shape.
 """
 import functools

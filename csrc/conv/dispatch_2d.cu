@@ -29,6 +29,7 @@ enum class Algo {
   kDepthwiseNchw,
   kDepthwiseNhwcTile,
   kDepthwiseStrided,
+  kDepthwiseNhwcReg,
   kGeneralStaged,
   kGeneralDirect,
   kIgemm,
@@ -44,6 +45,7 @@ const AlgorithmTable<Algo> kTable("conv2d", {
                                                {Algo::kDepthwiseNchw, "depthwise_nchw"},
                                                {Algo::kDepthwiseNhwcTile, "depthwise_nhwc_tile"},
                                                {Algo::kDepthwiseStrided, "depthwise_strided"},
+                                               {Algo::kDepthwiseNhwcReg, "depthwise_nhwc_reg"},
                                                {Algo::kGeneralStaged, "general_staged"},
                                                {Algo::kGeneralDirect, "general_direct"},
                                                {Algo::kIgemm, "igemm"},
@@ -64,6 +66,7 @@ bool can_run(Algo a, const ConvProblem& p) {
   switch (a) {
     case Algo::kDepthwiseNhwc: return depthwise_nhwc_can_run(p);  // any strides
     case Algo::kDepthwiseNhwcTile: return depthwise_nhwc_tile_can_run(p);
+    case Algo::kDepthwiseNhwcReg: return depthwise_nhwc_reg_can_run(p);
     case Algo::kDepthwiseStrided: return depthwise_strided_can_run(p);
     case Algo::kDepthwiseRows: return depthwise_rows_can_run(p);
     case Algo::kDepthwiseTma: return depthwise_tma_can_run(p);
@@ -87,6 +90,12 @@ bool nhwc_depthwise(const ConvProblem& p) {
 // for sm_90). Never of the data pointers: alignment only switches vector accesses on or off
 // inside a kernel, or moves the TMA map's base.
 Algo choose_auto(const ConvProblem& p) {
+  // Channels_last depthwise, square 3/5/7, stride 1 or 2, dilation 1 (ConvNeXt, MobileNet):
+  // register-blocked output tiles, each input pixel loaded once per tile, the fused epilogue in
+  // registers (issue #32). Not yet measured on a GPU: first for every shape it takes, until the
+  // H100 table of benchmarks/dw_layers.py says where depthwise_nhwc / depthwise_nhwc_tile stay
+  // ahead.
+  if (nhwc_depthwise(p) && depthwise_nhwc_reg_can_run(p)) return Algo::kDepthwiseNhwcReg;
   // Channels_last depthwise 3/5/7 with stride 2, or fp32 stride 1 on small planes: pixel groups
   // of every image and row spread over the blocks, each input pixel loaded once per filter row
   // (depthwise_nhwc took 3x cuDNN's time at 14x14 stride 2: too few blocks, one load per tap).
@@ -151,7 +160,8 @@ bool algorithm_fuses_epilogue(Algo a) {
   switch (a) {
     case Algo::kIgemm: return true;  // CUTLASS epilogue (conv/igemm/epilogue.cuh)
     case Algo::kDepthwiseStrided:     // act(acc + bias + residual) in registers
-    case Algo::kDepthwiseNhwcTile: return true;
+    case Algo::kDepthwiseNhwcTile:
+    case Algo::kDepthwiseNhwcReg: return true;
     default: return false;
   }
 }
@@ -161,6 +171,7 @@ void run(Algo a, const ConvProblem& p, cudaStream_t stream) {
   switch (a) {
     case Algo::kDepthwiseNhwc: return depthwise_nhwc_run<T>(p, stream);
     case Algo::kDepthwiseNhwcTile: return depthwise_nhwc_tile_run<T>(p, stream);
+    case Algo::kDepthwiseNhwcReg: return depthwise_nhwc_reg_run<T>(p, stream);
     case Algo::kDepthwiseStrided: return depthwise_strided_run<T>(p, stream);
     case Algo::kDepthwiseRows: return depthwise_rows_run<T>(p, stream);
     case Algo::kDepthwiseTma: return depthwise_tma_run<T>(p, stream);

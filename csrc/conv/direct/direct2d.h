@@ -28,6 +28,12 @@ bool depthwise_nhwc_tile_can_run(const ConvProblem& p);
 template <typename T>
 void depthwise_nhwc_tile_run(const ConvProblem& p, cudaStream_t stream);
 
+// Register-blocked output tiles (square 3/5/7, stride 1/2): depthwise_nhwc_reg.cu (planner,
+// float), depthwise_nhwc_reg_half.cu and _bf16.cu (the 16-bit instances).
+bool depthwise_nhwc_reg_can_run(const ConvProblem& p);
+template <typename T>
+void depthwise_nhwc_reg_run(const ConvProblem& p, cudaStream_t stream);
+
 bool depthwise_strided_can_run(const ConvProblem& p);
 template <typename T>
 void depthwise_strided_run(const ConvProblem& p, cudaStream_t stream);

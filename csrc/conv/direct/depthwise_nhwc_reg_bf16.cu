@@ -1,0 +1,6 @@
+// depthwise_nhwc_reg's bfloat16 instances (the planner: depthwise_nhwc_reg.cu).
+#include "conv/direct/depthwise_nhwc_reg_run.cuh"
+
+namespace gpukern {
+template void depthwise_nhwc_reg_run<__nv_bfloat16>(const ConvProblem&, cudaStream_t);
+}  // namespace gpukern
