@@ -19,18 +19,14 @@ namespace nhwc_reg {
 
 // The choice between the big and the small tile (conv::NhwcRegTile): big tiles (2 x 4 or 2 x 2
 // outputs: fewer loads, conversions and tap reads per output; per thread and tile, from the
-// SASS, about 4 * R * IW * K * K FMAs + 14 instructions per input pixel) as soon as their blocks
-// fill one wave of the GPU (SMs x resident blocks of the big kernel, 2 at 128 registers), else
-// small tiles (1 x 2), which give a small layer (14x14, 7x7 planes) 3-4x the threads to hide its
-// load latency with, at 1.5-2x the instructions per output (7x7: 28 pixel loads per output
-// against 10). Examples (batch 16, 16-bit tiles, H100, 132 SMs; big blocks / wave 264):
-// ConvNeXt 96ch 56x56 7x7 628 and 192ch 28x28 314: big; 384ch 14x14 168 and 768ch 7x7 96:
-// small; MobileNet 16ch 112x112 3x3 392, 64ch 112x112 s2 784, 72ch 56x56 3x3 448, 672ch 14x14
-// 3x3 300: big; 72ch 56x56 5x5 s2 224, 120ch 28x28 5x5 196, 240ch 28x28 s2 196, 200ch / 480ch
-// 14x14 90 / 224, 960ch 7x7 128: small. A guess, not yet measured: the first H100 run of
-// benchmarks/dw_layers.py (which times both variants through GPUKERN_NHWC_REG_TILE=big /
-// small) sets it.
-constexpr int64_t kBigMinWaves = 1;
+// SASS, about 4 * R * IW * K * K FMAs + 14 instructions per input pixel) unless their blocks
+// fill less than a quarter of one wave of the GPU (SMs x resident blocks of the big kernel, 2 at
+// 128 registers); then small tiles (1 x 2), 3-4x the threads to hide load latency with, at
+// 1.5-2x the instructions per output. Measured (benchmarks/dw_layers.py, H200, batch 16, every
+// layer of the census): big tiles were faster than small ones on all 32 layers and dtypes, down
+// to grids of a third of a wave (768ch 7x7 7x7 bf16: 15.0 us against 27.4; 200ch 14x14 3x3
+// fp32: 5.1 against 6.7); a first guess of one full wave sent those to the small tile.
+constexpr int64_t kBigMinQuarterWaves = 1;
 // Passes per block: a block stages its taps once and then takes `reps` passes of tiles; the
 // passes grow once the one-pass grid exceeds this many waves (taps amortised on large layers,
 // every SM busy on small ones).
@@ -86,8 +82,8 @@ void launch(const ConvProblem& p, const Plan& plan, cudaStream_t stream) {
   set_tiles(p, s, Big::kR, Big::kIW);
   const int64_t big_wave = sms * resident_blocks_per_sm<kBigKernel>(device, threads);
   const int forced = forced_variant();
-  const bool big =
-      s.x_vec && (forced == 1 || (forced == 0 && blocks1() >= kBigMinWaves * big_wave));
+  const bool big = s.x_vec && (forced == 1 || (forced == 0 && 4 * blocks1() >=
+                                                                  kBigMinQuarterWaves * big_wave));
   int64_t wave = big_wave;
   if (!big) {
     set_tiles(p, s, Small::kR, Small::kIW);
