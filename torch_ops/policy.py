@@ -431,7 +431,11 @@ def register(layer: torch.nn.Module, policy: str, cpu: bool) -> None:
     layer.gpukern_policy = policy
     layer.gpukern_cpu = bool(cpu)
     _NEXT_UID[0] += 1
-    layer._gk_uid = _NEXT_UID[0]
+    # A string, not an int: dynamo may treat an int attribute whose value differs between
+    # compiles of the same code as a dynamic (symbolic) int, which _compiled_choice, a constant
+    # lookup, cannot take (seen in the suite after other models were compiled); strings stay
+    # constants.
+    layer._gk_uid = f"gk{_NEXT_UID[0]}"
     layer._gk_decisions = {}
     layer._gk_fast = {}
     _LAYERS[layer._gk_uid] = layer
@@ -486,7 +490,7 @@ def _algorithm(layer, shape, strides, dtype) -> Optional[str]:
 
 # Called by dynamo while tracing and kept as a constant: a pure lookup (no timing, no sync).
 @torch._dynamo.assume_constant_result
-def _compiled_choice(uid: int, shape: tuple, strides: tuple, dtype: torch.dtype,
+def _compiled_choice(uid: str, shape: tuple, strides: tuple, dtype: torch.dtype,
                      device_type: str, index: Optional[int], has_residual: bool) -> bool:
     layer = _LAYERS.get(uid)
     if layer is None:
