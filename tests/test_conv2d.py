@@ -380,8 +380,8 @@ def test_opcheck(device):
 # own over edge shapes.
 # --------------------------------------------------------------------------------------------
 ALGOS = ["depthwise_nhwc", "depthwise_rows", "depthwise_tma", "depthwise_plane", "depthwise_large",
-         "depthwise_nchw", "depthwise_nhwc_tile", "depthwise_strided", "general_staged",
-         "general_direct"]
+         "depthwise_nchw", "depthwise_nhwc_tile", "depthwise_strided", "depthwise_small",
+         "general_staged", "general_direct"]
 
 
 def _meta(shape, k, groups, o=None, channels_last=False, dtype=torch.float32):
@@ -443,10 +443,14 @@ def test_algorithm_query_auto():
         # stride 2, or stride 1 on planes up to 16x16: the pixel-group kernel
         assert q(*_meta((32, 256, 56, 56), (3, 3), 256, channels_last=True, dtype=dt), None, 2,
                  1, 1, 256) == "depthwise_nhwc_tile"
-    # NCHW stride 2 (square 3/5/7), and stride 1 on small planes the plane / TMA kernels do not
-    # take: the staged kernel
-    assert q(*_meta((16, 64, 112, 112), (3, 3), 64), None, 2, 1, 1, 64) == "depthwise_strided"
-    assert q(*_meta((16, 200, 14, 14), (3, 3), 200), None, 1, 1, 1, 200) == "depthwise_strided"
+    # NCHW stride 2 (square 3/5/7, output rows up to 256 columns), and stride 1 on small planes
+    # the plane / TMA kernels do not take: depthwise_small; wider stride-2 outputs: the column
+    # tiles of depthwise_strided
+    assert q(*_meta((16, 64, 112, 112), (3, 3), 64), None, 2, 1, 1, 64) == "depthwise_small"
+    assert q(*_meta((16, 200, 14, 14), (3, 3), 200), None, 1, 1, 1, 200) == "depthwise_small"
+    assert q(*_meta((16, 960, 7, 7), (5, 5), 960), None, 1, 2, 1, 960) == "depthwise_small"
+    assert q(*_meta((2, 8, 512, 512), (3, 3), 8), None, 2, 1, 1, 8) == "depthwise_small"
+    assert q(*_meta((2, 8, 514, 514), (3, 3), 8), None, 2, 1, 1, 8) == "depthwise_strided"
     assert q(*_meta((1, 1, 8190, 8190), (3, 3), 1), None, 2, 1) == "depthwise_strided"
     # channels_last with more taps than the nhwc kernel stages (> 96): the NCHW-order kernels
     assert q(*_meta((2, 16, 40, 40), (13, 13), 16, channels_last=True), None, 1, "same", 1,
@@ -497,8 +501,8 @@ def test_algorithm_forcing_errors():
         w5 = torch.empty(4, 1, 3, 5, device="meta")
         with pytest.raises(RuntimeError, match="cannot run this shape"):  # not square
             torch_ops.algorithm("conv2d", xd, w5, None, 1, 1, 1, 4)
-    # Small NCHW planes (output <= 28x28) the plane / TMA kernels leave take depthwise_strided.
-    assert torch_ops.algorithm("conv2d", xd, wd, None, 1, 1, 1, 4) == "depthwise_strided"
+    # Small NCHW planes (output <= 16x16) the plane / TMA kernels leave take depthwise_small.
+    assert torch_ops.algorithm("conv2d", xd, wd, None, 1, 1, 1, 4) == "depthwise_small"
     w11 = torch.empty(4, 1, 11, 9, device="meta")  # 99 taps > NhwcTraits::kMaxTaps
     with torch_ops.force_algorithm("conv2d", "depthwise_nhwc"):
         with pytest.raises(RuntimeError, match="cannot run this shape"):
