@@ -27,7 +27,7 @@ void depthwise_small_run(const ConvProblem& p, cudaStream_t stream) {
            "internal error: depthwise_small cannot run this shape");
   conv::small_launch_shape(p, device_props().multiProcessorCount, s);
   const int threads = conv::small_threads(s);
-  const size_t smem = conv::small_smem_bytes(s);
+  const size_t smem = conv::small_smem_bytes(s, static_cast<int>(p.KH));
   const dim3 grid = checked_grid(kOp, ceil_div(s.units, s.upb));
   auto go = [&](auto kernel) {
     launch_pdl(kernel, grid, dim3(static_cast<unsigned>(threads)), smem, stream, p, s);

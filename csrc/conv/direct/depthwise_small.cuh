@@ -24,12 +24,12 @@
 //                  odd u at half + o_off + u / 2; the offsets align the vector's even and odd
 //                  halves (consecutive positions each) to 4 floats. Consecutive outputs then
 //                  read consecutive words (no 2-way bank conflict), with two row pointers.
-//      Then the thread's filter taps and bias (global loads; the barrier's wait and the other
-//      resident blocks cover their latency). A barrier.
+//      The units' taps and biases are staged beside them (loaded before the input, stored
+//      after it: their latency overlaps the input's). A barrier.
 //   3. compute: thread t serves unit t / tpu, strip (t % tpu) / OW, column (t % tpu) % OW: kRows
 //      outputs of one column (a strip), each staged row under the strip read once (kK words)
-//      and used by every output of the strip whose window holds it, taps in registers, fp32
-//      accumulation. Consecutive threads take consecutive columns: coalesced output rows.
+//      and used by every output of the strip whose window holds it, taps in registers (read
+//      from shared memory, one broadcast per unit), fp32 accumulation. Consecutive threads take consecutive columns: coalesced output rows.
 //   4. epilogue: y = act(acc + bias [+ residual]) in registers (the residual prefetched before
 //      the multiply-adds; the activation chosen at run time, one switch per thread), stores
 //      through the output's strides.
@@ -39,8 +39,9 @@
 //           plane = n * C + c); launched with launch_pdl.
 //   block   blockDim.x threads (a multiple of 32, >= upb * tpu, <= kMaxThreads).
 //   shared  dynamic (small_smem_bytes): upb tiles of `tile` floats (in_rows rows of `pitch`
-//           floats, 16-byte aligned), then the upb units' descriptors.
-//   barriers two: descriptors and zeros written; tiles staged.
+//           floats, 16-byte aligned), the units' taps and biases (kK * kK + 1 floats a unit),
+//           then the units' descriptors.
+//   barriers two: descriptors and zeros written; tiles, taps and biases staged.
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -61,8 +62,8 @@ struct SmallTraits {
   static constexpr int kRows = 4;          // output rows per thread (a strip): a staged row is
                                            // read once per strip, (kRows - 1) * kS + kK rows
   static constexpr int kMaxUnits = 64;     // units a block stages at once (descriptor table)
-  // Shared bytes of a block's tiles: at most 7 blocks an SM by shared memory (228 KB), no
-  // opt-in needed (< 48 KB).
+  // Shared bytes of a block (its tiles, taps, biases and descriptors): at least 6 blocks an SM
+  // by shared memory (228 KB), no opt-in needed (< 48 KB).
   static constexpr int kSmemBudget = 32 * 1024;
   // Staging bytes a thread issues before it stores the first (in flight together), and the
   // most vectors that takes (element-by-element staging of 16-bit data). On the small planes a
@@ -108,6 +109,11 @@ struct SmallUnit {
   int c;                        // channel (its taps and bias)
   int valid;                    // 0: past the last unit
 };
+
+// 16-byte units the taps and biases of upb units take in shared memory (k * k + 1 floats a unit).
+__host__ __device__ __forceinline__ int small_taps_vec4(int upb, int k) {
+  return (upb * (k * k + 1) + 3) / 4;
+}
 
 // N elements of T as one load of N * sizeof(T) bytes (aligned by the caller).
 template <typename T, int N>
@@ -250,7 +256,10 @@ __global__ void __launch_bounds__(SmallTraits::kMaxThreads, SmallTraits::min_blo
   static_assert(kS == 1 || kS == 2, "stride 1 or 2");
   extern __shared__ float4 s_dyn[];
   float* tiles = reinterpret_cast<float*>(s_dyn);
-  SmallUnit* s_unit = reinterpret_cast<SmallUnit*>(s_dyn + s.upb * s.tile / 4);
+  constexpr int kTapsPerUnit = kK * kK + 1;  // the taps, then the bias
+  float* s_taps = tiles + s.upb * s.tile;
+  SmallUnit* s_unit =
+      reinterpret_cast<SmallUnit*>(s_dyn + s.upb * s.tile / 4 + small_taps_vec4(s.upb, kK));
   const int tid = threadIdx.x;
   const int nthreads = blockDim.x;
 
@@ -281,56 +290,25 @@ __global__ void __launch_bounds__(SmallTraits::kMaxThreads, SmallTraits::min_blo
   pdl_wait_then_release();
   __syncthreads();  // descriptors and zeros written
 
-  // This thread's strip: unit u, rows oy_first .. oy_first + kRows - 1, column ox (from tid and
-  // the descriptors; recomputed rather than held across the staging where that spilled).
-  const int OH = static_cast<int>(p.OH), OW = static_cast<int>(p.OW);
-  struct Strip {
-    int u, strip, ox, oy_first;
-    bool active;
-  };
-  auto locate = [&]() {
-    Strip st;
-    st.u = tid / s.tpu;
-    const int rem = tid - st.u * s.tpu;
-    st.strip = rem / OW;
-    st.ox = rem - st.strip * OW;
-    st.oy_first = 0;
-    st.active = false;
-    if (st.u < s.upb) {
-      st.oy_first = s_unit[st.u].oy0 + st.strip * Tr::kRows;
-      st.active = s_unit[st.u].valid && st.oy_first < OH;
+  // 2. Staging, with the units' taps and biases staged beside the input: index j over (unit,
+  // tap) takes the taps (kK * kK) then the bias of each unit. A thread's first two are loaded
+  // before the input and stored after it (their latency overlaps the input's; every layer of
+  // the issue has at most two a thread), any others after the input, one by one.
+  auto tap_value = [&](int j) {
+    const int uu = j / kTapsPerUnit;
+    const int k = j - uu * kTapsPerUnit;
+    const SmallUnit& du = s_unit[uu];
+    if (!du.valid) return 0.f;
+    if (k < kK * kK) {
+      const int kh = k / kK, kw = k - kh * kK;
+      return to_float(static_cast<const T*>(p.w)[du.c * p.w_so + kh * p.w_sh + kw * p.w_sw]);
     }
-    return st;
+    return p.b != nullptr ? to_float(static_cast<const T*>(p.b)[du.c * p.b_s]) : 0.f;
   };
-
-  // 2. Staging. The taps and the bias are loaded after the input's stores, still before the
-  // barrier (whose wait covers part of their latency; other resident blocks the rest): loaded
-  // first, their registers held across the staging batch spilled at the register counts of
-  // min_blocks (kEarlyTaps = true is the other order).
-  float w[kK][kK];
-  float bias = 0.f;
-  auto load_taps = [&](const Strip& st) {
-    if (st.active) {
-      const int c = s_unit[st.u].c;
-      const T* wp = static_cast<const T*>(p.w) + c * p.w_so;
-#pragma unroll
-      for (int kh = 0; kh < kK; ++kh)
-#pragma unroll
-        for (int kw = 0; kw < kK; ++kw) w[kh][kw] = to_float(wp[kh * p.w_sh + kw * p.w_sw]);
-      if (p.b != nullptr) bias = to_float(static_cast<const T*>(p.b)[c * p.b_s]);
-    } else {
-#pragma unroll
-      for (int kh = 0; kh < kK; ++kh)
-#pragma unroll
-        for (int kw = 0; kw < kK; ++kw) w[kh][kw] = 0.f;
-    }
-  };
-  constexpr bool kEarlyTaps = false;
-  Strip st{};
-  if constexpr (kEarlyTaps) {
-    st = locate();
-    load_taps(st);
-  }
+  const int n_taps = s.upb * kTapsPerUnit;
+  float tap0 = 0.f, tap1 = 0.f;
+  if (tid < n_taps) tap0 = tap_value(tid);
+  if (tid + nthreads < n_taps) tap1 = tap_value(tid + nthreads);
   switch (s.ve) {
     case 2: stage_tiles<T, kS, 2>(p, s, s_unit, tiles, tid, nthreads); break;
     case 4: stage_tiles<T, kS, 4>(p, s, s_unit, tiles, tid, nthreads); break;
@@ -343,13 +321,28 @@ __global__ void __launch_bounds__(SmallTraits::kMaxThreads, SmallTraits::min_blo
       break;
     default: stage_tiles<T, kS, 1>(p, s, s_unit, tiles, tid, nthreads); break;
   }
-  if constexpr (!kEarlyTaps) {
-    st = locate();
-    load_taps(st);
-  }
-  __syncthreads();  // tiles staged
-  if (!st.active) return;
-  const int u = st.u, strip = st.strip, ox = st.ox, oy_first = st.oy_first;
+  if (tid < n_taps) s_taps[tid] = tap0;
+  if (tid + nthreads < n_taps) s_taps[tid + nthreads] = tap1;
+#pragma unroll 1
+  for (int j = tid + 2 * nthreads; j < n_taps; j += nthreads) s_taps[j] = tap_value(j);
+  __syncthreads();  // tiles, taps and biases staged
+
+  // This thread's strip: unit u, rows oy_first .. oy_first + kRows - 1, column ox.
+  const int OH = static_cast<int>(p.OH), OW = static_cast<int>(p.OW);
+  const int u = tid / s.tpu;
+  if (u >= s.upb) return;
+  const int rem = tid - u * s.tpu;
+  const int strip = rem / OW;
+  const int ox = rem - strip * OW;
+  const int oy_first = s_unit[u].oy0 + strip * Tr::kRows;
+  if (!s_unit[u].valid || oy_first >= OH) return;
+  float w[kK][kK];
+  const float* tp = s_taps + u * kTapsPerUnit;
+#pragma unroll
+  for (int kh = 0; kh < kK; ++kh)
+#pragma unroll
+    for (int kw = 0; kw < kK; ++kw) w[kh][kw] = tp[kh * kK + kw];
+  const float bias = tp[kK * kK];
 
   const SmallUnit& d = s_unit[u];
   // The residual of the strip's outputs, loaded before the multiply-adds.
@@ -427,6 +420,12 @@ constexpr int kSmallMinBlockThreads = 64;
 constexpr int64_t kMaxSmallIndex = int64_t{1} << 24;
 
 inline int64_t small_round_up(int64_t a, int64_t m) { return (a + m - 1) / m * m; }
+
+// Shared bytes a unit takes besides its tile: its taps and bias (k * k + 1 floats), its
+// descriptor, and 4 bytes of slack (the taps are rounded up to 16 bytes: small_taps_vec4).
+inline int64_t small_unit_extra_bytes(int k) {
+  return int64_t{k} * k * 4 + 4 + static_cast<int64_t>(sizeof(SmallUnit)) + 4;
+}
 inline int64_t small_ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // The tile geometry: everything but upb and the staging vector. A pure function of the shape
@@ -473,11 +472,14 @@ inline bool small_geometry(const ConvProblem& p, SmallShape& s) {
   auto tile_floats = [&](int64_t strips) {
     return small_round_up(((strips * Tr::kRows - 1) * S + K) * pitch, 4);
   };
+  auto unit_bytes = [&](int64_t strips) {
+    return tile_floats(strips) * 4 + small_unit_extra_bytes(static_cast<int>(K));
+  };
   // As many strips a unit as the threads allow (whole planes when they fit), within the budget.
   const int64_t strips_total = small_ceil_div(p.OH, Tr::kRows);
   int64_t strips = std::min<int64_t>(strips_total, Tr::kMaxThreads / OW);
-  while (strips > 1 && tile_floats(strips) * 4 > Tr::kSmemBudget) --strips;
-  if (tile_floats(strips) * 4 > Tr::kSmemBudget) return false;
+  while (strips > 1 && unit_bytes(strips) > Tr::kSmemBudget) --strips;
+  if (unit_bytes(strips) > Tr::kSmemBudget) return false;
   const int64_t bands = small_ceil_div(strips_total, strips);
   strips = small_ceil_div(strips_total, bands);  // evened out: 14 strips in 4 bands -> 4, 4, 4, 2
   const int64_t units = p.N * p.C * bands;
@@ -498,11 +500,12 @@ inline bool small_geometry(const ConvProblem& p, SmallShape& s) {
 // Units per block: as many as the threads (kMaxThreads / tpu), the descriptor table and the
 // shared budget allow, fewer where that leaves under kSmallBlocksPerSm blocks an SM, but not below
 // kSmallMinBlockThreads threads a block.
-inline int small_units_per_block(const SmallShape& s, int64_t sms) {
+inline int small_units_per_block(const SmallShape& s, int k, int64_t sms) {
   using Tr = SmallTraits;
+  const int64_t unit_bytes = int64_t{s.tile} * 4 + small_unit_extra_bytes(k);
   const int64_t hi = std::max<int64_t>(
       1, std::min<int64_t>({Tr::kMaxThreads / s.tpu, Tr::kMaxUnits,
-                            Tr::kSmemBudget / (int64_t{s.tile} * 4)}));
+                            Tr::kSmemBudget / unit_bytes}));
   const int64_t lo = std::min<int64_t>(hi, small_ceil_div(kSmallMinBlockThreads, s.tpu));
   const int64_t want = s.units / std::max<int64_t>(1, kSmallBlocksPerSm * sms);
   return static_cast<int>(std::clamp<int64_t>(want, lo, hi));
@@ -526,7 +529,7 @@ inline int small_staging_vector(const ConvProblem& p) {
 
 // upb, the staging vector and its dividers, for a launch on a device of `sms` SMs.
 inline void small_launch_shape(const ConvProblem& p, int64_t sms, SmallShape& s) {
-  s.upb = small_units_per_block(s, sms);
+  s.upb = small_units_per_block(s, static_cast<int>(p.KH), sms);
   s.ve = small_staging_vector(p);
   s.nvr = static_cast<int>(p.W / s.ve);
   s.nvr_div = FastDiv(static_cast<uint32_t>(s.nvr));
@@ -538,9 +541,10 @@ inline int small_threads(const SmallShape& s) {
   return static_cast<int>(small_round_up(int64_t{s.upb} * s.tpu, 32));
 }
 
-// Dynamic shared bytes: the tiles, then the descriptors.
-inline size_t small_smem_bytes(const SmallShape& s) {
+// Dynamic shared bytes: the tiles, the taps and biases, then the descriptors.
+inline size_t small_smem_bytes(const SmallShape& s, int k) {
   return static_cast<size_t>(s.upb) * s.tile * sizeof(float) +
+         static_cast<size_t>(small_taps_vec4(s.upb, k)) * 16 +
          static_cast<size_t>(s.upb) * sizeof(SmallUnit);
 }
 
