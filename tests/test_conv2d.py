@@ -595,6 +595,13 @@ PLANE_DW = [
 ]
 
 
+def _small_ok(x, k, padding):
+    """Whether depthwise_small runs this stride-1 input: output rows of at most 256 columns (the
+    shared budget holds every FORCED_DW shape)."""
+    pw = k // 2 if padding == "same" else (padding[1] if isinstance(padding, tuple) else padding)
+    return x.shape[-1] + 2 * pw - k + 1 <= 256
+
+
 def _plane_ok(x, k, padding):
     """Whether the plane kernel runs this input (sm_90+): see PLANE_DW."""
     h, w_ = x.shape[-2:]
@@ -636,7 +643,8 @@ def test_cuda_forced_paths(algo, dtype):
         for xx in _layouts(x) + more:
             with torch_ops.force_algorithm("conv2d", algo):
                 runs = {"depthwise_tma": lambda: _tma_layout(xx),
-                        "depthwise_plane": lambda: _plane_ok(xx, k, padding)}.get(algo)
+                        "depthwise_plane": lambda: _plane_ok(xx, k, padding),
+                        "depthwise_small": lambda: _small_ok(xx, k, padding)}.get(algo)
                 if runs is not None and not runs():
                     with pytest.raises(RuntimeError, match=f"forced algorithm '{algo}' "
                                                            "cannot run this shape"):
