@@ -381,6 +381,7 @@ def test_opcheck(device):
 # --------------------------------------------------------------------------------------------
 ALGOS = ["depthwise_nhwc", "depthwise_rows", "depthwise_tma", "depthwise_plane", "depthwise_large",
          "depthwise_nchw", "depthwise_nhwc_tile", "depthwise_strided", "depthwise_nhwc_reg",
+         "depthwise_small",
          "general_staged", "general_direct"]
 
 
@@ -448,10 +449,14 @@ def test_algorithm_query_auto():
         # dilated: the runtime-filter nhwc kernel
         assert q(*_meta((32, 256, 56, 56), (3, 3), 256, channels_last=True, dtype=dt), None, 1,
                  2, 2, 256) == "depthwise_nhwc"
-    # NCHW stride 2 (square 3/5/7), and stride 1 on small planes the plane / TMA kernels do not
-    # take: the staged kernel
-    assert q(*_meta((16, 64, 112, 112), (3, 3), 64), None, 2, 1, 1, 64) == "depthwise_strided"
-    assert q(*_meta((16, 200, 14, 14), (3, 3), 200), None, 1, 1, 1, 200) == "depthwise_strided"
+    # NCHW stride 2 (square 3/5/7, output rows up to 256 columns), and stride 1 on small planes
+    # the plane / TMA kernels do not take: depthwise_small; wider stride-2 outputs: the column
+    # tiles of depthwise_strided
+    assert q(*_meta((16, 64, 112, 112), (3, 3), 64), None, 2, 1, 1, 64) == "depthwise_small"
+    assert q(*_meta((16, 200, 14, 14), (3, 3), 200), None, 1, 1, 1, 200) == "depthwise_small"
+    assert q(*_meta((16, 960, 7, 7), (5, 5), 960), None, 1, 2, 1, 960) == "depthwise_small"
+    assert q(*_meta((2, 8, 512, 512), (3, 3), 8), None, 2, 1, 1, 8) == "depthwise_small"
+    assert q(*_meta((2, 8, 514, 514), (3, 3), 8), None, 2, 1, 1, 8) == "depthwise_strided"
     assert q(*_meta((1, 1, 8190, 8190), (3, 3), 1), None, 2, 1) == "depthwise_strided"
     # channels_last with more taps than the nhwc kernel stages (> 96): the NCHW-order kernels
     assert q(*_meta((2, 16, 40, 40), (13, 13), 16, channels_last=True), None, 1, "same", 1,
@@ -502,8 +507,8 @@ def test_algorithm_forcing_errors():
         w5 = torch.empty(4, 1, 3, 5, device="meta")
         with pytest.raises(RuntimeError, match="cannot run this shape"):  # not square
             torch_ops.algorithm("conv2d", xd, w5, None, 1, 1, 1, 4)
-    # Small NCHW planes (output <= 28x28) the plane / TMA kernels leave take depthwise_strided.
-    assert torch_ops.algorithm("conv2d", xd, wd, None, 1, 1, 1, 4) == "depthwise_strided"
+    # Small NCHW planes (output <= 16x16) the plane / TMA kernels leave take depthwise_small.
+    assert torch_ops.algorithm("conv2d", xd, wd, None, 1, 1, 1, 4) == "depthwise_small"
     w11 = torch.empty(4, 1, 11, 9, device="meta")  # 99 taps > NhwcTraits::kMaxTaps
     with torch_ops.force_algorithm("conv2d", "depthwise_nhwc"):
         with pytest.raises(RuntimeError, match="cannot run this shape"):
@@ -596,6 +601,13 @@ PLANE_DW = [
 ]
 
 
+def _small_ok(x, k, padding):
+    """Whether depthwise_small runs this stride-1 input: output rows of at most 256 columns (the
+    shared budget holds every FORCED_DW shape)."""
+    pw = k // 2 if padding == "same" else (padding[1] if isinstance(padding, tuple) else padding)
+    return x.shape[-1] + 2 * pw - k + 1 <= 256
+
+
 def _plane_ok(x, k, padding):
     """Whether the plane kernel runs this input (sm_90+): see PLANE_DW."""
     h, w_ = x.shape[-2:]
@@ -637,7 +649,8 @@ def test_cuda_forced_paths(algo, dtype):
         for xx in _layouts(x) + more:
             with torch_ops.force_algorithm("conv2d", algo):
                 runs = {"depthwise_tma": lambda: _tma_layout(xx),
-                        "depthwise_plane": lambda: _plane_ok(xx, k, padding)}.get(algo)
+                        "depthwise_plane": lambda: _plane_ok(xx, k, padding),
+                        "depthwise_small": lambda: _small_ok(xx, k, padding)}.get(algo)
                 if runs is not None and not runs():
                     with pytest.raises(RuntimeError, match=f"forced algorithm '{algo}' "
                                                            "cannot run this shape"):

@@ -1,10 +1,12 @@
 """The depthwise conv2d kernels for the shapes real networks run: depthwise_strided (NCHW, stride
-1 or 2, square 3/5/7, whole small planes or tiles staged in shared memory) and
-depthwise_nhwc_tile (channels_last, pixel groups x 16-byte channel vectors) and
+1 or 2, square 3/5/7, whole small planes or tiles staged in shared memory), depthwise_small
+(NCHW, stride 1 or 2, square 3/5/7, bands of whole-width output rows, several planes a block,
+vector staging), depthwise_nhwc_tile (channels_last, pixel groups x 16-byte channel vectors) and
 depthwise_nhwc_reg (channels_last, register-blocked output tiles of 4-channel vectors, a big and a
 small tile variant), each forced and against F.conv2d in float64; the automatic choice on the
 census layers; the native fused epilogue (act(conv + bias + residual)) when
-torch.ops.gpukern.conv2d_fused exists."""
+torch.ops.gpukern.conv2d_fused exists; depthwise_small's own grid (filters x strides x dtypes x
+planes x channels x batches x views)."""
 import itertools
 import os
 from contextlib import contextmanager
@@ -16,7 +18,7 @@ import torch.nn.functional as F
 import torch_ops
 from conftest import FLOAT_DTYPES, HAS_CUDA, assert_close_ref, rand
 
-NEW_ALGOS = ["depthwise_strided", "depthwise_nhwc_tile", "depthwise_nhwc_reg"]
+NEW_ALGOS = ["depthwise_strided", "depthwise_nhwc_tile", "depthwise_nhwc_reg", "depthwise_small"]
 
 cuda_only = [pytest.mark.cuda,
              pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA device and the CUDA build")]
@@ -151,12 +153,15 @@ def _meta(shape, k, channels_last=False, dtype=torch.float32):
 # The census layers (batch 16, bf16) and the algorithm the choice must give them:
 # (shape, K, stride, padding, channels_last, algorithm)
 CENSUS = [
-    ((16, 64, 112, 112), 3, 2, 1, False, "depthwise_strided"),
-    ((16, 72, 56, 56), 5, 2, 2, False, "depthwise_strided"),
-    ((16, 240, 28, 28), 3, 2, 1, False, "depthwise_strided"),
-    ((16, 672, 14, 14), 5, 2, 2, False, "depthwise_strided"),
-    ((16, 200, 14, 14), 3, 1, 1, False, "depthwise_strided"),
-    ((16, 480, 14, 14), 3, 1, 1, False, "depthwise_strided"),
+    ((16, 64, 112, 112), 3, 2, 1, False, "depthwise_small"),
+    ((16, 72, 56, 56), 5, 2, 2, False, "depthwise_small"),
+    ((16, 240, 28, 28), 3, 2, 1, False, "depthwise_small"),
+    ((16, 672, 14, 14), 5, 2, 2, False, "depthwise_small"),
+    ((16, 200, 14, 14), 3, 1, 1, False, "depthwise_small"),
+    ((16, 184, 14, 14), 3, 1, 1, False, "depthwise_small"),
+    ((16, 480, 14, 14), 3, 1, 1, False, "depthwise_small"),
+    ((16, 672, 14, 14), 3, 1, 1, False, "depthwise_small"),
+    ((16, 960, 7, 7), 5, 1, 2, False, "depthwise_small"),
     ((16, 480, 14, 14), 3, 1, 1, True, "depthwise_nhwc_reg"),
     ((16, 672, 14, 14), 5, 2, 2, True, "depthwise_nhwc_reg"),
     ((16, 672, 14, 14), 3, 1, 1, True, "depthwise_nhwc_reg"),
@@ -245,6 +250,11 @@ def _fused_call(op, schema, x, w, b, stride, pad, groups, act, residual):
 
 
 FUSED = [
+    ((2, 17, 13, 17), 3, 2, 1, "depthwise_small"),
+    ((3, 240, 14, 14), 5, 2, 2, "depthwise_small"),
+    ((2, 24, 14, 14), 3, 1, 1, "depthwise_small"),
+    ((2, 24, 7, 7), 7, 1, 3, "depthwise_small"),
+    ((1, 8, 60, 112), 3, 2, 1, "depthwise_small"),
     ((2, 17, 13, 17), 3, 2, 1, "depthwise_strided"),
     ((3, 240, 14, 14), 5, 2, 2, "depthwise_strided"),
     ((2, 24, 14, 14), 3, 1, 1, "depthwise_strided"),
@@ -449,3 +459,112 @@ def test_nhwc_reg_fused(act, dtype, variant):
             assert out.is_contiguous(memory_format=torch.channels_last) == expect.is_contiguous(
                 memory_format=torch.channels_last)
             assert_close_ref(out, want, dtype)
+
+
+# ---- depthwise_small: its own grid ----
+#
+# Every filter (3, 5, 7) x stride (1, 2) x dtype, each over every plane size below, forced and
+# against F.conv2d in float64. Channels and batch cycle over the case index (1, 3, 16, 200, 672
+# channels; batch 1 or 3; 672 channels only on planes up to 14x14 and 200 up to 29x31, so the
+# float64 reference stays cheap). Each case runs on three inputs: the contiguous tensor, a view
+# of a batch and channel range of a bigger tensor (plane and image strides of the bigger one),
+# and a copy at a storage offset of one element (no 16-byte alignment: the staging falls back to
+# narrower vectors or elements). Padding cycles over K // 2, 0, and K // 2 + 1 (wider than the
+# 'same' halo), one case in four asymmetric (0 rows, K // 2 columns).
+SMALL_PLANES = [(1, 1), (2, 3), (7, 7), (13, 13), (14, 14), (28, 28), (29, 31), (56, 56)]
+SMALL_CHANNELS = [1, 3, 16, 200, 672]
+
+
+def _small_cases():
+    out = []
+    i = 0
+    for k, s in itertools.product((3, 5, 7), (1, 2)):
+        for h, w_ in SMALL_PLANES:
+            c = SMALL_CHANNELS[i % len(SMALL_CHANNELS)]
+            if c == 672 and h * w_ > 14 * 14:
+                c = 16
+            if c == 200 and h * w_ > 29 * 31:
+                c = 3
+            n = 1 if i % 2 else 3
+            pads = [k // 2, 0, k // 2 + 1, (0, k // 2)]
+            pad = pads[i % len(pads)]
+            ph, pw = pad if isinstance(pad, tuple) else (pad, pad)
+            if h + 2 * ph < k or w_ + 2 * pw < k:
+                pad = k // 2  # the padding that gives every plane an output
+            out.append(((n, c, h, w_), k, s, pad))
+            i += 1
+    return out
+
+
+SMALL_CASES = _small_cases()
+
+
+def _small_views(x):
+    """The contiguous input, a batch and channel range of a bigger tensor, a misaligned copy."""
+    n, c, h, w_ = x.shape
+    big = torch.zeros(n + 2, c + 3, h, w_, dtype=x.dtype, device=x.device)
+    sliced = big[1:n + 1, 2:c + 2]
+    sliced.copy_(x)
+    flat = torch.zeros(x.numel() + 1, dtype=x.dtype, device=x.device)
+    shifted = flat[1:].view(x.shape)
+    shifted.copy_(x)
+    return {"contiguous": x, "sliced": sliced, "offset": shifted}
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=str)
+@pytest.mark.parametrize("case", range(len(SMALL_CASES)))
+def test_small_forced_grid(case, dtype):
+    if not HAS_CUDA:
+        pytest.skip("needs a CUDA device and the CUDA build")
+    shape, k, stride, pad = SMALL_CASES[case]
+    n, c, h, w_ = shape
+    x, w, b = _make(n, c, h, w_, k, case % 3 != 2, dtype, seed=1000 + case)
+    ref = _ref(x, w, b, stride, pad, c)
+    for name, xx in _small_views(x).items():
+        with torch_ops.force_algorithm("conv2d", "depthwise_small"):
+            assert torch_ops.algorithm("conv2d", xx, w, b, stride, pad, 1, c) == \
+                "depthwise_small", name
+            out = torch_ops.conv2d(xx, w, b, stride, pad, 1, c)
+        assert out.dtype == dtype
+        assert_close_ref(out, ref, dtype)
+        expect = F.conv2d(xx, w, None, stride, pad, 1, c)  # the output's layout: torch's
+        assert out.is_contiguous(memory_format=torch.channels_last) == expect.is_contiguous(
+            memory_format=torch.channels_last), name
+
+
+# The fused epilogue through depthwise_small: every activation, with and without bias, with a
+# residual in NCHW, in channels_last and a misaligned one, and without; each filter and stride.
+SMALL_FUSED = [
+    ((3, 16, 14, 14), 3, 1, 1),
+    ((1, 200, 14, 14), 3, 2, 1),
+    ((3, 3, 13, 13), 5, 1, 2),
+    ((1, 16, 29, 31), 5, 2, 2),
+    ((3, 1, 7, 7), 7, 1, 3),
+    ((1, 3, 56, 56), 7, 2, 3),
+]
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=str)
+@pytest.mark.parametrize("act", list(ACTS))
+@pytest.mark.parametrize("case", SMALL_FUSED, ids=str)
+def test_small_fused(case, act, dtype):
+    op, schema = _fused_op()
+    if op is None:
+        pytest.skip("torch.ops.gpukern.conv2d_fused is not built here (or no GPU)")
+    shape, k, stride, pad = case
+    n, c, h, w_ = shape
+    for with_bias in (True, False):
+        x, w, b = _make(n, c, h, w_, k, with_bias, dtype, seed=k * 13 + c + stride)
+        conv = _ref(x, w, b, stride, pad, c)
+        g = torch.Generator().manual_seed(9)
+        res = rand(*conv.shape, dtype=dtype, generator=g).cuda()
+        flat = torch.zeros(res.numel() + 1, dtype=dtype, device="cuda")
+        res_off = flat[1:].view(res.shape)
+        res_off.copy_(res)
+        for r in (res, res.to(memory_format=torch.channels_last), res_off, None):
+            want = ACTS[act](conv + (0 if r is None else r.to("cpu", torch.float64)))
+            with torch_ops.force_algorithm("conv2d", "depthwise_small"):
+                out = _fused_call(op, schema, x, w, b, stride, pad, c, act, r)
+            assert_close_ref(out, want, dtype)
+        # the automatic choice takes these NCHW shapes too (stride 2, or planes up to 16x16)
+        assert torch_ops.algorithm("conv2d", x, w, b, stride, pad, 1, c) == "depthwise_small"

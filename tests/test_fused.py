@@ -436,7 +436,7 @@ def test_compile_fullgraph(device):
 
 ALGOS_2D = ["depthwise_nhwc", "depthwise_rows", "depthwise_tma", "depthwise_plane",
             "depthwise_large", "depthwise_nchw", "general_staged", "general_direct", "igemm",
-            "depthwise_nhwc_reg"]
+            "depthwise_nhwc_reg", "depthwise_small"]
 # (N, C, H, W), O, (KH, KW), groups, stride, padding, dilation: depthwise shapes the depthwise
 # kernels take (3x3 'same' planes, 16-byte rows, 7x7, large filters), then grouped and dense
 # ones (igemm: C, O multiples of 8, 16-bit).

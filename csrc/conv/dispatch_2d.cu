@@ -30,6 +30,7 @@ enum class Algo {
   kDepthwiseNhwcTile,
   kDepthwiseStrided,
   kDepthwiseNhwcReg,
+  kDepthwiseSmall,
   kGeneralStaged,
   kGeneralDirect,
   kIgemm,
@@ -46,6 +47,7 @@ const AlgorithmTable<Algo> kTable("conv2d", {
                                                {Algo::kDepthwiseNhwcTile, "depthwise_nhwc_tile"},
                                                {Algo::kDepthwiseStrided, "depthwise_strided"},
                                                {Algo::kDepthwiseNhwcReg, "depthwise_nhwc_reg"},
+                                               {Algo::kDepthwiseSmall, "depthwise_small"},
                                                {Algo::kGeneralStaged, "general_staged"},
                                                {Algo::kGeneralDirect, "general_direct"},
                                                {Algo::kIgemm, "igemm"},
@@ -68,6 +70,7 @@ bool can_run(Algo a, const ConvProblem& p) {
     case Algo::kDepthwiseNhwcTile: return depthwise_nhwc_tile_can_run(p);
     case Algo::kDepthwiseNhwcReg: return depthwise_nhwc_reg_can_run(p);
     case Algo::kDepthwiseStrided: return depthwise_strided_can_run(p);
+    case Algo::kDepthwiseSmall: return depthwise_small_can_run(p);
     case Algo::kDepthwiseRows: return depthwise_rows_can_run(p);
     case Algo::kDepthwiseTma: return depthwise_tma_can_run(p);
     case Algo::kDepthwisePlane: return depthwise_plane_can_run(p);
@@ -108,16 +111,23 @@ Algo choose_auto(const ConvProblem& p) {
   }
   // Channels_last depthwise: threads own 16-byte channel vectors, the input read in place.
   if (nhwc_depthwise(p) && depthwise_nhwc_can_run(p)) return Algo::kDepthwiseNhwc;
-  // NCHW depthwise 3/5/7 with stride 2: whole small planes (or tiles) staged with coalesced rows,
-  // several planes a block (general_staged ran 1.5-15x slower than cuDNN on these).
+  // NCHW depthwise 3/5/7 with stride 2 (output rows up to 256 columns): bands of whole-width
+  // rows (whole small planes), several a block, staged with vector loads (depthwise_small;
+  // issue #32: depthwise_strided trailed cuDNN 0.5-0.9x on MobileNetV3's stride-2 layers). Wider
+  // outputs: depthwise_strided's column tiles (general_staged ran 1.5-15x slower than cuDNN).
+  if (p.stride_h == 2 && depthwise_small_can_run(p)) return Algo::kDepthwiseSmall;
   if (p.stride_h == 2 && depthwise_strided_can_run(p)) return Algo::kDepthwiseStrided;
   // Small 3x3 'same' planes that 64x64 tiles do not cover exactly: one warp stages a whole plane.
   if (!tma_tiles_cover_plane(p) && depthwise_plane_can_run(p)) return Algo::kDepthwisePlane;
   // Square 3/5/7, stride 1, sm_90+, rows 16 bytes apart: persistent tiles fed by the TMA.
   if (depthwise_tma_can_run(p)) return Algo::kDepthwiseTma;
-  // Small stride-1 planes the kernels above do not take (14x14, 7x7, odd widths): the staged
-  // kernel with many planes a block (H100 census: 16x200x14x14 3x3 bf16 8.5 us against
-  // depthwise_rows' 15.4; at 28x28 5x5 rows stays ahead, 14.6 against 18.7).
+  // Small stride-1 planes the kernels above do not take (14x14, 7x7, odd widths): whole planes
+  // staged, many a block (H100 census with depthwise_strided: 16x200x14x14 3x3 bf16 8.5 us
+  // against depthwise_rows' 15.4; at 28x28 5x5 rows stays ahead, 14.6 against 18.7, and the
+  // stride-1 28x28 layers already beat cuDNN 1.7x and more: the threshold stays at 16x16 until
+  // depthwise_small is measured there). depthwise_small first, depthwise_strided for the
+  // shapes it refuses (a filter footprint past its shared budget).
+  if (p.OH * p.OW <= kSmallPlaneNchw && depthwise_small_can_run(p)) return Algo::kDepthwiseSmall;
   if (p.OH * p.OW <= kSmallPlaneNchw && depthwise_strided_can_run(p)) {
     return Algo::kDepthwiseStrided;
   }
@@ -161,6 +171,7 @@ bool algorithm_fuses_epilogue(Algo a) {
     case Algo::kIgemm: return true;  // CUTLASS epilogue (conv/igemm/epilogue.cuh)
     case Algo::kDepthwiseStrided:     // act(acc + bias + residual) in registers
     case Algo::kDepthwiseNhwcTile:
+    case Algo::kDepthwiseSmall:
     case Algo::kDepthwiseNhwcReg: return true;
     default: return false;
   }
@@ -173,6 +184,7 @@ void run(Algo a, const ConvProblem& p, cudaStream_t stream) {
     case Algo::kDepthwiseNhwcTile: return depthwise_nhwc_tile_run<T>(p, stream);
     case Algo::kDepthwiseNhwcReg: return depthwise_nhwc_reg_run<T>(p, stream);
     case Algo::kDepthwiseStrided: return depthwise_strided_run<T>(p, stream);
+    case Algo::kDepthwiseSmall: return depthwise_small_run<T>(p, stream);
     case Algo::kDepthwiseRows: return depthwise_rows_run<T>(p, stream);
     case Algo::kDepthwiseTma: return depthwise_tma_run<T>(p, stream);
     case Algo::kDepthwisePlane: return depthwise_plane_run<T>(p, stream);

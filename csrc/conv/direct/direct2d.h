@@ -38,6 +38,10 @@ bool depthwise_strided_can_run(const ConvProblem& p);
 template <typename T>
 void depthwise_strided_run(const ConvProblem& p, cudaStream_t stream);
 
+bool depthwise_small_can_run(const ConvProblem& p);
+template <typename T>
+void depthwise_small_run(const ConvProblem& p, cudaStream_t stream);
+
 bool depthwise_plane_can_run(const ConvProblem& p);
 template <typename T>
 void depthwise_plane_run(const ConvProblem& p, cudaStream_t stream);
