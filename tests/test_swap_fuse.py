@@ -443,6 +443,38 @@ def test_rules_decide_per_signature_and_compile(cpu_follows_policy, monkeypatch)
     torch._dynamo.reset()
 
 
+def test_compiled_rules_follow_batch_size_under_dynamic_shapes(cpu_follows_policy, monkeypatch):
+    """A compiled swapped model called with a second batch size recompiles with a symbolic batch
+    dimension (dynamo's automatic dynamic shapes): the compiled choice must still come from the
+    rules (here one bounded on the batch-wide output, m_px), not fail on a non-constant size."""
+    torch.manual_seed(0)
+    model = _randomize_bn(ModuleAct("relu")).eval()
+    rule = gk_policy.Rule("cpu", "conv2d", "stem", "1", "float32", "contiguous", None, None,
+                          None, "gpukern", "test rule", m_px_min=128)
+    monkeypatch.setattr(gk_policy, "RULES", [rule])
+    result = torch_ops.swap(model, policy="rules")
+    graphs = []
+
+    def backend(gm, example_inputs):
+        graphs.append(gm)
+        return gm
+    torch._dynamo.reset()
+    compiled = torch.compile(result.model, fullgraph=True, backend=backend)
+    # 8x8 planes: batch 1 is 64 output px (torch), batch 2 and 3 are 128 / 192 (gpukern)
+    compiles = 0
+    for n, n_gk in ((1, 0), (2, 1), (3, 1)):
+        graphs.clear()
+        x = torch.randn(n, 4, 8, 8)
+        with torch.inference_mode():
+            out = compiled(x)
+            _close(out, model(x))
+        if graphs:  # a (re)compile happened for this call
+            compiles += 1
+            assert sum(_gpukern_calls(graphs).values()) == n_gk
+    assert compiles >= 2  # batch 1, then a recompile for the larger batches
+    torch._dynamo.reset()
+
+
 def test_policy_all_vs_rules_vs_autotune_cpu(cpu_follows_policy):
     torch.manual_seed(0)
     x = torch.randn(1, 3, 32, 32)

@@ -442,7 +442,8 @@ def register(layer: torch.nn.Module, policy: str, cpu: bool) -> None:
 
 
 def unregister(layer: torch.nn.Module) -> None:
-    for attr in ("gpukern_policy", "gpukern_cpu", "_gk_uid", "_gk_decisions", "_gk_fast"):
+    for attr in ("gpukern_policy", "gpukern_cpu", "_gk_uid", "_gk_decisions", "_gk_fast",
+                 "_gk_last_choice"):
         layer.__dict__.pop(attr, None)
 
 
@@ -490,22 +491,79 @@ def _algorithm(layer, shape, strides, dtype) -> Optional[str]:
 
 # Called by dynamo while tracing and kept as a constant: a pure lookup (no timing, no sync).
 @torch._dynamo.assume_constant_result
-def _compiled_choice(uid: str, shape: tuple, strides: tuple, dtype: torch.dtype,
-                     device_type: str, index: Optional[int], has_residual: bool) -> bool:
+def _compiled_cached(uid: str) -> Optional[bool]:
+    """For "autotune": the layer's choice cached by its last eager decision (None if none yet)."""
     layer = _LAYERS.get(uid)
-    if layer is None:
+    if layer is None or layer.gpukern_policy != "autotune":
+        return None
+    return layer.__dict__.get("_gk_last_choice")
+
+
+@torch._dynamo.assume_constant_result
+def _compiled_candidates(device_type: str, index: Optional[int], op: str, kind: str, stride: str,
+                         dtype: str) -> tuple:
+    """Indices into RULES of the rules a plain convolution of this cell can match, in table
+    order: every field but the shape-dependent ones (layout, bounds) already checked."""
+    key = dict(arch=_arch(device_type, index), op=op, kind=kind, stride=stride, dtype=dtype, fused=False)
+    out = []
+    for i, rule in enumerate(RULES):
+        if all(getattr(rule, f) in ("*", key[f]) for f in ("arch", "op", "kind", "stride", "dtype")) \
+                and rule.fused in (None, False):
+            out.append(i)
+    return tuple(out)
+
+
+def _compiled_rules_choice(layer, x: torch.Tensor) -> bool:
+    """The rules' choice while dynamo traces. The cell's candidate rules come from a constant
+    lookup; their layout and size bounds are then tested on x here, in traced code, so that
+    dynamo guards on exactly the comparisons made: sizes it keeps symbolic (automatic dynamic
+    shapes, after a recompile with another batch size) are fine, and a layout it cannot prove
+    (symbolic strides) reads as "strided". The conv-alone rules, also for a fused block: the fused
+    rules compare gpukern's fused op with torch's eager sequence (a kernel per op); compiled,
+    inductor fuses torch's BN, activation and residual add into one pass after the conv, so only
+    the conv's own speed carries over (measured on an H100: ResNet-50 float32, batch 16,
+    compiled, 0.82x of compiled stock with the fused rules)."""
+    nsp = layer._nsp if hasattr(layer, "_nsp") else x.dim() - 2
+    kind = layer_kind(layer.in_channels, layer.out_channels, layer.groups, layer.kernel_size)
+    stride = "1" if all(int(v) == 1 for v in layer.stride) else ">1"
+    cands = _compiled_candidates(x.device.type, x.device.index, layer._gk_op, kind, stride,
+                                 str(x.dtype).replace("torch.", ""))
+    if not cands:
         return False
-    sig = (shape, strides, dtype, f"{device_type}:{index}", has_residual)
-    cached = decisions(layer).get(sig)
-    if cached is not None and layer.gpukern_policy == "autotune":
-        return cached.path == "gpukern"
-    # Rules: the conv-alone rules, also for a fused block. The fused rules compare gpukern's fused
-    # op with torch's eager sequence (a kernel per op); compiled, inductor fuses torch's BN,
-    # activation and residual add into one pass after the conv, so only the conv's own speed
-    # carries over (measured on an H100: ResNet-50 float32, batch 16, compiled, 0.82x of compiled
-    # stock with the fused rules).
-    key = dict(_layer_key(layer, shape, strides, dtype, device_type, index), fused=False)
-    return lookup(key)[0] == "gpukern"
+    if x.is_contiguous():
+        layout = "contiguous"
+    elif x.dim() == 4 and x.is_contiguous(memory_format=torch.channels_last):
+        layout = "channels_last"
+    else:
+        layout = "strided"
+    out_px = 1
+    for i in range(nsp):
+        size = x.shape[x.dim() - nsp + i]
+        if isinstance(layer.padding, str):
+            if layer.padding == "same":
+                out_px = out_px * size
+                continue
+            pad = 0
+        else:
+            pad = layer.padding[i]
+        span = layer.dilation[i] * (layer.kernel_size[i] - 1) + 1
+        out_px = out_px * ((size + 2 * pad - span) // layer.stride[i] + 1)
+    m_px = out_px * (x.shape[0] if x.dim() == nsp + 2 else 1)
+    vals = {"out_px": out_px, "m_px": m_px, "in_ch": layer.in_channels,
+            "out_ch": layer.out_channels}
+    for i in cands:
+        rule = RULES[i]
+        if rule.layout not in ("*", layout):
+            continue
+        ok = True
+        for f in ("out_px", "m_px", "in_ch", "out_ch"):
+            lo, hi = getattr(rule, f + "_min"), getattr(rule, f + "_max")
+            if (lo is not None and vals[f] < lo) or (hi is not None and vals[f] > hi):
+                ok = False
+                break
+        if ok:
+            return rule.path == "gpukern"
+    return False
 
 
 def _norm_rel(a: torch.Tensor, b: torch.Tensor) -> float:
@@ -571,6 +629,7 @@ def _eager_choice(layer, x: torch.Tensor, residual: Optional[torch.Tensor]) -> b
     cache = layer._gk_decisions
     hit = cache.get(sig)
     if hit is not None:
+        layer._gk_last_choice = hit.path == "gpukern"
         return hit.path == "gpukern"
     if layer.gpukern_policy == "autotune" and not _capturing(x):
         decision = _autotune(layer, x, residual)
@@ -582,6 +641,7 @@ def _eager_choice(layer, x: torch.Tensor, residual: Optional[torch.Tensor]) -> b
     if decision.path == "gpukern":
         decision.algorithm = _algorithm(layer, shape, strides, x.dtype)
     cache[sig] = decision
+    layer._gk_last_choice = decision.path == "gpukern"  # what a compiled graph of it uses
     return decision.path == "gpukern"
 
 
@@ -656,27 +716,9 @@ def _compiled_use(layer: torch.nn.Module, x: torch.Tensor,
         return True
     if layer.gpukern_policy == "all":
         return True
-    if any(isinstance(s, torch.SymInt) for s in x.shape):
-        return False  # dynamic shapes: no measured rule covers an unknown size; torch
-    shape = tuple(int(s) for s in x.shape)
-    return _compiled_choice(layer._gk_uid, shape, _static_strides(x, shape), x.dtype, dev,
-                            x.device.index, residual is not None)
+    cached = _compiled_cached(layer._gk_uid)
+    if cached is not None:
+        return cached
+    return _compiled_rules_choice(layer, x)
 
 
-def _dense_strides(shape: tuple, order) -> tuple:
-    strides, step = [0] * len(shape), 1
-    for d in order:
-        strides[d] = step
-        step *= shape[d]
-    return tuple(strides)
-
-
-def _static_strides(x: torch.Tensor, shape: tuple) -> tuple:
-    """x's strides as plain ints while dynamo traces: a tensor made inside the compiled region
-    (e.g. swap's channels_last input hook) can carry symbolic strides, which the constant lookup
-    cannot take; a dense layout's strides follow from the shape (the layout test is guarded)."""
-    if x.is_contiguous():
-        return _dense_strides(shape, range(len(shape) - 1, -1, -1))
-    if x.dim() == 4 and x.is_contiguous(memory_format=torch.channels_last):
-        return _dense_strides(shape, (1, 3, 2, 0))
-    return tuple(int(s) for s in x.stride())
