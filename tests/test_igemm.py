@@ -362,6 +362,7 @@ CONFIG_RULE = [
     ((16, 128, 56, 56, 128, 3, 2, 1), "large_128x128"),  # 98 tiles
     ((1, 16, 8, 8, 16, 3, 1, 0), "small_64x64"),         # 36 output pixels
     ((16, 256, 28, 28, 512, 1, 1, 0), "gemm_1x1"),
+    ((16, 960, 1, 1, 240, 1, 1, 0), "small_64x64"),      # 1x1 over 16 pixels: the conv kernel
     ((16, 3, 224, 224, 64, 7, 2, 3), "stem_im2col_gemm"),
 ]
 
@@ -377,6 +378,12 @@ def test_bucket_rule(dtype, monkeypatch):
                 0).multi_processor_count != 132:
             continue  # the tile rule counts this GPU's SMs
         assert got == want, ((n, c, h, wd, o, k, stride, padding), got)
+    # GPUKERN_IGEMM_GEMM=0: 1x1 layers and stems on the conv kernel, and named so
+    monkeypatch.setenv("GPUKERN_IGEMM_GEMM", "0")
+    x = torch.empty(16, 256, 28, 28, device="meta", dtype=dtype)
+    w = torch.empty(512, 256, 1, 1, device="meta", dtype=dtype)
+    assert torch.ops.gpukern._igemm_config_conv2d(x, w, [1, 1], [0, 0], [1, 1]) != "gemm_1x1"
+    monkeypatch.delenv("GPUKERN_IGEMM_GEMM")
     monkeypatch.setenv("GPUKERN_IGEMM_CONFIG", "large")
     x = torch.empty(16, 512, 7, 7, device="meta", dtype=dtype)
     w = torch.empty(512, 512, 3, 3, device="meta", dtype=dtype)

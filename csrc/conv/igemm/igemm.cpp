@@ -207,6 +207,22 @@ bool pointwise(const ConvProblem& p) {
          p.pad_w == 0 && p.OH == p.H && p.OW == p.W;
 }
 
+// GPUKERN_IGEMM_GEMM=0 in the environment sends 1x1 layers and stems to the conv kernel instead
+// of the GEMM forms (benchmarks compare the two; read on every call).
+bool gemm_enabled() {
+  const char* gemm_env = std::getenv("GPUKERN_IGEMM_GEMM");
+  return gemm_env == nullptr || std::strcmp(gemm_env, "0") != 0;
+}
+
+// Whether run4 takes the 1x1 GEMM form (and igemm_config_name says "gemm_1x1"): pointwise, C
+// aligned, more than kSmallGemmRows output pixels (tiny GEMMs, e.g. squeeze-excitation 1x1s over
+// 1x1 planes: the conv kernel's 64x64 tile ran them in 4.2 us against the GEMM's 7.9 on an
+// H100).
+bool takes_gemm_1x1(const ConvProblem& p) {
+  return gemm_enabled() && pointwise(p) && p.C % channel_align(p) == 0 &&
+         p.N * p.OH * p.OW > kSmallGemmRows;
+}
+
 // NHWC rows of one uniform stride: pixel (n, h, w) at row (n * H + h) * W + w.
 bool uniform_rows(const std::array<int64_t, 3>& s, int64_t H, int64_t W) {
   return s[1] == W * s[2] && s[0] == H * s[1];
@@ -462,11 +478,8 @@ void run4(const ConvProblem& p, const at::Tensor& x4, const at::Tensor& w4,
   // NHWC one GEMM over every pixel. The weight as [O, C] rows.
   // GPUKERN_IGEMM_GEMM=0 in the environment sends them to the conv kernel instead (benchmarks
   // compare the two; read on every call).
-  const char* gemm_env = std::getenv("GPUKERN_IGEMM_GEMM");
-  const bool gemm_on = gemm_env == nullptr || std::strcmp(gemm_env, "0") != 0;
-  // (Tiny GEMMs, M <= 64 rows, e.g. squeeze-excitation 1x1s over 1x1 planes: the conv kernel's
-  // 64x64 tile ran them in 4.2 us against the GEMM's 7.9 on an H100.)
-  if (gemm_on && pointwise(p) && p.C % align == 0 && p.N * p.OH * p.OW > kSmallGemmRows) {
+  const bool gemm_on = gemm_enabled();
+  if (takes_gemm_1x1(p)) {
     at::Tensor w2 = w4.reshape({p.O, p.C});
     if (w2.stride(1) != 1 || w2.stride(0) % align != 0 ||
         reinterpret_cast<uintptr_t>(w2.const_data_ptr()) % kTmaBytes != 0) {
@@ -575,8 +588,9 @@ std::string igemm_config_name(const ConvProblem& p) {
   if (!igemm_can_run(p)) return "";
   const int64_t M = p.N * p.OH * p.OW;
   const bool aligned = p.C % channel_align(p) == 0;
-  if (pointwise(p) && aligned) return "gemm_1x1";
-  if (!aligned && M > kSmallGemmRows && M <= kMaxInt && im2col_fits(p, p.elem_size)) {
+  if (takes_gemm_1x1(p)) return "gemm_1x1";
+  if (gemm_enabled() && !aligned && M > kSmallGemmRows && M <= kMaxInt &&
+      im2col_fits(p, p.elem_size)) {
     return "stem_im2col_gemm";
   }
   switch (bucket_of(p)) {
