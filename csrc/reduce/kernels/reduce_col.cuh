@@ -11,6 +11,38 @@
 namespace gpukern {
 namespace reduce {
 
+// Adds rows r, r + g, r + 2g, ... (below r1) of the UV-element column vector at p (rows rs
+// elements apart) into acc: kU rows a round with all of their loads issued before the adds, then
+// one predicated round for the fewer than kU rows left. Shared by col_vec_reduce_kernel (g = its
+// row lanes) and col_lanes_reduce_kernel (g = the block's row lanes for the shape).
+template <int kU, int UV, typename T, typename A, typename Op>
+__device__ __forceinline__ void col_vec_rows(A (&acc)[UV], const T* p, int64_t r, int64_t r1,
+                                             int64_t g, int64_t rs, const Op& op) {
+  static_assert(kU >= 2, "one full round plus a predicated remainder");
+  for (; r + (kU - 1) * g < r1; r += kU * g) {
+    Vec<T, UV> v[kU];
+#pragma unroll
+    for (int u = 0; u < kU; ++u) v[u] = load_vec<T, UV>(p + (r + u * g) * rs);
+#pragma unroll
+    for (int u = 0; u < kU; ++u) {
+#pragma unroll
+      for (int e = 0; e < UV; ++e) acc[e] = op(acc[e], to_float(v[u].v[e]));
+    }
+  }
+  Vec<T, UV> v[kU - 1];
+#pragma unroll
+  for (int u = 0; u < kU - 1; ++u) {
+    if (r + u * g < r1) v[u] = load_vec<T, UV>(p + (r + u * g) * rs);
+  }
+#pragma unroll
+  for (int u = 0; u < kU - 1; ++u) {
+    if (r + u * g < r1) {
+#pragma unroll
+      for (int e = 0; e < UV; ++e) acc[e] = op(acc[e], to_float(v[u].v[e]));
+    }
+  }
+}
+
 // Strided reductions with many outputs. Block (kColX, kColY): threadIdx.x picks the output
 // (consecutive outputs -> consecutive addresses when the innermost kept dim has stride 1),
 // threadIdx.y the row lane. grid.x strides over output tiles of kColX; grid.y = S splits of R,
@@ -110,31 +142,7 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
     for (int e = 0; e < V; ++e) acc[e] = Op::identity();
     if (o < L.n_out) {
-      const T* p = x + o;
-      int64_t r = r0 + ty;
-      for (; r + (U - 1) * kColY < r1; r += U * kColY) {
-        Vec<T, V> v[U];
-#pragma unroll
-        for (int u = 0; u < U; ++u) v[u] = load_vec<T, V>(p + (r + u * kColY) * rs);
-#pragma unroll
-        for (int u = 0; u < U; ++u) {
-#pragma unroll
-          for (int e = 0; e < V; ++e) acc[e] = op(acc[e], to_float(v[u].v[e]));
-        }
-      }
-      // Fewer than U rows left for this lane: one predicated round.
-      Vec<T, V> v[U - 1];
-#pragma unroll
-      for (int u = 0; u < U - 1; ++u) {
-        if (r + u * kColY < r1) v[u] = load_vec<T, V>(p + (r + u * kColY) * rs);
-      }
-#pragma unroll
-      for (int u = 0; u < U - 1; ++u) {
-        if (r + u * kColY < r1) {
-#pragma unroll
-          for (int e = 0; e < V; ++e) acc[e] = op(acc[e], to_float(v[u].v[e]));
-        }
-      }
+      col_vec_rows<U>(acc, x + o, r0 + ty, r1, kColY, rs, op);
     }
 #pragma unroll
     for (int e = 0; e < V; ++e) part[ty][tx * V + e] = acc[e];
@@ -218,31 +226,7 @@ __global__ void __launch_bounds__(kThreads, 4)
     if (o < L.n_out) {
       int64_t r = r0 + ty;
       if constexpr (kVec) {
-        const T* p = x + o;
-        const int64_t rs = L.rstride[0];
-        for (; r + (kU - 1) * g < r1; r += kU * g) {
-          Vec<T, UV> v[kU];
-#pragma unroll
-          for (int u = 0; u < kU; ++u) v[u] = load_vec<T, UV>(p + (r + u * g) * rs);
-#pragma unroll
-          for (int u = 0; u < kU; ++u) {
-#pragma unroll
-            for (int e = 0; e < UV; ++e) acc[e] = op(acc[e], to_float(v[u].v[e]));
-          }
-        }
-        // Fewer than kU rows left for this lane: one predicated round.
-        Vec<T, UV> v[kU - 1];
-#pragma unroll
-        for (int u = 0; u < kU - 1; ++u) {
-          if (r + u * g < r1) v[u] = load_vec<T, UV>(p + (r + u * g) * rs);
-        }
-#pragma unroll
-        for (int u = 0; u < kU - 1; ++u) {
-          if (r + u * g < r1) {
-#pragma unroll
-            for (int e = 0; e < UV; ++e) acc[e] = op(acc[e], to_float(v[u].v[e]));
-          }
-        }
+        col_vec_rows<kU>(acc, x + o, r, r1, g, L.rstride[0], op);
       } else {
         const T* p = x + kept_offset(L, o);
         if (L.nr == 1) {
