@@ -83,6 +83,7 @@ bool plan(const ConvProblem& p, Plan& plan) {
   s.y_vec = vec4(p.C, p.elem_size, p.N, p.y_so, p.y_sw, p.y_sh, p.y_sn, p.y);
   s.r_vec = p.r != nullptr && vec4(p.C, p.elem_size, p.N, p.r_so, p.r_sw, p.r_sh, p.r_sn, p.r);
   s.tiles_w = s.tiles_h = s.tiles = 0;  // set at launch with the tile variant
+  s.st_h = s.st_w = 0;                  // the staged variant's patch: set at its launch
   s.reps = 1;
   plan.k = static_cast<int>(K);
   plan.stride = static_cast<int>(S);
