@@ -63,8 +63,9 @@ inline int forced_variant() {
 constexpr int kStageR = 3, kStageIW = 4;
 
 // Launches the staged kernel: picks the block's patch (st_h x st_w tiles) from the modelled
-// block time (a tile's ~3300 instructions per thread + ~12 per staged pixel per thread) times
-// the blocks per resident slot (at least 1: a grid under one wave takes one block's time).
+// block time (from the SASS: a 3 x 4 tile's ~3300 instructions per thread, and per staged row
+// ~10 plus ~15 per pixel the thread copies, ceil(IC / tp) of them) times the blocks per
+// resident slot (at least 1: a grid under one wave takes one block's time).
 template <typename T, int kK>
 void launch_stage(const ConvProblem& p, const Plan& plan, cudaStream_t stream) {
   constexpr auto kKernel = conv::conv2d_depthwise_nhwc_stage_kernel<T, kK, kStageR, kStageIW>;
@@ -91,8 +92,10 @@ void launch_stage(const ConvProblem& p, const Plan& plan, cudaStream_t stream) {
       if (resident < 1) continue;
       const int64_t patches = p.N * ceil_div(th, int64_t{sh}) * ceil_div(tw, int64_t{sw});
       const double blocks = static_cast<double>(patches * s.c_blocks);
-      const double block_time = 3300.0 + 12.0 * static_cast<double>(ir * ic) / s.tp;
-      const double cost = std::max(blocks / static_cast<double>(sms * resident), 1.0) * block_time;
+      const double copies = static_cast<double>(ceil_div(ic, int64_t{s.tp}));  // per row
+      const double block_time = 3300.0 + static_cast<double>(ir) * (10.0 + 15.0 * copies);
+      const double waves = static_cast<double>(sms * resident);
+      const double cost = std::max(blocks / waves, 1.0) * block_time;
       if (best < 0 || cost < best) {
         best = cost;
         s.st_h = sh;
@@ -109,12 +112,13 @@ void launch_stage(const ConvProblem& p, const Plan& plan, cudaStream_t stream) {
   const int64_t blocks1 = int64_t{s.tiles} * s.c_blocks;
   s.reps = static_cast<int>(std::clamp<int64_t>(
       blocks1 / (kTargetWaves * sms * best_resident), 1, conv::NhwcRegTraits::kMaxReps));
-  // The dynamic shared memory limit, raised once per process to the largest size launched.
-  static std::atomic<int64_t> opted{48 * 1024};
-  if (best_bytes > opted.load(std::memory_order_relaxed)) {
+  // The dynamic shared memory limit, raised to the device's opt-in maximum once per device
+  // (the default allows 48 KB).
+  static std::atomic<bool> opted[64];
+  if (best_bytes > 48 * 1024 && !opted[device & 63].load(std::memory_order_relaxed)) {
     C10_CUDA_CHECK(cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                         static_cast<int>(smem_max)));
-    opted.store(smem_max, std::memory_order_relaxed);
+    opted[device & 63].store(true, std::memory_order_relaxed);
   }
   const dim3 grid = checked_grid(kConv2dOp, ceil_div(s.tiles, s.reps) * s.c_blocks);
   kKernel<<<grid, threads, static_cast<size_t>(best_bytes), stream>>>(p, s);
@@ -140,10 +144,11 @@ void launch(const ConvProblem& p, const Plan& plan, cudaStream_t stream) {
   // storage): scalar loads, small tiles only (one instance instead of two).
   constexpr auto kScalarKernel =
       conv::conv2d_depthwise_nhwc_reg_kernel<T, kK, kS, Small::kR, Small::kIW, false>;
-  const int forced = forced_variant();
+  int forced = forced_variant();
   if constexpr (sizeof(T) == 2 && kK == 7 && kS == 1) {
     if (forced == 3 && plan.shape.x_vec) return launch_stage<T, kK>(p, plan, stream);
   }
+  if (forced == 3) forced = 0;  // no staged instance here: the rule
   conv::NhwcRegShape s = plan.shape;
   const int threads = s.tc * s.tp;
   const int device = c10::cuda::current_device();
