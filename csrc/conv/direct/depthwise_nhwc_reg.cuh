@@ -396,7 +396,8 @@ __global__ void __launch_bounds__(NhwcRegTraits::kThreads, NhwcRegTraits::kMinBl
 //   shared taps float [tap][channel] (kK * kK * tc * 16 bytes), then the input patch
 //          [IR][IC][32 lanes] of 8-byte pixels, IR = st_h * kR + kK - 1, IC = st_w * kIW + kK - 1
 //          (the lane pitch fixed at 32 for compile-time pixel offsets; lanes >= tc unused).
-//   barriers two per patch (copies landed; patch consumed before the next one's copies).
+//   barriers two per patch (copies landed; patch consumed before the next one's copies). The
+//          taps are staged after the first patch's copies are issued, before the first wait.
 template <typename T, int kK, int kR, int kIW>
 __global__ void __launch_bounds__(NhwcRegTraits::kThreads, NhwcRegTraits::kMinBlocks)
     conv2d_depthwise_nhwc_stage_kernel(const ConvProblem p, NhwcRegShape s) {
@@ -429,7 +430,6 @@ __global__ void __launch_bounds__(NhwcRegTraits::kThreads, NhwcRegTraits::kMinBl
   const int qy = active ? tpl / s.st_w : 0, qx = active ? tpl % s.st_w : 0;
   const Raw* s_tile = s_in + (qy * kR * IC + qx * kIW) * L + tcl;
 
-  nhwc_reg_stage_taps<T, kK>(p, s_w, cb, tcv);
   float bias[V];
 #pragma unroll
   for (int e = 0; e < V; ++e)
@@ -467,6 +467,8 @@ __global__ void __launch_bounds__(NhwcRegTraits::kThreads, NhwcRegTraits::kMinBl
       }
     }
     cp_async_commit();
+    // The taps once, while the first patch's copies are in flight (their round trips overlap).
+    if (rep == 0) nhwc_reg_stage_taps<T, kK>(p, s_w, cb, tcv);
     cp_async_wait<0>();
     __syncthreads();  // the patch (and, at rep 0, the taps) staged
     const int oh0 = poh + qy * kR, ow0 = pow_ + qx * kIW;
