@@ -2,9 +2,9 @@
 1 or 2, square 3/5/7, whole small planes or tiles staged in shared memory) and
 depthwise_nhwc_tile (channels_last, pixel groups x 16-byte channel vectors) and
 depthwise_nhwc_reg (channels_last, register-blocked output tiles of 4-channel vectors, a big and a
-small tile variant, and for 16-bit 7x7 stride 1 a shared-memory staged one), each forced and against F.conv2d in float64; the automatic choice on the
-census layers; the native fused epilogue (act(conv + bias + residual)) when
-torch.ops.gpukern.conv2d_fused exists."""
+small tile variant, and for 16-bit 7x7 stride 1 a shared-memory staged one), each forced and
+against F.conv2d in float64; the automatic choice on the census layers; the native fused epilogue
+(act(conv + bias + residual)) when torch.ops.gpukern.conv2d_fused exists."""
 import itertools
 import os
 from contextlib import contextmanager
