@@ -87,7 +87,7 @@ bool plan(const ConvProblem& p, Plan& plan) {
   s.reps = 1;
   plan.k = static_cast<int>(K);
   plan.stride = static_cast<int>(S);
-  plan.smem_bytes = static_cast<size_t>(K * K * s.tc * Tr::kV * 4);
+  plan.smem_bytes = static_cast<size_t>(K * K * Tr::kMaxLanes * Tr::kV * 4);  // fixed pitch
   return true;
 }
 

@@ -6,7 +6,6 @@
 #include <c10/cuda/CUDAFunctions.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
@@ -74,7 +73,8 @@ void launch_stage(const ConvProblem& p, const Plan& plan, cudaStream_t stream) {
   const int device = c10::cuda::current_device();
   const cudaDeviceProp& props = device_props();
   const int64_t sms = props.multiProcessorCount;
-  const int64_t taps = static_cast<int64_t>(plan.smem_bytes);
+  // Taps [tap][32 lanes x 4 channels] as float, pixels [32 lanes] of 4 elements (fixed pitches).
+  const int64_t taps = int64_t{kK} * kK * conv::NhwcRegTraits::kMaxLanes * 4 * 4;
   const int64_t pixel_bytes = int64_t{conv::NhwcRegTraits::kMaxLanes} * 4 * sizeof(T);
   const int64_t smem_sm = static_cast<int64_t>(props.sharedMemPerMultiprocessor);
   const int64_t smem_max = static_cast<int64_t>(props.sharedMemPerBlockOptin);
@@ -112,14 +112,7 @@ void launch_stage(const ConvProblem& p, const Plan& plan, cudaStream_t stream) {
   const int64_t blocks1 = int64_t{s.tiles} * s.c_blocks;
   s.reps = static_cast<int>(std::clamp<int64_t>(
       blocks1 / (kTargetWaves * sms * best_resident), 1, conv::NhwcRegTraits::kMaxReps));
-  // The dynamic shared memory limit, raised to the device's opt-in maximum once per device
-  // (the default allows 48 KB).
-  static std::atomic<bool> opted[64];
-  if (best_bytes > 48 * 1024 && !opted[device & 63].load(std::memory_order_relaxed)) {
-    C10_CUDA_CHECK(cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                        static_cast<int>(smem_max)));
-    opted[device & 63].store(true, std::memory_order_relaxed);
-  }
+  allow_dynamic_smem(kKernel, static_cast<size_t>(best_bytes));
   const dim3 grid = checked_grid(kConv2dOp, ceil_div(s.tiles, s.reps) * s.c_blocks);
   kKernel<<<grid, threads, static_cast<size_t>(best_bytes), stream>>>(p, s);
   GK_CHECK_LAUNCH();
