@@ -40,6 +40,7 @@
 //   indices in-image offsets (h, w, c of x, y and the residual) in int32 (the host checks each
 //          image's span < 2^31 elements), image bases in int64.
 #include <cstdint>
+#include <type_traits>
 
 #include "conv/direct/common2d.cuh"
 #include "conv/direct/depthwise_nhwc.cuh"
@@ -94,6 +95,7 @@ struct NhwcRegShape {
   // grid of st_h x st_w tiles (<= tp), i.e. a patch of st_h * kR x st_w * kIW outputs, and the
   // patches per image column / row (tiles_h / tiles_w above count patches there).
   int st_h, st_w;
+  bool x_vec8;  // x as 8-element vectors too (C % 8, strides, alignment): 16-byte copies
 };
 
 // 4 channels of y at yp from floats: one vector store when allowed, else `valid` scalars
@@ -393,8 +395,8 @@ __global__ void __launch_bounds__(NhwcRegTraits::kThreads, NhwcRegTraits::kMinBl
 // thread computes a kR x kIW tile (the host's 3 x 4: 7.5 input pixels per output against the
 // big tile's 10) from shared memory: one LDS.64 per pixel at a compile-time offset from a
 // per-row address, 4 conversions, filter column outermost so that only about kIW converted
-// pixels are live. sm_90a, bf16 3 x 4: 128 registers, no spills; the FMA loop 3241 instructions
-// per tile (74% FFMA; the big tile's: 61%), the copies ~15 per pixel a thread copies.
+// pixels are live. sm_90a, bf16 3 x 4: 124 registers, no spills; the FMA loop 3210 instructions
+// per tile (74.5% FFMA; the big tile's: 61%), the copies ~15 per 16-byte copy (2 lanes).
 //   grid   1-D: blockIdx.x = pb * c_blocks + cb; block pb takes patches pb * reps .. + reps - 1,
 //          numbered (n, patch row, patch column), patch columns fastest.
 //   block  tc * tp threads: lane t % tc (channel vector cb * tc + t % tc), slot t / tc; slots
@@ -431,7 +433,6 @@ __global__ void __launch_bounds__(NhwcRegTraits::kThreads, NhwcRegTraits::kMinBl
   const int PH = s.st_h * kR, PW = s.st_w * kIW;  // outputs of a patch
   const int IR = PH + kK - 1, IC = PW + kK - 1;   // its input pixels
   const unsigned ux_sh = static_cast<unsigned>(s.x_sh), ux_sw = static_cast<unsigned>(s.x_sw);
-  const T* xc = ptr<T>(p.x) + c0;  // channel c0 of image 0 (x_vec: channels contiguous)
 
   // The thread's tile inside the patch and its first staged pixel.
   const int qy = active ? tpl / s.st_w : 0, qx = active ? tpl % s.st_w : 0;
@@ -453,23 +454,53 @@ __global__ void __launch_bounds__(NhwcRegTraits::kThreads, NhwcRegTraits::kMinBl
     const int poh = ph * PH, pow_ = pw * PW;  // the patch's first output row / column
     const int ih0 = poh - static_cast<int>(p.pad_h), iw0 = pow_ - static_cast<int>(p.pad_w);
     if (rep > 0) __syncthreads();  // the previous patch consumed
-    if (lane_ok) {
+    {
       // Row by row (the row's offset and whether it lies inside the image once per row), the
-      // row's pixels spread over the tp slots: pixel (pr, pc) of the patch is input pixel
-      // (ih0 + pr, iw0 + pc), written zero outside the image.
-      const T* xn = opaque_ptr(xc + n * p.x_sn);
-      Raw* s_lane = s_in + tpl * L + tcl;
+      // row's pixels spread over the copy slots: pixel (pr, pc) of the patch is input pixel
+      // (ih0 + pr, iw0 + pc), written zero outside the image. A thread copies a pair of lanes
+      // (2 pl, 2 pl + 1) of a pixel: one 16-byte copy where x has 8-element vectors and the
+      // pair's first channel is 16-byte aligned (cb * tc even), else one 8-byte copy a lane;
+      // ceil(tc / 2) pairs, so about 2 tp copy slots (half the copies of one lane a thread).
+      const int tcp = (s.tc + 1) >> 1;
+      const int pl = static_cast<int>(threadIdx.x) % tcp, ps = static_cast<int>(threadIdx.x) / tcp;
+      const int nps = (s.tc * s.tp) / tcp;  // copy slots
+      const int64_t cv0 = static_cast<int64_t>(cb) * s.tc + 2 * pl;
+      const bool l0 = cv0 < s.c_vecs;
+      const bool l1 = 2 * pl + 1 < s.tc && cv0 + 1 < s.c_vecs;
+      const bool wide = l1 && s.x_vec8 && ((cb * s.tc) & 1) == 0;
+      const T* xn = opaque_ptr(ptr<T>(p.x) + cv0 * V + n * p.x_sn);
       const unsigned uW = static_cast<unsigned>(W);
+      // The copy loops, one instance per kind of copy (no branch per copy).
+      auto copy_rows = [&](auto kind) {
+        constexpr int kKind = decltype(kind)::value;  // 0: one lane, 1: two 8-byte, 2: 16-byte
+        Raw* s_lane = s_in + ps * L + 2 * pl;
 #pragma unroll 1
-      for (int pr = 0; pr < IR; ++pr, s_lane += IC * L) {
-        const int ih = ih0 + pr;
-        const bool row_in = ih >= 0 && ih < H;
-        const unsigned roff = static_cast<unsigned>(row_in ? ih : 0) * ux_sh;
+        for (int pr = 0; pr < IR; ++pr, s_lane += IC * L) {
+          const int ih = ih0 + pr;
+          const bool row_in = ih >= 0 && ih < H;
+          const unsigned roff = static_cast<unsigned>(row_in ? ih : 0) * ux_sh;
 #pragma unroll 1
-        for (int pc = tpl; pc < IC; pc += s.tp) {
-          const unsigned iw = static_cast<unsigned>(iw0 + pc);  // wraps below 0: not < W
-          const bool in = row_in && iw < uW;
-          cp_async_zfill<8>(s_lane + (pc - tpl) * L, xn + (in ? roff + iw * ux_sw : 0u), in);
+          for (int pc = ps; pc < IC; pc += nps) {
+            const unsigned iw = static_cast<unsigned>(iw0 + pc);  // wraps below 0: not < W
+            const bool in = row_in && iw < uW;
+            Raw* dst = s_lane + (pc - ps) * L;
+            const T* src = xn + (in ? roff + iw * ux_sw : 0u);
+            if constexpr (kKind == 2) {
+              cp_async_zfill<16>(dst, src, in);
+            } else {
+              cp_async_zfill<8>(dst, src, in);
+              if constexpr (kKind == 1) cp_async_zfill<8>(dst + 1, src + V, in);
+            }
+          }
+        }
+      };
+      if (ps < nps && l0) {
+        if (wide) {
+          copy_rows(std::integral_constant<int, 2>{});
+        } else if (l1) {
+          copy_rows(std::integral_constant<int, 1>{});
+        } else {
+          copy_rows(std::integral_constant<int, 0>{});
         }
       }
     }

@@ -62,9 +62,9 @@ inline int forced_variant() {
 constexpr int kStageR = 3, kStageIW = 4;
 
 // Launches the staged kernel: picks the block's patch (st_h x st_w tiles) from the modelled
-// block time (from the SASS: a 3 x 4 tile's ~3300 instructions per thread, and per staged row
-// ~10 plus ~15 per pixel the thread copies, ceil(IC / tp) of them) times the blocks per
-// resident slot (at least 1: a grid under one wave takes one block's time).
+// block time (from the SASS: a 3 x 4 tile's ~3200 instructions per thread, and per staged row
+// ~10 plus ~15-20 per copy the thread makes) times the blocks per resident slot (at least 1: a
+// grid under one wave takes one block's time).
 template <typename T, int kK>
 void launch_stage(const ConvProblem& p, const Plan& plan, cudaStream_t stream) {
   constexpr auto kKernel = conv::conv2d_depthwise_nhwc_stage_kernel<T, kK, kStageR, kStageIW>;
@@ -80,6 +80,10 @@ void launch_stage(const ConvProblem& p, const Plan& plan, cudaStream_t stream) {
   const int64_t smem_max = static_cast<int64_t>(props.sharedMemPerBlockOptin);
   const int64_t reg_blocks = resident_blocks_per_sm<kKernel>(device, threads);
   const int64_t th = ceil_div(p.OH, int64_t{kStageR}), tw = ceil_div(p.OW, int64_t{kStageIW});
+  // A thread copies a pair of lanes of a pixel (the kernel's staging): ~2 tp copy slots a row,
+  // ~15 instructions a 16-byte copy (x_vec8), ~20 for two 8-byte ones.
+  const int64_t copy_slots = int64_t{threads} / ((s.tc + 1) / 2);
+  const double copy_cost = s.x_vec8 ? 15.0 : 20.0;
   double best = -1.0;
   int64_t best_bytes = 0, best_resident = 1;
   for (int sh = 1; sh <= s.tp && sh <= th; ++sh) {
@@ -92,8 +96,8 @@ void launch_stage(const ConvProblem& p, const Plan& plan, cudaStream_t stream) {
       if (resident < 1) continue;
       const int64_t patches = p.N * ceil_div(th, int64_t{sh}) * ceil_div(tw, int64_t{sw});
       const double blocks = static_cast<double>(patches * s.c_blocks);
-      const double copies = static_cast<double>(ceil_div(ic, int64_t{s.tp}));  // per row
-      const double block_time = 3300.0 + static_cast<double>(ir) * (10.0 + 15.0 * copies);
+      const double copies = static_cast<double>(ceil_div(ic, copy_slots));  // per row
+      const double block_time = 3200.0 + static_cast<double>(ir) * (10.0 + copy_cost * copies);
       const double waves = static_cast<double>(sms * resident);
       const double cost = std::max(blocks / waves, 1.0) * block_time;
       if (best < 0 || cost < best) {
