@@ -12,7 +12,8 @@ For each layer and dtype, on a channels_last input [16, C, H, H] with its bias a
 - torch: F.conv2d with cudnn.benchmark off and on (the faster is torch's best);
 - gpukern: the automatic choice ("auto", the algorithm it names beside it), each channels_last
   depthwise algorithm forced (depthwise_nhwc, depthwise_nhwc_tile, depthwise_nhwc_reg), and
-  depthwise_nhwc_reg with each tile variant forced (GPUKERN_NHWC_REG_TILE=big / small, read by
+  depthwise_nhwc_reg with each tile variant forced (GPUKERN_NHWC_REG_TILE=big / small / stage
+  (stage: 16-bit 7x7 stride 1 only; elsewhere the automatic choice), read by
   the launch at capture time).
 Timing as benchmarks/layers.py (benchmarks/timing.py): a CUDA graph of 20 back-to-back calls,
 replayed with the L2 flushed (a 256 MiB read) before each replay, CUDA events around the replay,
@@ -52,6 +53,9 @@ CANDIDATES = [
     ("depthwise_nhwc_reg", "depthwise_nhwc_reg", None),
     ("reg:big", "depthwise_nhwc_reg", "big"),
     ("reg:small", "depthwise_nhwc_reg", "small"),
+    # the shared-memory staged kernel: 16-bit 7x7 stride 1 only (elsewhere the knob falls back
+    # to the automatic choice)
+    ("reg:stage", "depthwise_nhwc_reg", "stage"),
 ]
 # Norm-relative error against float64 (benchmarks/layers.py's bounds).
 TOL = {"float32": 1e-5, "float16": 1e-3, "bfloat16": 8e-3}

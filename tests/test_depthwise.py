@@ -3,10 +3,10 @@
 (NCHW, stride 1 or 2, square 3/5/7, bands of whole-width output rows, several planes a block,
 vector staging), depthwise_nhwc_tile (channels_last, pixel groups x 16-byte channel vectors) and
 depthwise_nhwc_reg (channels_last, register-blocked output tiles of 4-channel vectors, a big and a
-small tile variant), each forced and against F.conv2d in float64; the automatic choice on the
-census layers; the native fused epilogue (act(conv + bias + residual)) when
-torch.ops.gpukern.conv2d_fused exists; depthwise_small's own grid (filters x strides x dtypes x
-planes x channels x batches x views)."""
+small tile variant, and for 16-bit 7x7 stride 1 a shared-memory staged one), each forced and
+against F.conv2d in float64; the automatic choice on the census layers; the native fused epilogue
+(act(conv + bias + residual)) when torch.ops.gpukern.conv2d_fused exists; depthwise_small's own
+grid (filters x strides x dtypes x planes x channels x batches x views)."""
 import itertools
 import os
 from contextlib import contextmanager
@@ -295,9 +295,15 @@ def test_fused_native(case, act, dtype):
 # ---- depthwise_nhwc_reg: every filter x stride x dtype x tile variant, odd sizes and views ----
 
 # The tile variant is picked from the problem size and the GPU (csrc/conv/direct/
-# depthwise_nhwc_reg_run.cuh); GPUKERN_NHWC_REG_TILE=big / small forces one (read per call), so
-# that both run on every shape. Inputs without 4-element vector access always take the small tile.
-REG_VARIANTS = ["auto", "big", "small"]
+# depthwise_nhwc_reg_run.cuh); GPUKERN_NHWC_REG_TILE=big / small / stage forces one (read per
+# call), so that each runs on every shape. Inputs without 4-element vector access always take the
+# small tile. "stage" (the shared-memory staged kernel) exists for 16-bit 7x7 stride 1 only
+# (elsewhere the knob falls back to the automatic choice, so those cases are skipped for it).
+REG_VARIANTS = ["auto", "big", "small", "stage"]
+
+
+def _stage_applies(k, stride, dtype):
+    return k == 7 and stride == 1 and dtype in (torch.float16, torch.bfloat16)
 
 
 @contextmanager
@@ -369,6 +375,8 @@ def test_nhwc_reg_parity(k, stride, dtype, variant):
     channel counts and paddings, five layouts of the input, with and without bias."""
     if not HAS_CUDA:
         pytest.skip("needs a CUDA device and the CUDA build")
+    if variant == "stage" and not _stage_applies(k, stride, dtype):
+        pytest.skip("the staged variant exists for 16-bit 7x7 stride 1 only")
     algo = "depthwise_nhwc_reg"
     for i, ((n, c, h, w_), pad) in enumerate(_reg_cases(k, stride)):
         x, w, b = _make(n, c, h, w_, k, i % 2 == 0, dtype, seed=1000 + 10 * k + i)
@@ -406,6 +414,8 @@ def test_nhwc_reg_layers(layer, dtype):
     assert torch_ops.algorithm("conv2d", x, w, b, stride, pad, 1, c) == "depthwise_nhwc_reg"
     ref = _ref(x, w, b, stride, pad, c)
     for variant in REG_VARIANTS:
+        if variant == "stage" and not _stage_applies(k, stride, dtype):
+            continue
         with _reg_variant(variant):
             out = torch_ops.conv2d(x, w, b, stride, pad, 1, c)
         assert out.is_contiguous(memory_format=torch.channels_last)
@@ -423,17 +433,21 @@ REG_FUSED = [
 ]
 
 
-@pytest.mark.parametrize("variant", ["big", "small"])
+@pytest.mark.parametrize("variant", ["big", "small", "stage"])
 @pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=str)
 @pytest.mark.parametrize("act", list(ACTS))
 def test_nhwc_reg_fused(act, dtype, variant):
     """torch_ops.conv2d_fused forced to depthwise_nhwc_reg: every activation, bias and no bias,
     a residual channels_last (vector path), NCHW (scalar path), a misaligned channels_last view,
-    or none; dense and channel-sliced inputs."""
+    or none; dense and channel-sliced inputs. "stage": the 16-bit 7x7 stride-1 shapes only."""
     if not HAS_CUDA:
         pytest.skip("needs a CUDA device and the CUDA build")
+    if variant == "stage" and dtype == torch.float32:
+        pytest.skip("the staged variant exists for 16-bit 7x7 stride 1 only")
     algo = "depthwise_nhwc_reg"
     for i, (shape, k, stride, pad) in enumerate(REG_FUSED):
+        if variant == "stage" and not _stage_applies(k, stride, dtype):
+            continue
         n, c, h, w_ = shape
         x, w, b = _make(n, c, h, w_, k, True, dtype, seed=2000 + 7 * k + c)
         x = x * 2  # pre-activations past relu6's and hardswish's kinks (exact in every dtype)

@@ -16,8 +16,7 @@ constexpr int64_t kIntMax = std::numeric_limits<int>::max();
 // at `data` (element strides sn, sh, sw, sc) are allowed: C a multiple of 4, channels
 // contiguous, pixels, rows and images 4 elements apart, data aligned to the vector.
 bool vec4(int64_t C, int64_t elem_size, int64_t N, int64_t sc, int64_t sw, int64_t sh,
-          int64_t sn, const void* data) {
-  constexpr int64_t V = conv::NhwcRegTraits::kV;
+          int64_t sn, const void* data, int64_t V = conv::NhwcRegTraits::kV) {
   return C % V == 0 && sc == 1 && sw % V == 0 && sh % V == 0 && (N == 1 || sn % V == 0) &&
          reinterpret_cast<uintptr_t>(data) % static_cast<uintptr_t>(V * elem_size) == 0;
 }
@@ -82,11 +81,14 @@ bool plan(const ConvProblem& p, Plan& plan) {
   s.x_vec = vec4(p.C, p.elem_size, p.N, p.x_sc, p.x_sw, p.x_sh, p.x_sn, p.x);
   s.y_vec = vec4(p.C, p.elem_size, p.N, p.y_so, p.y_sw, p.y_sh, p.y_sn, p.y);
   s.r_vec = p.r != nullptr && vec4(p.C, p.elem_size, p.N, p.r_so, p.r_sw, p.r_sh, p.r_sn, p.r);
+  // 8-element vectors of x (16 bytes at 16-bit): the staged variant's 16-byte copies.
+  s.x_vec8 = vec4(p.C, p.elem_size, p.N, p.x_sc, p.x_sw, p.x_sh, p.x_sn, p.x, 2 * Tr::kV);
   s.tiles_w = s.tiles_h = s.tiles = 0;  // set at launch with the tile variant
+  s.st_h = s.st_w = 0;                  // the staged variant's patch: set at its launch
   s.reps = 1;
   plan.k = static_cast<int>(K);
   plan.stride = static_cast<int>(S);
-  plan.smem_bytes = static_cast<size_t>(K * K * s.tc * Tr::kV * 4);
+  plan.smem_bytes = static_cast<size_t>(K * K * Tr::kMaxLanes * Tr::kV * 4);  // fixed pitch
   return true;
 }
 

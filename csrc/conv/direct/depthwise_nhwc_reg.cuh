@@ -32,15 +32,20 @@
 //          threads share halo pixels in L1).
 //   block  tc * tp threads (<= 256): thread t serves channel vector cb * tc + t % tc and tile
 //          slot t / tc of each pass.
-//   shared the block's taps as float [tap][channel]: kK * kK * tc * kV * 4 bytes (<= 25 KB).
+//   shared the block's taps as float [tap][32 lanes * kV channels] (lanes >= tc unused; the
+//          fixed pitch makes every tap's offset a compile-time constant: sm_90a, bf16 7x7 big
+//          tile, 2642 instructions per tile instead of 2746 and no spills instead of 40 bytes):
+//          kK * kK * 512 bytes (<= 25 KB).
 //   barriers one: the taps are staged before any thread reads them.
 //   indices in-image offsets (h, w, c of x, y and the residual) in int32 (the host checks each
 //          image's span < 2^31 elements), image bases in int64.
 #include <cstdint>
+#include <type_traits>
 
 #include "conv/direct/common2d.cuh"
 #include "conv/direct/depthwise_nhwc.cuh"
 #include "device/activation.cuh"
+#include "device/async_mma.cuh"
 #include "device/vec.cuh"
 
 namespace gpukern {
@@ -86,6 +91,11 @@ struct NhwcRegShape {
   int x_sh, x_sw, y_sh, y_sw, r_sh, r_sw;
   int x_sc;  // x's channel stride (0 for C == 1), for the scalar loads
   bool x_vec, y_vec, r_vec;  // 4-element vector access of x, y and the residual
+  // The staged variant (conv2d_depthwise_nhwc_stage_kernel) only: its block's tile slots as a
+  // grid of st_h x st_w tiles (<= tp), i.e. a patch of st_h * kR x st_w * kIW outputs, and the
+  // patches per image column / row (tiles_h / tiles_w above count patches there).
+  int st_h, st_w;
+  bool x_vec8;  // x as 8-element vectors too (C % 8, strides, alignment): 16-byte copies
 };
 
 // 4 channels of y at yp from floats: one vector store when allowed, else `valid` scalars
@@ -131,13 +141,94 @@ constexpr int nhwc_reg_depth(int rows, bool vec, int nr, int ni) {
   return d < 1 ? 1 : (d > nr ? nr : d);
 }
 
+// The block's taps (channel block cb, tcv channels) to shared memory as float [tap][channel]
+// (zeros past C). Tap-fastest reads (contiguous for a contiguous weight), [tap][channel] writes;
+// 8 loads in flight per thread before their stores (one dependent round trip per 8, not per
+// element). Tap t's channels start at s_w + t * pitch (pitch >= tcv). The caller's barrier
+// publishes them.
+template <typename T, int kK>
+__device__ __forceinline__ void nhwc_reg_stage_taps(const ConvProblem& p, float* s_w, int cb,
+                                                    int tcv, int pitch) {
+  constexpr int KK = kK * kK;
+  {
+    constexpr int kBatch = 8;
+    const T* w = ptr<T>(p.w);
+    const int total = KK * tcv;
+    const int nthreads = static_cast<int>(blockDim.x);
+    for (int i0 = threadIdx.x; i0 < total; i0 += kBatch * nthreads) {
+      float tmp[kBatch];
+#pragma unroll
+      for (int u = 0; u < kBatch; ++u) {
+        const int i = i0 + u * nthreads;
+        tmp[u] = 0.f;
+        if (i < total) {
+          const int ch = i / KK, tap = i - ch * KK;
+          const int kh = tap / kK, kw = tap - kh * kK;
+          const int64_t cg = static_cast<int64_t>(cb) * tcv + ch;
+          if (cg < p.C) tmp[u] = to_float(w[cg * p.w_so + kh * p.w_sh + kw * p.w_sw]);
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < kBatch; ++u) {
+        const int i = i0 + u * nthreads;
+        if (i < total) {
+          const int ch = i / KK, tap = i - ch * KK;
+          s_w[tap * pitch + ch] = tmp[u];
+        }
+      }
+    }
+  }
+}
+
+// The epilogue of a tile of kR x kIW outputs from (oh0, ow0) of image n, channels c0 ..
+// c0 + valid - 1: y = act(acc [+ residual]) (acc holds the bias), specialised per activation
+// (one switch per tile, none per element).
+template <typename T, int kR, int kIW>
+__device__ __forceinline__ void nhwc_reg_epilogue(const ConvProblem& p, const NhwcRegShape& s,
+                                                  const float (&acc)[kR][kIW][NhwcRegTraits::kV],
+                                                  int n, int oh0, int ow0, int64_t c0,
+                                                  int valid) {
+  constexpr int V = NhwcRegTraits::kV;
+  using Raw = NhwcRaw<T>;
+  const int OH = static_cast<int>(p.OH), OW = static_cast<int>(p.OW);
+  T* yn = static_cast<T*>(p.y) + n * p.y_sn + c0 * p.y_so;
+  const T* rn = p.r != nullptr ? ptr<T>(p.r) + n * p.r_sn + c0 * p.r_so : nullptr;
+  const int y_sh = s.y_sh, y_sw = s.y_sw, r_sh = s.r_sh, r_sw = s.r_sw;
+  with_activation(p.act, [&](auto kind) {
+    constexpr int kAct = decltype(kind)::value;
+#pragma unroll
+    for (int r = 0; r < kR; ++r) {
+      const int oh = oh0 + r;
+      if (oh >= OH) break;
+#pragma unroll
+      for (int j = 0; j < kIW; ++j) {
+        const int ow = ow0 + j;
+        if (ow >= OW) break;
+        float out[V];
+#pragma unroll
+        for (int e = 0; e < V; ++e) out[e] = acc[r][j][e];
+        if (rn != nullptr) {
+          float res[V];
+          const Raw rw = nhwc_raw_load<T>(rn + (oh * r_sh + ow * r_sw), true, s.r_vec, valid,
+                                          p.r_so);
+          raw_to_float<T>(rw, res);
+#pragma unroll
+          for (int e = 0; e < V; ++e) out[e] += res[e];
+        }
+#pragma unroll
+        for (int e = 0; e < V; ++e) out[e] = activate_k<kAct>(out[e]);
+        nhwc_reg_store<T>(yn + (oh * y_sh + ow * y_sw), out, s.y_vec, valid, p.y_so);
+      }
+    }
+  });
+}
+
 template <typename T, int kK, int kS, int kR, int kIW, bool kVecX>
 __global__ void __launch_bounds__(NhwcRegTraits::kThreads, NhwcRegTraits::kMinBlocks)
     conv2d_depthwise_nhwc_reg_kernel(const ConvProblem p, NhwcRegShape s) {
   constexpr int V = NhwcRegTraits::kV;
   constexpr int NR = (kR - 1) * kS + kK;   // input rows under a tile
   constexpr int NI = (kIW - 1) * kS + kK;  // input pixels under a tile, per row
-  constexpr int KK = kK * kK;
   constexpr int D = nhwc_reg_depth<T>(kR, kVecX, NR, NI);  // rows in flight ahead of the FMAs
   // The first tile's first D rows requested before the taps are staged: small vector tiles of
   // 3x3 / 5x5 only (the big, scalar and 7x7 instances spilled 16-100 bytes with those registers
@@ -159,7 +250,6 @@ __global__ void __launch_bounds__(NhwcRegTraits::kThreads, NhwcRegTraits::kMinBl
   const int64_t c0 = (active ? cv : 0) * V;
   const int valid = static_cast<int>(min(static_cast<int64_t>(V), p.C - c0));
   const int H = static_cast<int>(p.H), W = static_cast<int>(p.W);
-  const int OH = static_cast<int>(p.OH), OW = static_cast<int>(p.OW);
   // In-image strides in unsigned int32 (the host checked every image's span).
   const unsigned ux_sh = static_cast<unsigned>(s.x_sh), ux_sw = static_cast<unsigned>(s.x_sw);
   const unsigned ux_sc = static_cast<unsigned>(s.x_sc);
@@ -233,36 +323,7 @@ __global__ void __launch_bounds__(NhwcRegTraits::kThreads, NhwcRegTraits::kMinBl
     for (int t = 0; t < D; ++t) load_row(buf[t], t);
   }
 
-  {
-    // Tap-fastest reads (contiguous for a contiguous weight), [tap][channel] writes; 8 loads in
-    // flight per thread before their stores (one dependent round trip per 8, not per element).
-    constexpr int kBatch = 8;
-    const T* w = ptr<T>(p.w);
-    const int total = KK * tcv;
-    const int nthreads = static_cast<int>(blockDim.x);
-    for (int i0 = threadIdx.x; i0 < total; i0 += kBatch * nthreads) {
-      float tmp[kBatch];
-#pragma unroll
-      for (int u = 0; u < kBatch; ++u) {
-        const int i = i0 + u * nthreads;
-        tmp[u] = 0.f;
-        if (i < total) {
-          const int ch = i / KK, tap = i - ch * KK;
-          const int kh = tap / kK, kw = tap - kh * kK;
-          const int64_t cg = static_cast<int64_t>(cb) * tcv + ch;
-          if (cg < p.C) tmp[u] = to_float(w[cg * p.w_so + kh * p.w_sh + kw * p.w_sw]);
-        }
-      }
-#pragma unroll
-      for (int u = 0; u < kBatch; ++u) {
-        const int i = i0 + u * nthreads;
-        if (i < total) {
-          const int ch = i / KK, tap = i - ch * KK;
-          s_w[tap * tcv + ch] = tmp[u];
-        }
-      }
-    }
-  }
+  nhwc_reg_stage_taps<T, kK>(p, s_w, cb, tcv, NhwcRegTraits::kMaxLanes * V);
   __syncthreads();  // the only barrier: taps staged
   if (!active) return;
   const float* s_tap = s_w + tcl * V;
@@ -305,7 +366,9 @@ __global__ void __launch_bounds__(NhwcRegTraits::kThreads, NhwcRegTraits::kMinBl
         if (kh < 0 || kh >= kK) continue;
 #pragma unroll
         for (int kw = 0; kw < kK; ++kw) {
-          const float4 w4 = *reinterpret_cast<const float4*>(s_tap + (kh * kK + kw) * tcv);
+          // Fixed tap pitch (32 lanes): a compile-time offset, no address arithmetic per tap.
+          const float4 w4 = *reinterpret_cast<const float4*>(
+              s_tap + (kh * kK + kw) * (NhwcRegTraits::kMaxLanes * V));
           const float wv[V] = {w4.x, w4.y, w4.z, w4.w};
 #pragma unroll
           for (int j = 0; j < kIW; ++j)
@@ -316,37 +379,180 @@ __global__ void __launch_bounds__(NhwcRegTraits::kThreads, NhwcRegTraits::kMinBl
       }
     }
 
-    // The epilogue, specialised per activation (one switch per tile, none per element).
-    T* yn = static_cast<T*>(p.y) + n * p.y_sn + c0 * p.y_so;
-    const T* rn = p.r != nullptr ? ptr<T>(p.r) + n * p.r_sn + c0 * p.r_so : nullptr;
-    const int y_sh = s.y_sh, y_sw = s.y_sw, r_sh = s.r_sh, r_sw = s.r_sw;
-    with_activation(p.act, [&](auto kind) {
-      constexpr int kAct = decltype(kind)::value;
+    nhwc_reg_epilogue<T, kR, kIW>(p, s, acc, n, oh0, ow0, c0, valid);
+  }
+}
+
+
+// ---- The staged variant: 16-bit, stride 1 (ConvNeXt 7x7) ----
+// The register-tile kernel above spends, per input pixel, a predicated global load, its 64-bit
+// address, the zeroing of padding and 4 conversions (about 13 instructions per pixel against
+// 49 * 4 FMAs per output at 7x7; ~60% FFMA in the 2 x 4 tile's loop), keeps the next input row
+// in registers to hide the load latency (which caps the tile at 2 x 4 within 128 registers) and
+// exposes a round trip per tile. Here a block first copies its whole input patch, halo and
+// padding included, to shared memory with cp.async (zero-fill for padding: no predicates or
+// zeroing later, all of the patch's loads in flight at once, no registers held), then each
+// thread computes a kR x kIW tile (the host's 3 x 4: 7.5 input pixels per output against the
+// big tile's 10) from shared memory: one LDS.64 per pixel at a compile-time offset from a
+// per-row address, 4 conversions, filter column outermost so that only about kIW converted
+// pixels are live. sm_90a, bf16 3 x 4: 124 registers, no spills; the FMA loop 3210 instructions
+// per tile (74.5% FFMA; the big tile's: 61%), the copies ~15 per 16-byte copy (2 lanes).
+//   grid   1-D: blockIdx.x = pb * c_blocks + cb; block pb takes patches pb * reps .. + reps - 1,
+//          numbered (n, patch row, patch column), patch columns fastest.
+//   block  tc * tp threads: lane t % tc (channel vector cb * tc + t % tc), slot t / tc; slots
+//          below st_h * st_w own tile (slot / st_w, slot % st_w) of the patch; all stage.
+//   shared taps float [tap][32 lanes * 4 channels] (kK * kK * 512 bytes: the tap pitch fixed
+//          for compile-time tap offsets, lanes >= tc unused), then the input patch
+//          [IR][IC][32 lanes] of 8-byte pixels, IR = st_h * kR + kK - 1, IC = st_w * kIW + kK - 1
+//          (the lane pitch fixed at 32 for compile-time pixel offsets; lanes >= tc unused).
+//   barriers two per patch (copies landed; patch consumed before the next one's copies). The
+//          taps are staged after the first patch's copies are issued, before the first wait.
+template <typename T, int kK, int kR, int kIW>
+__global__ void __launch_bounds__(NhwcRegTraits::kThreads, NhwcRegTraits::kMinBlocks)
+    conv2d_depthwise_nhwc_stage_kernel(const ConvProblem p, NhwcRegShape s) {
+  static_assert(sizeof(T) == 2, "16-bit only (8-byte pixels of 4 channels)");
+  constexpr int V = NhwcRegTraits::kV;
+  constexpr int L = NhwcRegTraits::kMaxLanes;  // lane pitch of a staged pixel
+  constexpr int NR = kR + kK - 1;               // input rows under a tile
+  constexpr int NI = kIW + kK - 1;              // input pixels under a tile, per row
+  using Raw = NhwcRaw<T>;                       // uint2
+  extern __shared__ float4 smem4[];
+  float* s_w = reinterpret_cast<float*>(smem4);  // [tap][L * V channels]
+  const int tcv = s.tc * V;
+  Raw* s_in = reinterpret_cast<Raw*>(s_w + kK * kK * L * V);  // [IR][IC][L]
+  const int cb = static_cast<int>(blockIdx.x % static_cast<unsigned>(s.c_blocks));
+  const int pb = static_cast<int>(blockIdx.x / static_cast<unsigned>(s.c_blocks));
+  const int tcl = threadIdx.x % s.tc;
+  const int tpl = threadIdx.x / s.tc;
+  const int64_t cv = static_cast<int64_t>(cb) * s.tc + tcl;
+  const bool lane_ok = tpl < s.tp && cv < s.c_vecs;  // stages this lane's channels
+  const bool active = lane_ok && tpl < s.st_h * s.st_w;  // also owns a tile
+  const int64_t c0 = (lane_ok ? cv : 0) * V;
+  const int valid = static_cast<int>(min(static_cast<int64_t>(V), p.C - c0));
+  const int H = static_cast<int>(p.H), W = static_cast<int>(p.W);
+  const int PH = s.st_h * kR, PW = s.st_w * kIW;  // outputs of a patch
+  const int IR = PH + kK - 1, IC = PW + kK - 1;   // its input pixels
+  const unsigned ux_sh = static_cast<unsigned>(s.x_sh), ux_sw = static_cast<unsigned>(s.x_sw);
+
+  // The thread's tile inside the patch and its first staged pixel.
+  const int qy = active ? tpl / s.st_w : 0, qx = active ? tpl % s.st_w : 0;
+  const Raw* s_tile = s_in + (qy * kR * IC + qx * kIW) * L + tcl;
+
+  float bias[V];
 #pragma unroll
-      for (int r = 0; r < kR; ++r) {
-        const int oh = oh0 + r;
-        if (oh >= OH) break;
-#pragma unroll
-        for (int j = 0; j < kIW; ++j) {
-          const int ow = ow0 + j;
-          if (ow >= OW) break;
-          float out[V];
-#pragma unroll
-          for (int e = 0; e < V; ++e) out[e] = acc[r][j][e];
-          if (rn != nullptr) {
-            float res[V];
-            const Raw rw = nhwc_raw_load<T>(rn + (oh * r_sh + ow * r_sw), true, s.r_vec, valid,
-                                            p.r_so);
-            raw_to_float<T>(rw, res);
-#pragma unroll
-            for (int e = 0; e < V; ++e) out[e] += res[e];
+  for (int e = 0; e < V; ++e)
+    bias[e] = (p.b != nullptr && e < valid) ? to_float(ptr<T>(p.b)[(c0 + e) * p.b_s]) : 0.f;
+
+#pragma unroll 1
+  for (int rep = 0; rep < s.reps; ++rep) {
+    const int g = pb * s.reps + rep;  // patch
+    if (g >= s.tiles) break;          // uniform across the block
+    const int pw = g % s.tiles_w;
+    const int rest = g / s.tiles_w;
+    const int ph = rest % s.tiles_h;
+    const int n = rest / s.tiles_h;
+    const int poh = ph * PH, pow_ = pw * PW;  // the patch's first output row / column
+    const int ih0 = poh - static_cast<int>(p.pad_h), iw0 = pow_ - static_cast<int>(p.pad_w);
+    if (rep > 0) __syncthreads();  // the previous patch consumed
+    {
+      // Row by row (the row's offset and whether it lies inside the image once per row), the
+      // row's pixels spread over the copy slots: pixel (pr, pc) of the patch is input pixel
+      // (ih0 + pr, iw0 + pc), written zero outside the image. A thread copies a pair of lanes
+      // (2 pl, 2 pl + 1) of a pixel: one 16-byte copy where x has 8-element vectors and the
+      // pair's first channel is 16-byte aligned (cb * tc even), else one 8-byte copy a lane;
+      // ceil(tc / 2) pairs, so about 2 tp copy slots (half the copies of one lane a thread).
+      const int tcp = (s.tc + 1) >> 1;
+      const int pl = static_cast<int>(threadIdx.x) % tcp, ps = static_cast<int>(threadIdx.x) / tcp;
+      const int nps = (s.tc * s.tp) / tcp;  // copy slots
+      const int64_t cv0 = static_cast<int64_t>(cb) * s.tc + 2 * pl;
+      const bool l0 = cv0 < s.c_vecs;
+      const bool l1 = 2 * pl + 1 < s.tc && cv0 + 1 < s.c_vecs;
+      const bool wide = l1 && s.x_vec8 && ((cb * s.tc) & 1) == 0;
+      const T* xn = opaque_ptr(ptr<T>(p.x) + cv0 * V + n * p.x_sn);
+      const unsigned uW = static_cast<unsigned>(W);
+      // The copy loops, one instance per kind of copy (no branch per copy).
+      auto copy_rows = [&](auto kind) {
+        constexpr int kKind = decltype(kind)::value;  // 0: one lane, 1: two 8-byte, 2: 16-byte
+        Raw* s_lane = s_in + ps * L + 2 * pl;
+#pragma unroll 1
+        for (int pr = 0; pr < IR; ++pr, s_lane += IC * L) {
+          const int ih = ih0 + pr;
+          const bool row_in = ih >= 0 && ih < H;
+          const unsigned roff = static_cast<unsigned>(row_in ? ih : 0) * ux_sh;
+#pragma unroll 1
+          for (int pc = ps; pc < IC; pc += nps) {
+            const unsigned iw = static_cast<unsigned>(iw0 + pc);  // wraps below 0: not < W
+            const bool in = row_in && iw < uW;
+            Raw* dst = s_lane + (pc - ps) * L;
+            const T* src = xn + (in ? roff + iw * ux_sw : 0u);
+            if constexpr (kKind == 2) {
+              cp_async_zfill<16>(dst, src, in);
+            } else {
+              cp_async_zfill<8>(dst, src, in);
+              if constexpr (kKind == 1) cp_async_zfill<8>(dst + 1, src + V, in);
+            }
           }
-#pragma unroll
-          for (int e = 0; e < V; ++e) out[e] = activate_k<kAct>(out[e]);
-          nhwc_reg_store<T>(yn + (oh * y_sh + ow * y_sw), out, s.y_vec, valid, p.y_so);
+        }
+      };
+      if (ps < nps && l0) {
+        if (wide) {
+          copy_rows(std::integral_constant<int, 2>{});
+        } else if (l1) {
+          copy_rows(std::integral_constant<int, 1>{});
+        } else {
+          copy_rows(std::integral_constant<int, 0>{});
         }
       }
-    });
+    }
+    cp_async_commit();
+    // The taps once, while the first patch's copies are in flight (their round trips overlap).
+    if (rep == 0) nhwc_reg_stage_taps<T, kK>(p, s_w, cb, tcv, L * V);
+    cp_async_wait<0>();
+    __syncthreads();  // the patch (and, at rep 0, the taps) staged
+    const int oh0 = poh + qy * kR, ow0 = pow_ + qx * kIW;
+    // A tile past the image's last output row or column (the patch overhangs it) has nothing
+    // to compute.
+    if (!active || oh0 >= static_cast<int>(p.OH) || ow0 >= static_cast<int>(p.OW)) continue;
+    const int tih0 = ih0 + qy * kR;  // the tile's first input row
+
+    float acc[kR][kIW][V];
+#pragma unroll
+    for (int r = 0; r < kR; ++r)
+#pragma unroll
+      for (int j = 0; j < kIW; ++j)
+#pragma unroll
+        for (int e = 0; e < V; ++e) acc[r][j][e] = bias[e];
+
+    const float* s_tap = s_w + tcl * V;
+#pragma unroll
+    for (int t = 0; t < NR; ++t) {
+      // A padding row (zeros in shared memory) adds nothing: skipped (border tiles).
+      if (tih0 + t < 0 || tih0 + t >= H) continue;
+      const Raw* srow = s_tile + t * IC * L;
+      // Filter column outermost: step kw reads pixels kw .. kw + kIW - 1, so pixel
+      // kw + kIW - 1 is converted just before step kw needs it and pixel kw is dead after it.
+      float v[NI][V];
+#pragma unroll
+      for (int i = 0; i < kIW - 1; ++i) raw_to_float<T>(srow[i * L], v[i]);
+#pragma unroll
+      for (int kw = 0; kw < kK; ++kw) {
+        raw_to_float<T>(srow[(kIW - 1 + kw) * L], v[kIW - 1 + kw]);
+#pragma unroll
+        for (int r = 0; r < kR; ++r) {
+          const int kh = t - r;  // input row t meets output row r at filter row kh
+          if (kh < 0 || kh >= kK) continue;
+          const float4 w4 =
+              *reinterpret_cast<const float4*>(s_tap + (kh * kK + kw) * (L * V));
+          const float wv[V] = {w4.x, w4.y, w4.z, w4.w};
+#pragma unroll
+          for (int j = 0; j < kIW; ++j)
+#pragma unroll
+            for (int e = 0; e < V; ++e)
+              acc[r][j][e] = fmaf(wv[e], v[j + kw][e], acc[r][j][e]);
+        }
+      }
+    }
+    nhwc_reg_epilogue<T, kR, kIW>(p, s, acc, n, oh0, ow0, c0, valid);
   }
 }
 

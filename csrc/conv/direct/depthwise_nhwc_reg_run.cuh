@@ -42,15 +42,84 @@ struct Plan {
 // part of the plan.
 bool plan(const ConvProblem& p, Plan& plan);
 
-// GPUKERN_NHWC_REG_TILE=big / small forces the tile variant (a tuning knob for
+// GPUKERN_NHWC_REG_TILE=big / small / stage forces the tile variant (a tuning knob for
 // benchmarks/dw_layers.py; anything else: the rule above). Read per call (a getenv is ~0.1 us
-// against a launch's 2-3 us) so that one process can time both.
+// against a launch's 2-3 us) so that one process can time each. `stage` (the shared-memory
+// staged kernel, conv::conv2d_depthwise_nhwc_stage_kernel) exists for 16-bit 7x7 stride 1 with
+// vector input only; elsewhere it means the rule above.
 inline int forced_variant() {
   const char* v = std::getenv("GPUKERN_NHWC_REG_TILE");
   if (v == nullptr) return 0;
   if (std::strcmp(v, "big") == 0) return 1;
   if (std::strcmp(v, "small") == 0) return 2;
+  if (std::strcmp(v, "stage") == 0) return 3;
   return 0;
+}
+
+// The staged variant's tile (conv::conv2d_depthwise_nhwc_stage_kernel): 3 x 4 outputs, the
+// largest without spills in 128 registers (sm_90a ptxas: 4 x 4 and 2 x 8 spilled 90-130 bytes,
+// 2 x 6 20 bytes).
+constexpr int kStageR = 3, kStageIW = 4;
+
+// Launches the staged kernel: picks the block's patch (st_h x st_w tiles) from the modelled
+// block time (from the SASS: a 3 x 4 tile's ~3200 instructions per thread, and per staged row
+// ~10 plus ~15-20 per copy the thread makes) times the blocks per resident slot (at least 1: a
+// grid under one wave takes one block's time).
+template <typename T, int kK>
+void launch_stage(const ConvProblem& p, const Plan& plan, cudaStream_t stream) {
+  constexpr auto kKernel = conv::conv2d_depthwise_nhwc_stage_kernel<T, kK, kStageR, kStageIW>;
+  conv::NhwcRegShape s = plan.shape;
+  const int threads = s.tc * s.tp;
+  const int device = c10::cuda::current_device();
+  const cudaDeviceProp& props = device_props();
+  const int64_t sms = props.multiProcessorCount;
+  // Taps [tap][32 lanes x 4 channels] as float, pixels [32 lanes] of 4 elements (fixed pitches).
+  const int64_t taps = int64_t{kK} * kK * conv::NhwcRegTraits::kMaxLanes * 4 * 4;
+  const int64_t pixel_bytes = int64_t{conv::NhwcRegTraits::kMaxLanes} * 4 * sizeof(T);
+  const int64_t smem_sm = static_cast<int64_t>(props.sharedMemPerMultiprocessor);
+  const int64_t smem_max = static_cast<int64_t>(props.sharedMemPerBlockOptin);
+  const int64_t reg_blocks = resident_blocks_per_sm<kKernel>(device, threads);
+  const int64_t th = ceil_div(p.OH, int64_t{kStageR}), tw = ceil_div(p.OW, int64_t{kStageIW});
+  // A thread copies a pair of lanes of a pixel (the kernel's staging): ~2 tp copy slots a row,
+  // ~15 instructions a 16-byte copy (x_vec8), ~20 for two 8-byte ones.
+  const int64_t copy_slots = int64_t{threads} / ((s.tc + 1) / 2);
+  const double copy_cost = s.x_vec8 ? 15.0 : 20.0;
+  double best = -1.0;
+  int64_t best_bytes = 0, best_resident = 1;
+  for (int sh = 1; sh <= s.tp && sh <= th; ++sh) {
+    for (int sw = 1; sh * sw <= s.tp && sw <= tw; ++sw) {
+      const int64_t ir = int64_t{sh} * kStageR + kK - 1, ic = int64_t{sw} * kStageIW + kK - 1;
+      const int64_t bytes = taps + ir * ic * pixel_bytes;
+      if (bytes > smem_max) continue;
+      // 1 KB of shared memory per block is reserved by the runtime.
+      const int64_t resident = std::min(reg_blocks, smem_sm / (bytes + 1024));
+      if (resident < 1) continue;
+      const int64_t patches = p.N * ceil_div(th, int64_t{sh}) * ceil_div(tw, int64_t{sw});
+      const double blocks = static_cast<double>(patches * s.c_blocks);
+      const double copies = static_cast<double>(ceil_div(ic, copy_slots));  // per row
+      const double block_time = 3200.0 + static_cast<double>(ir) * (10.0 + copy_cost * copies);
+      const double waves = static_cast<double>(sms * resident);
+      const double cost = std::max(blocks / waves, 1.0) * block_time;
+      if (best < 0 || cost < best) {
+        best = cost;
+        s.st_h = sh;
+        s.st_w = sw;
+        best_bytes = bytes;
+        best_resident = resident;
+      }
+    }
+  }
+  GK_CHECK(best >= 0, kConv2dOp, "internal error: depthwise_nhwc_reg stage: no patch fits");
+  s.tiles_h = static_cast<int>(ceil_div(th, int64_t{s.st_h}));
+  s.tiles_w = static_cast<int>(ceil_div(tw, int64_t{s.st_w}));
+  s.tiles = static_cast<int>(p.N * s.tiles_h * s.tiles_w);
+  const int64_t blocks1 = int64_t{s.tiles} * s.c_blocks;
+  s.reps = static_cast<int>(std::clamp<int64_t>(
+      blocks1 / (kTargetWaves * sms * best_resident), 1, conv::NhwcRegTraits::kMaxReps));
+  allow_dynamic_smem(kKernel, static_cast<size_t>(best_bytes));
+  const dim3 grid = checked_grid(kConv2dOp, ceil_div(s.tiles, s.reps) * s.c_blocks);
+  kKernel<<<grid, threads, static_cast<size_t>(best_bytes), stream>>>(p, s);
+  GK_CHECK_LAUNCH();
 }
 
 // Sets the tile counts of shape s for tiles of r x iw outputs.
@@ -72,6 +141,11 @@ void launch(const ConvProblem& p, const Plan& plan, cudaStream_t stream) {
   // storage): scalar loads, small tiles only (one instance instead of two).
   constexpr auto kScalarKernel =
       conv::conv2d_depthwise_nhwc_reg_kernel<T, kK, kS, Small::kR, Small::kIW, false>;
+  int forced = forced_variant();
+  if constexpr (sizeof(T) == 2 && kK == 7 && kS == 1) {
+    if (forced == 3 && plan.shape.x_vec) return launch_stage<T, kK>(p, plan, stream);
+  }
+  if (forced == 3) forced = 0;  // no staged instance here: the rule
   conv::NhwcRegShape s = plan.shape;
   const int threads = s.tc * s.tp;
   const int device = c10::cuda::current_device();
@@ -81,7 +155,6 @@ void launch(const ConvProblem& p, const Plan& plan, cudaStream_t stream) {
 
   set_tiles(p, s, Big::kR, Big::kIW);
   const int64_t big_wave = sms * resident_blocks_per_sm<kBigKernel>(device, threads);
-  const int forced = forced_variant();
   const bool big = s.x_vec && (forced == 1 || (forced == 0 && 4 * blocks1() >=
                                                                   kBigMinQuarterWaves * big_wave));
   int64_t wave = big_wave;
