@@ -5,7 +5,8 @@ batch 16), torch's best against every gpukern algorithm that runs them.
     python3 benchmarks/dw_layers.py --dtypes bfloat16 --layers convnext
     python3 benchmarks/dw_layers.py --reps 10            # quicker
 
-For each layer and dtype, on a channels_last input [16, C, H, H] with its bias and padding K // 2:
+For each layer and dtype, on a channels_last input [16, C, H, H] with padding K // 2 and a bias
+where the model has one (ConvNeXt: yes; MobileNetV3: no, BatchNorm follows):
 - the float64 reference (F.conv2d in float64 on the GPU), then every candidate's output checked
   against it (norm-relative error at most TOL[dtype]; a candidate that fails is reported WRONG
   and not timed, one that cannot run the shape "n/a");
@@ -112,9 +113,14 @@ def run_layer(layer, dtype_name, reps):
     x = torch.randn(BATCH, c, h, h, device="cuda", generator=g).to(dtype)
     x = x.contiguous(memory_format=torch.channels_last)
     w = torch.randn(c, 1, k, k, device="cuda", generator=g).to(dtype)
-    b = torch.randn(c, device="cuda", generator=g).to(dtype)
+    # The bias as the model has it: ConvNeXt's depthwise convs have one, MobileNetV3's do not
+    # (BatchNorm follows them). With a bias cuDNN adds it in a second kernel, which on the small
+    # MobileNet layers doubled torch's time: the first runs of this script gave every layer a
+    # bias and so overstated gpukern's lead there (benchmarks/results/h*_dw_layers.md; the
+    # census, benchmarks/layers.py, has the models' own layers).
+    b = torch.randn(c, device="cuda", generator=g).to(dtype) if model == "convnext" else None
     pad = k // 2
-    ref = F.conv2d(x.double(), w.double(), b.double(), s, pad, 1, c)
+    ref = F.conv2d(x.double(), w.double(), None if b is None else b.double(), s, pad, 1, c)
     row = {"model": model, "shape": f"{BATCH}x{c}x{h}x{h} k{k} s{s}", "dtype": dtype_name,
            "torch": {}, "gpukern": {}, "err": {}}
     # torch's best: cudnn.benchmark off and on
