@@ -106,17 +106,20 @@ class Rule:
         return True
 
 
-# The table: the layer censuses benchmarks/results/h100_layers.json (NVIDIA H100 80GB HBM3) and
-# h200_layers.json (NVIDIA H200), benchmarks/layers.py over resnet50, mobilenet_v3_large,
-# convnext_tiny, conformer and wav2vec2 (float32 with torch's default TF32 flags and bfloat16;
-# NCHW and channels_last), torch 2.11, cuDNN 9.19, with the tensor-core dense path's stem im2col,
-# 64x128 and 128x64 tiles (the H200 file before the 128x64 tiles: its O = 64 layers count the
-# 64x64 ones, the more conservative), derived by
+# The table: the layer censuses benchmarks/results/h100_layers.json (NVIDIA H100 80GB HBM3, with
+# the depthwise_nhwc_reg and depthwise_small kernels, before the staged 16-bit 7x7 variant became
+# the default) and h200_layers_nodw.json (NVIDIA H200, the session before: its dense, stem and
+# grouped rows only, whose kernels have not changed since; its depthwise rows predate the new
+# depthwise kernels), benchmarks/layers.py over resnet50, mobilenet_v3_large, convnext_tiny,
+# conformer and wav2vec2 (float32 with torch's default TF32 flags and bfloat16; NCHW and
+# channels_last), torch 2.11, cuDNN 9.19, derived by
 #   python3 benchmarks/derive_policy.py benchmarks/results/h100_layers.json \
-#       benchmarks/results/h200_layers.json --write
-# (a cell goes to gpukern only where every layer of both GPUs was at least MARGIN faster).
-# Only the gpukern rules matter (anything unmatched runs torch); the torch rules document the
-# measured cells. float16 was not measured: it runs torch under "rules".
+#       benchmarks/results/h200_layers_nodw.json --write
+# (per cell a small decision tree; a leaf goes to gpukern only where every layer of both GPUs in
+# it was at least MARGIN faster and, for a plain convolution, saved at least
+# derive_policy.MIN_SAVED_US per call; see benchmarks/derive_policy.py). Only the gpukern rules
+# matter (anything unmatched runs torch); the torch rules document the measured cells. float16
+# was not measured: it runs torch under "rules".
 # BEGIN GENERATED RULES
 RULES: List[Rule] = [
     Rule('sm_90', 'conv1d', 'dense1x1', '1', 'bfloat16', 'contiguous', False, None, None, 'torch',
