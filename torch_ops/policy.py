@@ -95,13 +95,14 @@ class Rule:
                 return False
         if self.fused is not None and self.fused != key["fused"]:
             return False
-        if self.out_px_min is not None and key["out_px"] < self.out_px_min:
-            return False
-        if self.out_px_max is not None and key["out_px"] > self.out_px_max:
-            return False
-        for field in ("in_ch", "out_ch", "m_px"):
+        return self.within(key)
+
+    def within(self, sizes: Dict) -> bool:
+        """Whether sizes["out_px"], ["m_px"], ["in_ch"], ["out_ch"] fall inside the bounds (also
+        called by the compiled path, with sizes dynamo may keep symbolic)."""
+        for field in ("out_px", "m_px", "in_ch", "out_ch"):
             lo, hi = getattr(self, field + "_min"), getattr(self, field + "_max")
-            if (lo is not None and key[field] < lo) or (hi is not None and key[field] > hi):
+            if (lo is not None and sizes[field] < lo) or (hi is not None and sizes[field] > hi):
                 return False
         return True
 
@@ -509,13 +510,10 @@ def _compiled_candidates(device_type: str, index: Optional[int], op: str, kind: 
                          dtype: str) -> tuple:
     """Indices into RULES of the rules a plain convolution of this cell can match, in table
     order: every field but the shape-dependent ones (layout, bounds) already checked."""
-    key = dict(arch=_arch(device_type, index), op=op, kind=kind, stride=stride, dtype=dtype, fused=False)
-    out = []
-    for i, rule in enumerate(RULES):
-        if all(getattr(rule, f) in ("*", key[f]) for f in ("arch", "op", "kind", "stride", "dtype")) \
-                and rule.fused in (None, False):
-            out.append(i)
-    return tuple(out)
+    key = dict(arch=_arch(device_type, index), op=op, kind=kind, stride=stride, dtype=dtype)
+    return tuple(i for i, rule in enumerate(RULES)
+                 if rule.fused in (None, False)
+                 and all(getattr(rule, f) in ("*", key[f]) for f in key))
 
 
 def _compiled_rules_choice(layer, x: torch.Tensor) -> bool:
@@ -541,32 +539,13 @@ def _compiled_rules_choice(layer, x: torch.Tensor) -> bool:
         layout = "channels_last"
     else:
         layout = "strided"
-    out_px = 1
-    for i in range(nsp):
-        size = x.shape[x.dim() - nsp + i]
-        if isinstance(layer.padding, str):
-            if layer.padding == "same":
-                out_px = out_px * size
-                continue
-            pad = 0
-        else:
-            pad = layer.padding[i]
-        span = layer.dilation[i] * (layer.kernel_size[i] - 1) + 1
-        out_px = out_px * ((size + 2 * pad - span) // layer.stride[i] + 1)
-    m_px = out_px * (x.shape[0] if x.dim() == nsp + 2 else 1)
-    vals = {"out_px": out_px, "m_px": m_px, "in_ch": layer.in_channels,
-            "out_ch": layer.out_channels}
+    out_px = out_plane(list(x.shape[x.dim() - nsp:]), layer.kernel_size, layer.stride,
+                       layer.padding, layer.dilation)
+    sizes = {"out_px": out_px, "m_px": out_px * (x.shape[0] if x.dim() == nsp + 2 else 1),
+             "in_ch": layer.in_channels, "out_ch": layer.out_channels}
     for i in cands:
         rule = RULES[i]
-        if rule.layout not in ("*", layout):
-            continue
-        ok = True
-        for f in ("out_px", "m_px", "in_ch", "out_ch"):
-            lo, hi = getattr(rule, f + "_min"), getattr(rule, f + "_max")
-            if (lo is not None and vals[f] < lo) or (hi is not None and vals[f] > hi):
-                ok = False
-                break
-        if ok:
+        if rule.layout in ("*", layout) and rule.within(sizes):
             return rule.path == "gpukern"
     return False
 
