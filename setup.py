@@ -148,7 +148,10 @@ def _extension():
     nvcc = ["-O3", "-std=c++17", "-lineinfo", "--expt-relaxed-constexpr",
             "-DGPUKERN_WITH_CUDA"] + igemm_defs
     archs = "-DGPUKERN_CUDA_ARCHS=" + ",".join(_cuda_arch_codes())
+    # cuBLASLt: the 1x1 convolutions' GEMMs (csrc/conv/igemm/blas.cpp); torch's CUDA build ships
+    # and loads the same library.
     return CUDAExtension("torch_ops._C", sources + _sources("*.cu"), include_dirs=include_dirs,
+                         libraries=["cublasLt"],
                          extra_compile_args={
                              "cxx": cxx + ["-DGPUKERN_WITH_CUDA", archs] + igemm_defs,
                              "nvcc": nvcc})

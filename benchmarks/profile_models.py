@@ -17,6 +17,7 @@ import copy
 import os
 import statistics
 import sys
+import time
 
 import torch
 
@@ -42,6 +43,53 @@ def wall_ms(fn, reps=30, rounds=5):
         b.synchronize()
         out.append(a.elapsed_time(b) / reps)
     return statistics.median(out)
+
+
+def host_gpu_ms(fns, rounds=15, calls=2, sleep_ms=40.0):
+    """{name: (host ms, GPU ms, wall ms)} per call of each fn, interleaved in `rounds` rounds
+    (the order rotated each round), medians. Host: the CPU time of `calls` forwards issued while
+    the GPU is held by a sleep kernel (they only enqueue: the Python and launch cost alone). GPU:
+    events around the same forwards, which the GPU then runs back to back (the kernels' own time,
+    no launch gaps). Wall: events around `calls` forwards issued with the GPU idle. A round whose
+    enqueueing outlasted the sleep is dropped from the GPU figure (the GPU caught up with the
+    host)."""
+    torch.cuda.synchronize()
+    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    a.record()
+    torch.cuda._sleep(10 ** 7)
+    b.record()
+    b.synchronize()
+    cycles = int(10 ** 7 * sleep_ms / a.elapsed_time(b))  # the sleep's clock, measured
+    names = list(fns)
+    for f in fns.values():
+        f()
+    torch.cuda.synchronize()
+    host, gpu, wall = ({n: [] for n in names} for _ in range(3))
+    for r in range(rounds):
+        for n in names[r % len(names):] + names[:r % len(names)]:
+            f = fns[n]
+            torch.cuda.synchronize()
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            torch.cuda._sleep(cycles)
+            a.record()
+            t0 = time.perf_counter()
+            for _ in range(calls):
+                f()
+            t1 = time.perf_counter()
+            b.record()
+            b.synchronize()
+            host[n].append((t1 - t0) * 1e3 / calls)
+            if (t1 - t0) * 1e3 < 0.8 * sleep_ms:
+                gpu[n].append(a.elapsed_time(b) / calls)
+            torch.cuda.synchronize()
+            a.record()
+            for _ in range(calls):
+                f()
+            b.record()
+            b.synchronize()
+            wall[n].append(a.elapsed_time(b) / calls)
+    med = (lambda v: statistics.median(v) if v else float("nan"))
+    return {n: (med(host[n]), med(gpu[n]), med(wall[n])) for n in names}
 
 
 def kernel_profile(fn, calls=5, cpu=None):
@@ -98,14 +146,28 @@ def main():
     p.add_argument("--top", type=int, default=6)
     p.add_argument("--cpu-top", type=int, default=0,
                    help="also list the CPU ops with the most self time per call")
+    p.add_argument("--split", action="store_true",
+                   help="instead of the profiler: host time, GPU time and wall time per call "
+                        "of every variant, interleaved rounds (host_gpu_ms)")
+    p.add_argument("--rounds", type=int, default=15, help="rounds for --split")
     p.add_argument("--compile", action="store_true",
                    help="torch.compile (fullgraph) the stock and swapped models instead")
     a = p.parse_args()
     dev = "cuda"
-    print(f"# {torch.cuda.get_device_name()}; wall = events around 30 unsynchronised calls; "
-          f"gpu = sum of kernel times (profiler) per call\n")
-    print("| model | batch | format | dtype | variant | wall ms | gpu ms | kernels | top kernels (us) |")
-    print("|---|---:|---|---|---|---:|---:|---:|---|")
+    if a.split:
+        print(f"# {torch.cuda.get_device_name()}; per call, medians of {a.rounds} interleaved "
+              f"rounds (host_gpu_ms): host = CPU time to issue a forward while the GPU is held; "
+              f"gpu = the same forwards run back to back; wall = events around forwards issued "
+              f"with the GPU idle; speedups stock / variant\n")
+        print("| model | batch | format | dtype | variant | host ms | gpu ms | wall ms | host x "
+              "| gpu x | wall x |")
+        print("|---|---:|---|---|---|---:|---:|---:|---:|---:|---:|")
+    else:
+        print(f"# {torch.cuda.get_device_name()}; wall = events around 30 unsynchronised calls; "
+              f"gpu = sum of kernel times (profiler) per call\n")
+        print("| model | batch | format | dtype | variant | wall ms | gpu ms | kernels | top "
+              "kernels (us) |")
+        print("|---|---:|---|---|---|---:|---:|---:|---|")
     for name in a.models:
         for batch in a.batch:
             for fmt in a.formats:
@@ -126,6 +188,17 @@ def main():
                     with torch.inference_mode():
                         stock = copy.deepcopy(base).to(dt)
                         ref = _first(stock(*x)).float()
+                        if a.split:
+                            ms = {vn: m for vn, m in variants(stock, x) if m is not None}
+                            ms["stock again"] = stock  # the same model twice: the noise floor
+                            res = host_gpu_ms({vn: (lambda m=m: m(*x)) for vn, m in ms.items()},
+                                              rounds=a.rounds)
+                            h0, g0, w0 = res["stock"]
+                            for vn, (h, g, w) in res.items():
+                                print(f"| {name} | {batch} | {fmt} | {dn} | {vn} | {h:.3f} | "
+                                      f"{g:.3f} | {w:.3f} | {h0 / h:.3f}x | {g0 / g:.3f}x | "
+                                      f"{w0 / w:.3f}x |", flush=True)
+                            continue
                         for vn, m in variants(stock, x):
                             if m is None or (a.compile and vn not in ("stock", "swap")):
                                 continue

@@ -258,22 +258,37 @@ def test_igemm_is_the_automatic_choice(dtype):
         assert torch_ops.algorithm("conv2d", ux, uw, None, 1, 1) != "igemm"
 
 
-# 1x1 stride-1 layers run as plain GEMMs: over NCHW (16-bit, pixels per channel a multiple of 8)
-# one GEMM per image; otherwise one GEMM over the NHWC pixels (NCHW converted first).
+# 1x1 stride-1 layers run as plain GEMMs: cuBLASLt (conv/igemm/blas.h: NHWC pixel rows, or one
+# GEMM per NCHW image from 14x14 planes up, or per single-pixel image) or, where that does not
+# take them (GPUKERN_IGEMM_BLAS=0, NCHW with a bias or small planes, a strided channel slice), the
+# CUTLASS GEMMs: over NCHW (16-bit, pixels per channel a multiple of 8) one GEMM per image;
+# otherwise one GEMM over the NHWC pixels (NCHW converted first).
 POINTWISE = [
     (2, 64, 16, 16, 256),   # NCHW-flat (HW = 256)
     (3, 32, 7, 7, 64),      # HW = 49: NCHW converted
     (1, 256, 28, 28, 64),   # a projection
     (16, 120, 1, 1, 32),    # squeeze-excitation: one pixel per image
     (2, 8, 40, 40, 8),      # the smallest aligned channel counts
+    (3, 24, 15, 15, 40),    # odd plane (225 pixels: the batched cuBLAS form), odd M
 ]
+
+
+@pytest.fixture(params=["blas", "cutlass"])
+def gemm_lib(request, monkeypatch):
+    """The 1x1 GEMM's library: cuBLASLt where it takes the layer (default), or the CUTLASS GEMMs
+    (GPUKERN_IGEMM_BLAS=0)."""
+    if request.param == "cutlass":
+        monkeypatch.setenv("GPUKERN_IGEMM_BLAS", "0")
+    else:
+        monkeypatch.delenv("GPUKERN_IGEMM_BLAS", raising=False)
+    return request.param
 
 
 @pytest.mark.parametrize("shape", POINTWISE, ids=lambda s: f"n{s[0]}c{s[1]}_{s[2]}x{s[3]}_o{s[4]}")
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("layout", ["nchw", "cl", "strided"])
 @pytest.mark.parametrize("bias", [True, False], ids=["bias", "nobias"])
-def test_pointwise_gemm(shape, dtype, layout, bias):
+def test_pointwise_gemm(shape, dtype, layout, bias, gemm_lib):
     n, c, h, wd, o = shape
     gen = torch.Generator().manual_seed(13)
     x = _rand(n, c, h, wd, dtype=dtype, gen=gen)
@@ -291,6 +306,53 @@ def test_pointwise_gemm(shape, dtype, layout, bias):
     aten = F.conv2d(x, w, b)
     for fmt in (torch.contiguous_format, torch.channels_last):
         assert out.is_contiguous(memory_format=fmt) == aten.is_contiguous(memory_format=fmt)
+
+
+def _blas_expected(shape, dtype, layout, bias):
+    """Whether igemm.cpp's rule sends the 1x1 layer to cuBLASLt (blas_gemm_of), for the name."""
+    n, c, h, wd, o = shape
+    hw = h * wd
+    if layout == "cl" or hw == 1:
+        return True  # NHWC pixel rows (a single-pixel plane reads as either layout)
+    if layout == "strided":
+        return False  # a channel slice: neither uniform pixel rows nor an NCHW plane stride
+    return not bias and hw >= 196
+
+
+@pytest.mark.parametrize("shape", POINTWISE, ids=lambda s: f"n{s[0]}c{s[1]}_{s[2]}x{s[3]}_o{s[4]}")
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("layout", ["nchw", "cl"])
+def test_pointwise_fused_epilogues(shape, dtype, layout, gemm_lib):
+    """The fused op on 1x1 layers: bias, residual and each activation cuBLASLt's epilogue has
+    (none, relu) or not (silu, hardswish: the CUTLASS GEMM), against the unfused float64
+    sequence; the configuration the query names is the one the rule picks."""
+    n, c, h, wd, o = shape
+    gen = torch.Generator().manual_seed(17)
+    x = _rand(n, c, h, wd, dtype=dtype, gen=gen)
+    if layout == "cl":
+        x = x.contiguous(memory_format=torch.channels_last)
+    w = _rand(o, c, 1, 1, dtype=dtype, gen=gen) / c ** 0.5
+    for bias in (False, True):
+        b = _rand(o, dtype=dtype, gen=gen) if bias else None
+        ref = _ref(x, w, b, 1, 0, 1)
+        r = _rand(*ref.shape, dtype=dtype, gen=gen)
+        if layout == "cl":
+            r = r.contiguous(memory_format=torch.channels_last)
+        for res in (None, r):
+            for act, fn in (("none", lambda t: t), ("relu", F.relu), ("silu", F.silu),
+                            ("hardswish", F.hardswish)):
+                with torch_ops.force_algorithm("conv2d", "igemm"):
+                    out = torch_ops.conv2d_fused(x, w, b, 1, 0, 1, 1, act, res)
+                want = fn(ref + (0 if res is None else res.double()))
+                err = _rel_err(out, want)
+                assert err <= REL_TOL[dtype], (bias, res is None, act, err)
+    xm = x.to("meta")
+    wm = w.to("meta")
+    name = torch.ops.gpukern._igemm_config_conv2d(xm, wm, [1, 1], [0, 0], [1, 1])
+    if gemm_lib == "blas" and _blas_expected(shape, dtype, layout, False):
+        assert name == "cublas_1x1", name
+    else:
+        assert name != "cublas_1x1", name
 
 
 # conv1d as H = 1: (N, C, L, O, K, stride, padding, dilation).
@@ -361,8 +423,9 @@ CONFIG_RULE = [
     ((16, 256, 28, 28, 256, 3, 2, 1), "medium_64x128"),  # stride 2 to 14x14
     ((16, 128, 56, 56, 128, 3, 2, 1), "large_128x128"),  # 98 tiles
     ((1, 16, 8, 8, 16, 3, 1, 0), "small_64x64"),         # 36 output pixels
-    ((16, 256, 28, 28, 512, 1, 1, 0), "gemm_1x1"),
-    ((16, 960, 1, 1, 240, 1, 1, 0), "small_64x64"),      # 1x1 over 16 pixels: the conv kernel
+    ((16, 256, 28, 28, 512, 1, 1, 0), "cublas_1x1"),     # NCHW, 28x28 planes: batched cuBLASLt
+    ((16, 512, 7, 7, 2048, 1, 1, 0), "gemm_1x1"),        # NCHW 7x7: the CUTLASS GEMM
+    ((16, 960, 1, 1, 240, 1, 1, 0), "cublas_1x1"),       # squeeze-excitation, one pixel an image
     ((16, 3, 224, 224, 64, 7, 2, 3), "stem_im2col_gemm"),
 ]
 
@@ -378,11 +441,16 @@ def test_bucket_rule(dtype, monkeypatch):
                 0).multi_processor_count != 132:
             continue  # the tile rule counts this GPU's SMs
         assert got == want, ((n, c, h, wd, o, k, stride, padding), got)
-    # GPUKERN_IGEMM_GEMM=0: 1x1 layers and stems on the conv kernel, and named so
-    monkeypatch.setenv("GPUKERN_IGEMM_GEMM", "0")
     x = torch.empty(16, 256, 28, 28, device="meta", dtype=dtype)
     w = torch.empty(512, 256, 1, 1, device="meta", dtype=dtype)
-    assert torch.ops.gpukern._igemm_config_conv2d(x, w, [1, 1], [0, 0], [1, 1]) != "gemm_1x1"
+    # GPUKERN_IGEMM_BLAS=0: 1x1 layers on the CUTLASS GEMM
+    monkeypatch.setenv("GPUKERN_IGEMM_BLAS", "0")
+    assert torch.ops.gpukern._igemm_config_conv2d(x, w, [1, 1], [0, 0], [1, 1]) == "gemm_1x1"
+    monkeypatch.delenv("GPUKERN_IGEMM_BLAS")
+    # GPUKERN_IGEMM_GEMM=0: 1x1 layers and stems on the conv kernel, and named so
+    monkeypatch.setenv("GPUKERN_IGEMM_GEMM", "0")
+    assert torch.ops.gpukern._igemm_config_conv2d(x, w, [1, 1], [0, 0], [1, 1]) not in (
+        "gemm_1x1", "cublas_1x1")
     monkeypatch.delenv("GPUKERN_IGEMM_GEMM")
     monkeypatch.setenv("GPUKERN_IGEMM_CONFIG", "large")
     x = torch.empty(16, 512, 7, 7, device="meta", dtype=dtype)

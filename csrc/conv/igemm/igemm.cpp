@@ -19,6 +19,7 @@
 #include <ATen/Context.h>
 #include <ATen/cuda/CUDAContext.h>
 
+#include "conv/igemm/blas.h"
 #include "conv/igemm/config.h"
 #include "conv/igemm/im2col.h"
 #include "conv/layout.h"
@@ -221,6 +222,89 @@ bool gemm_enabled() {
 bool takes_gemm_1x1(const ConvProblem& p) {
   return gemm_enabled() && pointwise(p) && p.C % channel_align(p) == 0 &&
          p.N * p.OH * p.OW > kSmallGemmRows;
+}
+
+// GPUKERN_IGEMM_BLAS=0 in the environment sends 1x1 layers to the CUTLASS GEMMs instead of
+// cuBLASLt (benchmarks compare the two; read on every call).
+bool blas_enabled() {
+  const char* env = std::getenv("GPUKERN_IGEMM_BLAS");
+  return env == nullptr || std::strcmp(env, "0") != 0;
+}
+
+// Smallest NCHW plane (H * W) that runs the batched cuBLASLt form (kImages): on an H100, batch 16,
+// cuBLAS's batched GEMM ran ResNet-50's and MobileNetV3's 7x7 1x1 layers at 0.32-0.72x cuDNN in
+// bf16 (0.48-1.0x in fp32), where the CUTLASS path (NHWC conversion + GEMM) did better; from 14x14
+// up it matched cuDNN (benchmarks/pointwise_libs.py).
+constexpr int64_t kBlasMinImagePlane = 196;
+
+// The stride between pixel rows when pixel (n, h, w) of a [N, C, H, W] tensor (sizes, strides
+// s = {sn, sc, sh, sw}) sits at row (n * H + h) * W + w with its channels unit-stride (NHWC with
+// uniform rows; size-1 dims never stepped), else 0.
+int64_t pixel_rows_ld(int64_t N, int64_t C, int64_t H, int64_t W,
+                      const std::array<int64_t, 4>& s) {
+  if (C > 1 && s[1] != 1) return 0;
+  int64_t ld = W > 1 ? s[3] : (H > 1 ? s[2] : (N > 1 ? s[0] : C));
+  if (ld < C) return 0;
+  if (W > 1 && H > 1 && s[2] != W * ld) return 0;
+  if (N > 1 && (H > 1 || W > 1) && s[0] != H * W * ld) return 0;
+  return ld;
+}
+
+// The channel stride when each channel plane of every image of a [N, C, H, W] tensor is H * W
+// contiguous elements (NCHW planes), else 0.
+int64_t plane_ld(int64_t C, int64_t H, int64_t W, const std::array<int64_t, 4>& s) {
+  if (W > 1 && s[3] != 1) return 0;
+  if (H > 1 && s[2] != W) return 0;
+  const int64_t ld = C > 1 ? s[1] : H * W;
+  return ld >= H * W ? ld : 0;
+}
+
+// The cuBLASLt GEMM (conv/igemm/blas.h) a 1x1 layer runs as, from its sizes and the strides of x
+// and y (x4 / y4: {sn, sc, sh, sw}) and the weight's row stride, or nothing where it runs the
+// CUTLASS path instead: pointwise, an epilogue cuBLASLt has (none / relu), and
+// - a single-pixel plane (squeeze-excitation layers), fp32 without bias: kImages (one GEMV-like
+//   GEMM per image: 2.2-5.9 us against 4.2-5.8 as kRows for MobileNetV3's, batch 16, H100);
+// - x and y NHWC with uniform rows: kRows (every dtype; 0.98-1.00x cuDNN on most layers);
+// - x and y NCHW planes of at least kBlasMinImagePlane pixels, no bias: kImages.
+std::optional<conv::BlasGemm> blas_gemm_of(const ConvProblem& p, IgemmDtype d,
+                                           const std::array<int64_t, 4>& xs,
+                                           const std::array<int64_t, 4>& ys, int64_t w_ld,
+                                           bool has_bias, bool has_residual) {
+  if (!gemm_enabled() || !blas_enabled() || !pointwise(p) || !conv::blas_act_supported(p.act)) {
+    return std::nullopt;
+  }
+  conv::BlasGemm g;
+  g.dtype = d == IgemmDtype::kTf32 ? 2 : (p.elem_size == 2 && d == IgemmDtype::kF16 ? 1 : 0);
+  g.act = p.act;
+  g.has_bias = has_bias;
+  g.has_residual = has_residual;
+  const int64_t HW = p.H * p.W;
+  const int64_t x_rows = pixel_rows_ld(p.N, p.C, p.H, p.W, xs);
+  const int64_t y_rows = pixel_rows_ld(p.N, p.O, p.H, p.W, ys);
+  const int64_t x_plane = plane_ld(p.C, p.H, p.W, xs);
+  const int64_t y_plane = plane_ld(p.O, p.H, p.W, ys);
+  const bool rows_ok = x_rows > 0 && y_rows > 0;
+  const bool images_ok = x_plane > 0 && y_plane > 0 && !has_bias;
+  const bool images = images_ok && (HW == 1 ? d == IgemmDtype::kTf32
+                                            : !rows_ok && HW >= kBlasMinImagePlane);
+  if (!images) {
+    if (!rows_ok) return std::nullopt;
+    g.trans_a = true;
+    g.a = {p.C, p.O, w_ld, 0};
+    g.b = {p.C, p.N * HW, x_rows, 0};
+    g.d = {p.O, p.N * HW, y_rows, 0};
+    return g;
+  }
+  g.trans_a = false;
+  g.batch = p.N;
+  g.a = {HW, p.C, x_plane, p.N > 1 ? xs[0] : p.C * x_plane};
+  g.b = {p.C, p.O, w_ld, 0};
+  g.d = {HW, p.O, y_plane, p.N > 1 ? ys[0] : p.O * y_plane};
+  return g;
+}
+
+std::array<int64_t, 4> strides4(const at::Tensor& t) {
+  return {t.stride(0), t.stride(1), t.stride(2), t.stride(3)};
 }
 
 // NHWC rows of one uniform stride: pixel (n, h, w) at row (n * H + h) * W + w.
@@ -479,6 +563,27 @@ void run4(const ConvProblem& p, const at::Tensor& x4, const at::Tensor& w4,
   // GPUKERN_IGEMM_GEMM=0 in the environment sends them to the conv kernel instead (benchmarks
   // compare the two; read on every call).
   const bool gemm_on = gemm_enabled();
+  if (pointwise(p)) {
+    // cuBLASLt where blas_gemm_of says so (conv/igemm/blas.h); the weight as [O, C] rows.
+    at::Tensor w2 = w4.reshape({p.O, p.C});
+    if (p.C > 1 && w2.stride(1) != 1) w2 = w2.contiguous();
+    const int64_t w_ld = p.C > 1 ? w2.stride(0) : 1;
+    const bool has_res = residual.has_value() && residual->defined();
+    if (const auto g = blas_gemm_of(p, d, strides4(x4), strides4(y4), w_ld, bc.defined(),
+                                    has_res)) {
+      const at::Tensor rc = prepared_residual(residual, y4);
+      conv::BlasPointers ptrs;
+      ptrs.a = g->trans_a ? w2.const_data_ptr() : x4.const_data_ptr();
+      ptrs.b = g->trans_a ? x4.const_data_ptr() : w2.const_data_ptr();
+      ptrs.bias = bc.defined() ? bc.const_data_ptr() : nullptr;
+      ptrs.residual = rc.defined() ? rc.const_data_ptr() : nullptr;
+      ptrs.d = y4.data_ptr();
+      conv::BlasGemm gd = *g;
+      gd.device = x4.device().index();
+      const cudaStream_t stream = at::cuda::getCurrentCUDAStream(gd.device).stream();
+      if (conv::blas_gemm_run(gd, ptrs, stream)) return;
+    }
+  }
   if (takes_gemm_1x1(p)) {
     at::Tensor w2 = w4.reshape({p.O, p.C});
     if (w2.stride(1) != 1 || w2.stride(0) % align != 0 ||
@@ -588,6 +693,12 @@ std::string igemm_config_name(const ConvProblem& p) {
   if (!igemm_can_run(p)) return "";
   const int64_t M = p.N * p.OH * p.OW;
   const bool aligned = p.C % channel_align(p) == 0;
+  IgemmDtype d{};
+  dtype_of(p, true, d);  // igemm_can_run said yes: a 16-bit dtype, or fp32 with TF32 allowed
+  if (blas_gemm_of(p, d, {p.x_sn, p.x_sc, p.x_sh, p.x_sw}, {p.y_sn, p.y_so, p.y_sh, p.y_sw}, p.C,
+                   p.b != nullptr, p.r != nullptr)) {
+    return "cublas_1x1";
+  }
   if (takes_gemm_1x1(p)) return "gemm_1x1";
   if (gemm_enabled() && !aligned && M > kSmallGemmRows && M <= kMaxInt &&
       im2col_fits(p, p.elem_size)) {

@@ -1,0 +1,181 @@
+// 1x1 convolutions as cuBLASLt GEMMs (conv/igemm/blas.h): descriptors, the heuristic's
+// algorithm per problem (cached per thread), the launch.
+#if defined(GPUKERN_WITH_CUDA)
+#include "conv/igemm/blas.h"
+
+#include <ATen/cuda/CUDAContext.h>
+#include <cublasLt.h>
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <unordered_map>
+
+#include "core/checks.h"
+
+namespace gpukern {
+namespace conv {
+namespace {
+
+constexpr int kActNone = 0, kActRelu = 1;  // device/activation.cuh's ActKind values
+
+void check(cublasStatus_t s, const char* what) {
+  GK_CHECK(s == CUBLAS_STATUS_SUCCESS, "conv", "cuBLASLt ", what, " failed (status ",
+           static_cast<int>(s), ")");
+}
+
+// The largest power of two up to 16 dividing the address and every byte step of an operand.
+uint32_t alignment(const void* ptr, const BlasOperand& o, int64_t elem) {
+  uint64_t bits = reinterpret_cast<uintptr_t>(ptr) | static_cast<uint64_t>(o.ld * elem) |
+                  static_cast<uint64_t>(o.batch_stride * elem) | 16u;
+  return static_cast<uint32_t>(bits & (~bits + 1));
+}
+
+// A cached problem: its descriptors and algorithm (ok false: cuBLASLt offered none).
+struct Plan {
+  cublasLtMatmulDesc_t op = nullptr;
+  std::array<cublasLtMatrixLayout_t, 3> layouts{};  // a, b, d (c uses d's)
+  cublasLtMatmulAlgo_t algo{};
+  bool ok = false;
+
+  Plan() = default;
+  Plan(const Plan&) = delete;
+  Plan& operator=(const Plan&) = delete;
+  ~Plan() {
+    if (op != nullptr) cublasLtMatmulDescDestroy(op);
+    for (auto l : layouts) {
+      if (l != nullptr) cublasLtMatrixLayoutDestroy(l);
+    }
+  }
+};
+
+using Key = std::array<int64_t, 24>;
+
+struct KeyHash {
+  size_t operator()(const Key& k) const {
+    size_t h = 0xcbf29ce484222325ull;
+    for (int64_t v : k) h = (h ^ static_cast<size_t>(v)) * 0x100000001b3ull;
+    return h;
+  }
+};
+
+cudaDataType_t data_type(int dtype) {
+  switch (dtype) {
+    case 0: return CUDA_R_16BF;
+    case 1: return CUDA_R_16F;
+    default: return CUDA_R_32F;
+  }
+}
+
+int64_t elem_size(int dtype) { return dtype == 2 ? 4 : 2; }
+
+cublasLtEpilogue_t epilogue(const BlasGemm& g) {
+  if (g.act == kActRelu) return g.has_bias ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_RELU;
+  return g.has_bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+}
+
+cublasLtMatrixLayout_t layout(const BlasGemm& g, const BlasOperand& o) {
+  cublasLtMatrixLayout_t l = nullptr;
+  check(cublasLtMatrixLayoutCreate(&l, data_type(g.dtype), static_cast<uint64_t>(o.rows),
+                                   static_cast<uint64_t>(o.cols), o.ld),
+        "matrix layout");
+  if (g.batch > 1) {
+    const int32_t count = static_cast<int32_t>(g.batch);
+    check(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count,
+                                           sizeof(count)),
+          "batch count");
+    check(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
+                                           &o.batch_stride, sizeof(o.batch_stride)),
+          "batch stride");
+  }
+  return l;
+}
+
+void build(Plan& plan, const BlasGemm& g, const std::array<uint32_t, 4>& align,
+           cublasLtHandle_t handle, size_t workspace) {
+  const cublasComputeType_t compute =
+      g.dtype == 2 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+  check(cublasLtMatmulDescCreate(&plan.op, compute, CUDA_R_32F), "matmul descriptor");
+  const cublasOperation_t ta = g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t tb = CUBLAS_OP_N;
+  check(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)),
+        "transa");
+  check(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)),
+        "transb");
+  const cublasLtEpilogue_t epi = epilogue(g);
+  check(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi,
+                                       sizeof(epi)),
+        "epilogue");
+  plan.layouts = {layout(g, g.a), layout(g, g.b), layout(g, g.d)};
+
+  cublasLtMatmulPreference_t pref = nullptr;
+  check(cublasLtMatmulPreferenceCreate(&pref), "preference");
+  const uint64_t ws = workspace;
+  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
+                                       sizeof(ws));
+  const cublasLtMatmulPreferenceAttributes_t which[4] = {
+      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+  for (int i = 0; i < 4; ++i) {
+    cublasLtMatmulPreferenceSetAttribute(pref, which[i], &align[i], sizeof(align[i]));
+  }
+  cublasLtMatmulHeuristicResult_t result{};
+  int found = 0;
+  const cublasStatus_t s = cublasLtMatmulAlgoGetHeuristic(
+      handle, plan.op, plan.layouts[0], plan.layouts[1], plan.layouts[2], plan.layouts[2], pref,
+      1, &result, &found);
+  cublasLtMatmulPreferenceDestroy(pref);
+  plan.ok = s == CUBLAS_STATUS_SUCCESS && found > 0 && result.state == CUBLAS_STATUS_SUCCESS;
+  if (plan.ok) plan.algo = result.algo;
+}
+
+}  // namespace
+
+bool blas_act_supported(int act) { return act == kActNone || act == kActRelu; }
+
+bool blas_gemm_run(const BlasGemm& g, const BlasPointers& p, cudaStream_t stream) {
+  if (!blas_act_supported(g.act)) return false;
+  const int64_t es = elem_size(g.dtype);
+  const BlasOperand& c = g.d;
+  const std::array<uint32_t, 4> align = {
+      alignment(p.a, g.a, es), alignment(p.b, g.b, es),
+      alignment(g.has_residual ? p.residual : p.d, c, es), alignment(p.d, g.d, es)};
+  if (g.has_bias && reinterpret_cast<uintptr_t>(p.bias) % 16 != 0) return false;
+  const Key key = {g.dtype,        g.trans_a,         g.a.rows,  g.a.cols,     g.a.ld,
+                   g.a.batch_stride, g.b.rows,        g.b.cols,  g.b.ld,       g.b.batch_stride,
+                   g.d.rows,       g.d.cols,          g.d.ld,    g.d.batch_stride, g.batch,
+                   g.act,          g.has_bias,        g.has_residual, g.device, align[0],
+                   align[1],       align[2],          align[3],  0};
+  // Per thread: a call sets the bias pointer on its plan's descriptor, so plans are not shared.
+  // Bounded: a workload of many shapes starts over every kMaxPlans problems.
+  constexpr size_t kMaxPlans = 1024;
+  thread_local std::unordered_map<Key, Plan, KeyHash> plans;
+  cublasLtHandle_t handle = at::cuda::getCurrentCUDABlasLtHandle();
+  void* workspace = at::cuda::getCUDABlasLtWorkspace();
+  const size_t workspace_bytes = at::cuda::getCUDABlasLtWorkspaceSize();
+  auto it = plans.find(key);
+  if (it == plans.end()) {
+    if (plans.size() >= kMaxPlans) plans.clear();
+    it = plans.try_emplace(key).first;
+    build(it->second, g, align, handle, workspace_bytes);
+  }
+  Plan& plan = it->second;
+  if (!plan.ok) return false;
+  if (g.has_bias) {
+    check(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &p.bias,
+                                         sizeof(p.bias)),
+          "bias pointer");
+  }
+  const float alpha = 1.0f, beta = g.has_residual ? 1.0f : 0.0f;
+  const void* cptr = g.has_residual ? p.residual : p.d;
+  check(cublasLtMatmul(handle, plan.op, &alpha, p.a, plan.layouts[0], p.b, plan.layouts[1], &beta,
+                       cptr, plan.layouts[2], p.d, plan.layouts[2], &plan.algo, workspace,
+                       workspace_bytes, stream),
+        "matmul");
+  return true;
+}
+
+}  // namespace conv
+}  // namespace gpukern
+
+#endif  // GPUKERN_WITH_CUDA
