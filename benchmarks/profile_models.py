@@ -119,6 +119,11 @@ def variants(stock, x):
     yield "stock", stock
     yield "fx", torch.fx.symbolic_trace(copy.deepcopy(stock)) if _traceable(stock) else None
     yield "swap", torch_ops.swap(copy.deepcopy(stock), example_inputs=x).model
+    # gpukern on every depthwise layer and nothing else (host cost: gpukern's depthwise calls
+    # against cuDNN's conv + bias)
+    yield "swap(dw all)", torch_ops.swap(
+        copy.deepcopy(stock), filter=lambda n, m: m.groups > 1 and m.groups == m.in_channels,
+        policy="all", example_inputs=x).model
     saved = list(policy.RULES)
     policy.RULES.clear()  # every layer decides torch (decisions are cached at the first call)
     try:
