@@ -79,11 +79,6 @@ cublasLtMatrixLayout_t layout(const BlasGemm& g, const BlasOperand& o) {
   check(cublasLtMatrixLayoutCreate(&l, data_type(g.dtype), static_cast<uint64_t>(o.rows),
                                    static_cast<uint64_t>(o.cols), o.ld),
         "matrix layout");
-  if (g.row_order) {
-    const cublasLtOrder_t order = CUBLASLT_ORDER_ROW;
-    check(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_ORDER, &order, sizeof(order)),
-          "row order");
-  }
   if (g.batch > 1) {
     const int32_t count = static_cast<int32_t>(g.batch);
     check(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count,
@@ -150,7 +145,7 @@ bool blas_gemm_run(const BlasGemm& g, const BlasPointers& p, cudaStream_t stream
                    g.a.batch_stride, g.b.rows,        g.b.cols,  g.b.ld,       g.b.batch_stride,
                    g.d.rows,       g.d.cols,          g.d.ld,    g.d.batch_stride, g.batch,
                    g.act,          g.has_bias,        g.has_residual, g.device, align[0],
-                   align[1],       align[2],          align[3],  g.row_order};
+                   align[1],       align[2],          align[3],  0};
   // Per thread: a call sets the bias pointer on its plan's descriptor, so plans are not shared.
   // Bounded: a workload of many shapes starts over every kMaxPlans problems.
   constexpr size_t kMaxPlans = 1024;

@@ -11,11 +11,9 @@
 //   read transposed, B = the pixel rows of x, D = the pixel rows of y. The bias is cuBLASLt's
 //   per-row bias (one per output channel).
 // - kImages (NCHW activations, a GEMM per image, batched): D_n (HW x O) = X_n (HW x C) * W
-//   (C x O): A = image n's channel planes, B = the weight (batch stride 0), D_n = y's planes.
-//   With a bias (one per output channel: per column here, which cuBLASLt's epilogue does not
-//   have) the same GEMM in cuBLASLt's row order instead: D_n (O x HW) = W (O x C) * X_n (C x HW),
-//   every matrix row-major (CUBLASLT_ORDER_ROW), the bias per row; where cuBLASLt has no algorithm
-//   for that, the caller's CUTLASS path runs.
+//   (C x O): A = image n's channel planes, B = the weight (batch stride 0), D_n = y's planes. No
+//   bias here (it would be per column, which cuBLASLt's epilogue does not have; the row-order
+//   form with a per-row bias got no algorithm from cuBLASLt 13 on an H100).
 //
 // The epilogue is cuBLASLt's: y = act(acc + bias + residual) with act none or relu (the residual
 // is the GEMM's C with beta 1, in D's layout), in fp32, rounded once. fp32 inputs run as TF32
@@ -42,7 +40,6 @@ struct BlasOperand {
 struct BlasGemm {
   int dtype = 0;  // 0 bfloat16, 1 float16, 2 float32 (computed as TF32)
   bool trans_a = false;
-  bool row_order = false;  // every matrix row-major (CUBLASLT_ORDER_ROW): rows x cols, ld >= cols
   BlasOperand a, b, d;
   int64_t batch = 1;
   int act = 0;  // ActKind (device/activation.cuh): 0 none or 1 relu

@@ -265,8 +265,7 @@ int64_t plane_ld(int64_t C, int64_t H, int64_t W, const std::array<int64_t, 4>& 
 // - a single-pixel plane (squeeze-excitation layers), fp32 without bias: kImages (one GEMV-like
 //   GEMM per image: 2.2-5.9 us against 4.2-5.8 as kRows for MobileNetV3's, batch 16, H100);
 // - x and y NHWC with uniform rows: kRows (every dtype; 0.98-1.00x cuDNN on most layers);
-// - x and y NCHW planes of at least kBlasMinImagePlane pixels: kImages (with a bias, in
-//   cuBLASLt's row order).
+// - x and y NCHW planes of at least kBlasMinImagePlane pixels, no bias: kImages.
 std::optional<conv::BlasGemm> blas_gemm_of(const ConvProblem& p, IgemmDtype d,
                                            const std::array<int64_t, 4>& xs,
                                            const std::array<int64_t, 4>& ys, int64_t w_ld,
@@ -285,8 +284,12 @@ std::optional<conv::BlasGemm> blas_gemm_of(const ConvProblem& p, IgemmDtype d,
   const int64_t x_plane = plane_ld(p.C, p.H, p.W, xs);
   const int64_t y_plane = plane_ld(p.O, p.H, p.W, ys);
   const bool rows_ok = x_rows > 0 && y_rows > 0;
-  const bool images_ok = x_plane > 0 && y_plane > 0;
-  const bool images = images_ok && (HW == 1 ? d == IgemmDtype::kTf32 && !has_bias
+  // No bias in kImages: it would be per column there, which cuBLASLt's epilogue does not have,
+  // and cuBLASLt 13 offered no algorithm for the same GEMM in row order (CUBLASLT_ORDER_ROW, where
+  // the bias is per row) for fp32 or bf16 on an H100 (benchmarks/blas_paths.py): an NCHW 1x1
+  // layer with a bias runs the CUTLASS path.
+  const bool images_ok = x_plane > 0 && y_plane > 0 && !has_bias;
+  const bool images = images_ok && (HW == 1 ? d == IgemmDtype::kTf32
                                             : !rows_ok && HW >= kBlasMinImagePlane);
   if (!images) {
     if (!rows_ok) return std::nullopt;
@@ -300,13 +303,6 @@ std::optional<conv::BlasGemm> blas_gemm_of(const ConvProblem& p, IgemmDtype d,
   g.batch = p.N;
   const int64_t x_batch = p.N > 1 ? xs[0] : p.C * x_plane;
   const int64_t y_batch = p.N > 1 ? ys[0] : p.O * y_plane;
-  if (has_bias) {  // row order: D_n (O x HW) = W (O x C) * X_n (C x HW), bias per row
-    g.row_order = true;
-    g.a = {p.O, p.C, w_ld, 0};
-    g.b = {p.C, HW, x_plane, x_batch};
-    g.d = {p.O, HW, y_plane, y_batch};
-    return g;
-  }
   g.a = {HW, p.C, x_plane, x_batch};
   g.b = {p.C, p.O, w_ld, 0};
   g.d = {HW, p.O, y_plane, y_batch};
@@ -583,9 +579,8 @@ void run4(const ConvProblem& p, const at::Tensor& x4, const at::Tensor& w4,
                                     has_res)) {
       const at::Tensor rc = prepared_residual(residual, y4);
       conv::BlasPointers ptrs;
-      const bool w_first = g->trans_a || g->row_order;  // A is the weight
-      ptrs.a = w_first ? w2.const_data_ptr() : x4.const_data_ptr();
-      ptrs.b = w_first ? x4.const_data_ptr() : w2.const_data_ptr();
+      ptrs.a = g->trans_a ? w2.const_data_ptr() : x4.const_data_ptr();  // kRows: A = weight
+      ptrs.b = g->trans_a ? x4.const_data_ptr() : w2.const_data_ptr();
       ptrs.bias = bc.defined() ? bc.const_data_ptr() : nullptr;
       ptrs.residual = rc.defined() ? rc.const_data_ptr() : nullptr;
       ptrs.d = y4.data_ptr();
