@@ -196,6 +196,8 @@ def main():
                         if a.split:
                             ms = {vn: m for vn, m in variants(stock, x) if m is not None}
                             ms["stock again"] = stock  # the same model twice: the noise floor
+                            # a deep copy, as the swap variants start from (the copy alone)
+                            ms["stock copy"] = copy.deepcopy(stock)
                             res = host_gpu_ms({vn: (lambda m=m: m(*x)) for vn, m in ms.items()},
                                               rounds=a.rounds)
                             h0, g0, w0 = res["stock"]
