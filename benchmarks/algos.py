@@ -113,7 +113,17 @@ def main():
     p.add_argument("--family", nargs="+", default=["reduce", "mv"], choices=["reduce", "mv"])
     p.add_argument("--dtypes", nargs="+", default=["bf16", "fp32"], choices=list(DT))
     p.add_argument("--json", default=None)
+    p.add_argument("--shapes", nargs="+", default=None,
+                   help="instead of the built-in lists: LAYOUT:AxB, e.g. cols:16x4096 A.t:6x1024 "
+                        "(rows/cols for reduce, A/A.t for mv)")
     args = p.parse_args()
+    given = None
+    if args.shapes:
+        given = []
+        for spec in args.shapes:
+            layout, ab = spec.split(":")
+            a, b = (int(v) for v in ab.split("x"))
+            given.append((layout, a, b))
     if not torch.cuda.is_available():
         sys.exit("algos.py: needs a CUDA device")
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -121,6 +131,9 @@ def main():
     print(f"# {torch.cuda.get_device_name()}; times in us; * = fastest gpukern algorithm")
     for fam in args.family:
         shapes = REDUCE_SHAPES if fam == "reduce" else MV_SHAPES
+        if given is not None:
+            keep = ("rows", "cols") if fam == "reduce" else ("A", "A.t")
+            shapes = [sh for sh in given if sh[0] in keep]
         for dt in args.dtypes:
             tol = 2e-2 if dt == "bf16" else 1e-4
             for layout, a, b in shapes:

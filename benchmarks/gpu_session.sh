@@ -2,7 +2,8 @@
 # One call on the GPU machine: build the extension, run the whole test suite, run the benchmark.
 # Logs and results go to $OUT (the device tool's folder) or ./results.
 #   STEPS   which steps, in this order (default: "build test bench"):
-#     build    compile the extension in place (setup.py build_ext --inplace)
+#     build    compile the extension in place (setup.py build_ext --inplace), or unpack
+#              .prebuilt/ (benchmarks/prebuild.sh) when it was built from this very tree
 #     before   also build the tree in $BEFORE_DIR (default .before: e.g. `git archive <rev>` of the
 #              code before a change) in parallel with `build`, and benchmark it into $OUT/before
 #     test     the whole pytest suite (pytest-xdist's -n 8 when installed)
@@ -53,7 +54,16 @@ build_tree() {  # build_tree DIR LOG JOBS
   echo "build of $1: $(( $(date +%s) - t0 )) s"
 }
 
-if [[ $STEPS == *build* ]]; then
+prebuilt_ok() {  # .prebuilt (benchmarks/prebuild.sh) built from exactly this tree
+  [[ -f .prebuilt/_C.so.gz && -f .prebuilt/tree.sha && -f .prebuilt/name ]] || return 1
+  [[ "$(cat .prebuilt/tree.sha)" == "$(bash benchmarks/tree_hash.sh)" ]]
+}
+if [[ $STEPS == *build* ]] && [[ $STEPS != *before* ]] && prebuilt_ok; then
+  gunzip -c .prebuilt/_C.so.gz > "torch_ops/$(cat .prebuilt/name)"
+  echo "build: prebuilt extension unpacked (tree hash $(cat .prebuilt/tree.sha | cut -c1-12))" \
+    | tee "$OUT/build.log"
+elif [[ $STEPS == *build* ]]; then
+  [[ -f .prebuilt/tree.sha ]] && echo "build: .prebuilt is stale (tree hash differs); building"
   if [[ $STEPS == *before* ]]; then
     build_tree "$BEFORE_DIR" "$OUT/build_before.log" 8 & bpid=$!
     build_tree . "$OUT/build.log" 8 || exit 1
