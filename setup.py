@@ -131,14 +131,19 @@ class BuildExt(BuildExtension):
         print(f"gpukern: extension built in {time.time() - start:.0f} s", flush=True)
 
 
+# The extension uses only Python's stable ABI (csrc/bindings.cpp's PyInit__C; the ops are reached
+# through torch.ops, no pybind11, no libtorch_python): one _C.abi3.so serves every CPython >= 3.10.
+LIMITED_API = "-DPy_LIMITED_API=0x030A0000"
+
+
 def _extension():
-    cxx = ["-O3", "-std=c++17"]
+    cxx = ["-O3", "-std=c++17", LIMITED_API]
     include_dirs = [os.path.join(ROOT, "csrc")]
     sources = _sources("*.cpp")
     if not _build_cuda():
         print("gpukern: building the CPU-only extension")
         return CppExtension("torch_ops._C", sources, include_dirs=include_dirs,
-                            extra_compile_args={"cxx": cxx})
+                            extra_compile_args={"cxx": cxx}, py_limited_api=True)
     igemm_dirs, igemm_defs = _igemm_setup()  # igemm (issue 31): may set the arch list to 9.0a
     include_dirs += igemm_dirs
     if not torch.cuda.is_available() and not os.environ.get("TORCH_CUDA_ARCH_LIST"):
@@ -151,7 +156,7 @@ def _extension():
     # cuBLASLt: the 1x1 convolutions' GEMMs (csrc/conv/igemm/blas.cpp); torch's CUDA build ships
     # and loads the same library.
     return CUDAExtension("torch_ops._C", sources + _sources("*.cu"), include_dirs=include_dirs,
-                         libraries=["cublasLt"],
+                         libraries=["cublasLt"], py_limited_api=True,
                          extra_compile_args={
                              "cxx": cxx + ["-DGPUKERN_WITH_CUDA", archs] + igemm_defs,
                              "nvcc": nvcc})
@@ -164,6 +169,7 @@ setup(
     packages=find_packages(include=["torch_ops", "torch_ops.*"]),
     ext_modules=[_extension()],
     cmdclass={"build_ext": BuildExt},
+    options={"bdist_wheel": {"py_limited_api": "cp310"}},
     python_requires=">=3.10",
     extras_require={
         "test": ["pytest", "numpy", "expecttest"],

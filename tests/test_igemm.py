@@ -316,7 +316,8 @@ def _blas_expected(shape, dtype, layout, bias):
         return True  # NHWC pixel rows (a single-pixel plane reads as either layout)
     if layout == "strided":
         return False  # a channel slice: neither uniform pixel rows nor an NCHW plane stride
-    return not bias and hw >= 196
+    # NCHW planes from 14x14 up: no bias, or fp32 (the bias as a pass after the GEMM)
+    return (not bias or dtype == torch.float32) and hw >= 196
 
 
 @pytest.mark.parametrize("shape", POINTWISE, ids=lambda s: f"n{s[0]}c{s[1]}_{s[2]}x{s[3]}_o{s[4]}")
@@ -353,6 +354,103 @@ def test_pointwise_fused_epilogues(shape, dtype, layout, gemm_lib):
         assert name == "cublas_1x1", name
     else:
         assert name != "cublas_1x1", name
+
+
+# 1x1 with a stride (ResNet's downsampling shortcuts): the sampled pixels copied in x's memory
+# format, then the stride-1 GEMM forms ("subsample+<the 1x1 form>"). (N, C, H, W, O, stride).
+STRIDED_POINTWISE = [
+    (2, 64, 16, 16, 128, 2),       # even size: 8x8 out
+    (3, 32, 29, 31, 64, 2),        # odd sizes: the last row / column sampled, 15x16 out
+    (2, 16, 40, 40, 32, (2, 3)),   # different strides per dim
+    (2, 64, 56, 56, 32, 2),        # 28x28 planes: the batched NCHW cuBLASLt form
+]
+
+
+@pytest.mark.parametrize("shape", STRIDED_POINTWISE,
+                         ids=lambda s: f"n{s[0]}c{s[1]}_{s[2]}x{s[3]}_o{s[4]}_s{s[5]}")
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("layout", ["nchw", "cl", "strided"])
+def test_strided_pointwise(shape, dtype, layout, gemm_lib):
+    """1x1 stride > 1 through the subsampled copy: plain and fused (bias, residual, an activation
+    cuBLASLt has and one it lacks) against float64; the output's memory format is aten's; the
+    query names the form."""
+    n, c, h, wd, o, stride = shape
+    gen = torch.Generator().manual_seed(19)
+    x = _rand(n, c, h, wd, dtype=dtype, gen=gen)
+    if layout == "cl":
+        x = x.contiguous(memory_format=torch.channels_last)
+    elif layout == "strided":  # a channel slice of a wider tensor
+        x = _rand(n, c + 8, h, wd, dtype=dtype, gen=gen)[:, 4:4 + c]
+    w = _rand(o, c, 1, 1, dtype=dtype, gen=gen) / c ** 0.5
+    b = _rand(o, dtype=dtype, gen=gen)
+    for bias in (None, b):
+        out = _run("conv2d", x, w, bias, stride, 0, 1)
+        ref = _ref(x, w, bias, stride, 0, 1)
+        assert out.shape == ref.shape
+        assert _rel_err(out, ref) <= REL_TOL[dtype]
+        aten = F.conv2d(x, w, bias, stride)
+        for fmt in (torch.contiguous_format, torch.channels_last):
+            assert out.is_contiguous(memory_format=fmt) == aten.is_contiguous(memory_format=fmt)
+    ref = _ref(x, w, b, stride, 0, 1)
+    r = _rand(*ref.shape, dtype=dtype, gen=gen)
+    for act, fn in (("relu", F.relu), ("hardswish", F.hardswish)):
+        with torch_ops.force_algorithm("conv2d", "igemm"):
+            out = torch_ops.conv2d_fused(x, w, b, stride, 0, 1, 1, act, r)
+        assert _rel_err(out, fn(ref + r.double())) <= REL_TOL[dtype], act
+    if layout != "strided":
+        name = torch.ops.gpukern._igemm_config_conv2d(
+            x.to("meta"), w.to("meta"), _lists(2, stride)[0], [0, 0], [1, 1])
+        assert name.startswith("subsample+"), name
+
+
+# conv1d over NCL with a few taps per stride step: explicit columns and one cuBLASLt GEMM per
+# image ("cols_im2col_cublas"; the bias in a pass after the GEMM in fp32, the CUTLASS conv with
+# a bias in 16-bit types). (N, C, L, O, K, stride, padding, dilation).
+COLS_1D = [
+    (2, 64, 101, 64, 3, 2, 0, 1),     # wav2vec2-like K=3 stride 2, odd L
+    (3, 1, 1000, 64, 10, 5, 0, 1),    # the single-channel K=10 stride-5 stem (K padded to 16 B)
+    (2, 32, 77, 48, 2, 2, 0, 1),      # K=2 stride 2, odd L: the last sample unused
+    (2, 16, 50, 32, 3, 1, 2, 2),      # K=3 stride 1 with padding and dilation
+    (1, 8, 9, 16, 4, 1, 3, 1),        # padding wider than the first windows
+]
+
+
+@pytest.mark.parametrize("shape", COLS_1D,
+                         ids=lambda s: f"n{s[0]}c{s[1]}_l{s[2]}_o{s[3]}_k{s[4]}_s{s[5]}_p{s[6]}")
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("layout", ["ncl", "nlc", "sliced"])
+def test_conv1d_cols(shape, dtype, layout, monkeypatch):
+    monkeypatch.delenv("GPUKERN_IGEMM_BLAS", raising=False)
+    n, c, length, o, k, stride, padding, dilation = shape
+    gen = torch.Generator().manual_seed(23)
+    x = _rand(n, c, length, dtype=dtype, gen=gen)
+    if layout == "nlc":
+        x = x.transpose(1, 2).contiguous().transpose(1, 2)
+    elif layout == "sliced":  # every other sample of a longer signal: a strided view
+        x = _rand(n, c, 2 * length, dtype=dtype, gen=gen)[:, :, ::2]
+    w = _rand(o, c, k, dtype=dtype, gen=gen) / (c * k) ** 0.5
+    b = _rand(o, dtype=dtype, gen=gen)
+    for bias in (None, b):
+        out = _run("conv1d", x, w, bias, stride, padding, dilation)
+        ref = _ref(x, w, bias, stride, padding, dilation)
+        assert out.shape == ref.shape and out.is_contiguous()
+        assert _rel_err(out, ref) <= REL_TOL[dtype], bias is None
+    ref = _ref(x, w, b, stride, padding, dilation)
+    r = _rand(*ref.shape, dtype=dtype, gen=gen)
+    for act, fn, res in (("relu", F.relu, None), ("relu", F.relu, r), ("gelu", F.gelu, r)):
+        for bias in (None, b):
+            want = fn(_ref(x, w, bias, stride, padding, dilation) +
+                      (0 if res is None else res.double()))
+            with torch_ops.force_algorithm("conv1d", "igemm"):
+                out = torch_ops.conv1d_fused(x, w, bias, stride, padding, dilation, 1, act, res)
+            assert _rel_err(out, want) <= REL_TOL[dtype], (act, bias is None, res is None)
+    x4, w4 = x.unsqueeze(2).to("meta"), w.unsqueeze(2).to("meta")
+    name = torch.ops.gpukern._igemm_config_conv2d(x4, w4, [1, stride], [0, padding],
+                                                  [1, dilation])
+    assert name == "cols_im2col_cublas", name
+    monkeypatch.setenv("GPUKERN_IGEMM_BLAS", "0")
+    assert torch.ops.gpukern._igemm_config_conv2d(x4, w4, [1, stride], [0, padding],
+                                                  [1, dilation]) != "cols_im2col_cublas"
 
 
 # conv1d as H = 1: (N, C, L, O, K, stride, padding, dilation).
@@ -427,6 +525,7 @@ CONFIG_RULE = [
     ((16, 512, 7, 7, 2048, 1, 1, 0), "gemm_1x1"),        # NCHW 7x7: the CUTLASS GEMM
     ((16, 960, 1, 1, 240, 1, 1, 0), "cublas_1x1"),       # squeeze-excitation, one pixel an image
     ((16, 3, 224, 224, 64, 7, 2, 3), "stem_im2col_gemm"),
+    ((16, 256, 56, 56, 512, 1, 2, 0), "subsample+cublas_1x1"),  # 1x1 stride 2 to 28x28 planes
 ]
 
 

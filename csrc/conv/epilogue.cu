@@ -1,4 +1,4 @@
-// The fused ops' elementwise epilogue pass, y = act(y + r) in fp32 (conv/epilogue.h): one flat,
+// The fused ops' elementwise epilogue pass, y = act(y [+ bias] + r) in fp32 (conv/epilogue.h): one flat,
 // vectorised kernel for a dense y and a residual of the same dense layout (or none), one indexed
 // kernel for every other pair of strides. Both are grid-stride loops with int64 indices, one
 // instantiation per dtype x activation x residual present / absent.
@@ -29,20 +29,40 @@ struct EpilogueLayout {
   int64_t rs[4];
 };
 
-// One element: fp32 sum, the activation, one rounding to T.
+// One element: fp32 sum, the activation, one rounding to T. b: the channel's bias (0 without).
 template <typename T, int kind, bool kResidual>
-__device__ __forceinline__ T epilogue_value(T yv, const T* r_elem) {
-  float v = to_float(yv);
+__device__ __forceinline__ T epilogue_value(T yv, const T* r_elem, float b = 0.f) {
+  float v = to_float(yv) + b;
   if constexpr (kResidual) v += to_float(*r_elem);
   return from_float<T>(activate_k<kind>(v));
 }
+
+// The bias of an optional per-channel bias (a runtime choice: no extra instantiations). Flat
+// order: element e of a dense y is in channel (e / cs) % O (cs: y's channel stride), 32-bit.
+template <typename T>
+struct EpilogueBias {
+  const T* ptr = nullptr;  // nullptr: no bias
+  int64_t stride = 0;
+  int O = 1;
+  FastDiv div_cs, div_o;
+  __device__ __forceinline__ float flat(int64_t e) const {
+    if (ptr == nullptr) return 0.f;
+    const int q = div_cs.div(static_cast<int>(e));
+    const int c = q - div_o.div(q) * O;
+    return to_float(ptr[c * stride]);
+  }
+  __device__ __forceinline__ float at(int64_t c) const {
+    return ptr == nullptr ? 0.f : to_float(ptr[c * stride]);
+  }
+};
 
 // y and r as flat arrays of n elements in the same order (a dense y, and r of y's layout or
 // absent). The first nvec 16-byte vectors (0 when y or r is not 16-byte aligned) move as vectors,
 // the remaining elements one by one.
 template <typename T, int kind, bool kResidual>
 __global__ void __launch_bounds__(kThreads)
-    epilogue_flat_kernel(T* __restrict__ y, const T* __restrict__ r, int64_t n, int64_t nvec) {
+    epilogue_flat_kernel(T* __restrict__ y, const T* __restrict__ r, int64_t n, int64_t nvec,
+                         EpilogueBias<T> bias) {
   constexpr int V = kVec16<T>;
   const int64_t step = static_cast<int64_t>(gridDim.x) * kThreads;
   const int64_t first = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x;
@@ -52,12 +72,13 @@ __global__ void __launch_bounds__(kThreads)
     if constexpr (kResidual) rv = load_vec<T, V>(r + i * V);
 #pragma unroll
     for (int j = 0; j < V; ++j) {
-      yv.v[j] = epilogue_value<T, kind, kResidual>(yv.v[j], kResidual ? &rv.v[j] : nullptr);
+      yv.v[j] = epilogue_value<T, kind, kResidual>(yv.v[j], kResidual ? &rv.v[j] : nullptr,
+                                                   bias.flat(i * V + j));
     }
     store_vec<T, V>(y + i * V, yv);
   }
   for (int64_t e = nvec * V + first; e < n; e += step) {
-    y[e] = epilogue_value<T, kind, kResidual>(y[e], kResidual ? r + e : nullptr);
+    y[e] = epilogue_value<T, kind, kResidual>(y[e], kResidual ? r + e : nullptr, bias.flat(e));
   }
 }
 
@@ -67,7 +88,8 @@ __global__ void __launch_bounds__(kThreads)
 template <typename T, int kind, bool kResidual, bool kNarrow>
 __global__ void __launch_bounds__(kThreads)
     epilogue_strided_kernel(T* __restrict__ y, const T* __restrict__ r, EpilogueLayout L,
-                            FastDiv div1, FastDiv div2, FastDiv div3, int64_t n) {
+                            FastDiv div1, FastDiv div2, FastDiv div3, int64_t n,
+                            EpilogueBias<T> bias, int o_pos) {
   const int64_t step = static_cast<int64_t>(gridDim.x) * kThreads;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x; i < n; i += step) {
     int64_t c[4];
@@ -96,7 +118,8 @@ __global__ void __launch_bounds__(kThreads)
       yo += c[d] * L.ys[d];
       if constexpr (kResidual) ro += c[d] * L.rs[d];
     }
-    y[yo] = epilogue_value<T, kind, kResidual>(y[yo], kResidual ? r + ro : nullptr);
+    y[yo] = epilogue_value<T, kind, kResidual>(y[yo], kResidual ? r + ro : nullptr,
+                                               bias.at(c[o_pos]));
   }
 }
 
@@ -125,17 +148,21 @@ int64_t grid_blocks(int64_t work) {
 
 template <typename T, int kind, bool kResidual>
 void launch(T* y, const T* r, const int64_t* size, const int64_t* ys,
-            const int64_t* rs, int64_t n, cudaStream_t stream) {
+            const int64_t* rs, int64_t n, EpilogueBias<T> bias, cudaStream_t stream) {
   bool same_layout = true;  // r absent, or r's strides equal y's on every dim of size > 1
   if constexpr (kResidual) {
     for (int d = 0; d < 4; ++d) same_layout = same_layout && (size[d] == 1 || ys[d] == rs[d]);
   }
-  if (same_layout && is_dense(size, ys)) {
+  if (same_layout && is_dense(size, ys) && (bias.ptr == nullptr || n < kMaxNarrow)) {
+    if (bias.ptr != nullptr) {  // channel = (e / y's channel stride) % O in flat order
+      bias.div_cs = FastDiv(static_cast<uint32_t>(size[1] == 1 ? 1 : ys[1]));
+      bias.div_o = FastDiv(static_cast<uint32_t>(size[1]));
+    }
     const bool aligned = is_aligned16(y) && (!kResidual || is_aligned16(r));
     const int64_t nvec = aligned ? n / kVec16<T> : 0;
     const int64_t work = nvec + (n - nvec * kVec16<T>);
     epilogue_flat_kernel<T, kind, kResidual>
-        <<<static_cast<unsigned>(grid_blocks(work)), kThreads, 0, stream>>>(y, r, n, nvec);
+        <<<static_cast<unsigned>(grid_blocks(work)), kThreads, 0, stream>>>(y, r, n, nvec, bias);
     GK_CHECK_LAUNCH();
     return;
   }
@@ -143,7 +170,9 @@ void launch(T* y, const T* r, const int64_t* size, const int64_t* ys,
   int order[4] = {0, 1, 2, 3};
   std::stable_sort(order, order + 4, [&](int a, int b) { return ys[a] > ys[b]; });
   EpilogueLayout L;
+  int o_pos = 1;
   for (int k = 0; k < 4; ++k) {
+    if (order[k] == 1) o_pos = k;
     L.size[k] = size[order[k]];
     L.ys[k] = ys[order[k]];
     L.rs[k] = kResidual ? rs[order[k]] : 0;
@@ -153,10 +182,11 @@ void launch(T* y, const T* r, const int64_t* size, const int64_t* ys,
     const FastDiv d1(static_cast<uint32_t>(L.size[1])), d2(static_cast<uint32_t>(L.size[2])),
         d3(static_cast<uint32_t>(L.size[3]));
     epilogue_strided_kernel<T, kind, kResidual, true>
-        <<<blocks, kThreads, 0, stream>>>(y, r, L, d1, d2, d3, n);
+        <<<blocks, kThreads, 0, stream>>>(y, r, L, d1, d2, d3, n, bias, o_pos);
   } else {
     epilogue_strided_kernel<T, kind, kResidual, false>
-        <<<blocks, kThreads, 0, stream>>>(y, r, L, FastDiv(1), FastDiv(1), FastDiv(1), n);
+        <<<blocks, kThreads, 0, stream>>>(y, r, L, FastDiv(1), FastDiv(1), FastDiv(1), n, bias,
+                                          o_pos);
   }
   GK_CHECK_LAUNCH();
 }
@@ -164,10 +194,16 @@ void launch(T* y, const T* r, const int64_t* size, const int64_t* ys,
 }  // namespace
 
 template <typename T>
-void conv_epilogue_run(const ConvProblem& p, cudaStream_t stream) {
+void conv_epilogue_run(const ConvProblem& p, cudaStream_t stream, bool with_bias) {
   const int64_t size[4] = {p.N, p.O, p.OH, p.OW};
   const int64_t n = p.N * p.O * p.OH * p.OW;
-  if (n == 0 || !p.fused()) return;
+  EpilogueBias<T> bias;
+  if (with_bias && p.b != nullptr) {
+    bias.ptr = static_cast<const T*>(p.b);
+    bias.stride = p.b_s;
+    bias.O = static_cast<int>(p.O);
+  }
+  if (n == 0 || (!p.fused() && bias.ptr == nullptr)) return;
   const int64_t ys[4] = {p.y_sn, p.y_so, p.y_sh, p.y_sw};
   const int64_t rs[4] = {p.r_sn, p.r_so, p.r_sh, p.r_sw};
   T* y = static_cast<T*>(p.y);
@@ -175,15 +211,15 @@ void conv_epilogue_run(const ConvProblem& p, cudaStream_t stream) {
   with_activation(p.act, [&](auto k) {
     constexpr int kind = decltype(k)::value;
     if (r != nullptr) {
-      launch<T, kind, true>(y, r, size, ys, rs, n, stream);
+      launch<T, kind, true>(y, r, size, ys, rs, n, bias, stream);
     } else {
-      launch<T, kind, false>(y, r, size, ys, rs, n, stream);
+      launch<T, kind, false>(y, r, size, ys, rs, n, bias, stream);
     }
   });
 }
 
-template void conv_epilogue_run<float>(const ConvProblem&, cudaStream_t);
-template void conv_epilogue_run<__half>(const ConvProblem&, cudaStream_t);
-template void conv_epilogue_run<__nv_bfloat16>(const ConvProblem&, cudaStream_t);
+template void conv_epilogue_run<float>(const ConvProblem&, cudaStream_t, bool);
+template void conv_epilogue_run<__half>(const ConvProblem&, cudaStream_t, bool);
+template void conv_epilogue_run<__nv_bfloat16>(const ConvProblem&, cudaStream_t, bool);
 
 }  // namespace gpukern

@@ -21,7 +21,10 @@ namespace gpukern {
 // absent). T: float, __half or __nv_bfloat16 (the output's dtype). An empty output launches
 // nothing. Dense y and r of the same layout take a flat, 16-byte vectorised pass; other strides a
 // general indexed one (int64 indices either way).
+// with_bias: also add p.b (per output channel, stride p.b_s; no-op when p.b is null), for an
+// algorithm that computed y = conv(x, w) alone (the igemm path's cuBLASLt forms without a bias
+// epilogue): y = act(y + bias + r), the pass running even when p has no act / residual.
 template <typename T>
-void conv_epilogue_run(const ConvProblem& p, cudaStream_t stream);
+void conv_epilogue_run(const ConvProblem& p, cudaStream_t stream, bool with_bias = false);
 
 }  // namespace gpukern

@@ -19,6 +19,7 @@
 #include <ATen/Context.h>
 #include <ATen/cuda/CUDAContext.h>
 
+#include "conv/epilogue.h"
 #include "conv/igemm/blas.h"
 #include "conv/igemm/config.h"
 #include "conv/igemm/im2col.h"
@@ -259,22 +260,49 @@ int64_t plane_ld(int64_t C, int64_t H, int64_t W, const std::array<int64_t, 4>& 
   return ld >= H * W ? ld : 0;
 }
 
+at::Tensor prepared_residual(const std::optional<at::Tensor>& residual, const at::Tensor& d);
+
+// A cuBLASLt GEMM of the igemm path, and whether the fused epilogue (bias, activation, residual)
+// runs as a separate pass after it (conv_epilogue_run with the bias: fp32 only, where one more
+// fp32 rounding of the product costs nothing measurable) instead of in cuBLASLt's epilogue.
+struct BlasPlan {
+  conv::BlasGemm g;
+  bool epilogue_pass = false;
+};
+
+int blas_dtype(const ConvProblem& p, IgemmDtype d) {
+  return d == IgemmDtype::kTf32 ? 2 : (p.elem_size == 2 && d == IgemmDtype::kF16 ? 1 : 0);
+}
+
+// Whether a kImages GEMM (NCHW planes; cuBLASLt's bias would be per column there, which its
+// epilogue does not have) can take this epilogue: in cuBLASLt's own (no bias, act none / relu),
+// or, in fp32, as a pass after a plain GEMM.
+bool images_epilogue_ok(const ConvProblem& p, IgemmDtype d, bool has_bias, bool& pass) {
+  pass = false;
+  if (!has_bias && conv::blas_act_supported(p.act)) return true;
+  pass = d == IgemmDtype::kTf32;
+  return pass;
+}
+
 // The cuBLASLt GEMM (conv/igemm/blas.h) a 1x1 layer runs as, from its sizes and the strides of x
 // and y (x4 / y4: {sn, sc, sh, sw}) and the weight's row stride, or nothing where it runs the
-// CUTLASS path instead: pointwise, an epilogue cuBLASLt has (none / relu), and
+// CUTLASS path instead: pointwise, and
 // - a single-pixel plane (squeeze-excitation layers), fp32 without bias: kImages (one GEMV-like
 //   GEMM per image: 2.2-5.9 us against 4.2-5.8 as kRows for MobileNetV3's, batch 16, H100);
-// - x and y NHWC with uniform rows: kRows (every dtype; 0.98-1.00x cuDNN on most layers);
-// - x and y NCHW planes of at least kBlasMinImagePlane pixels, no bias: kImages.
-std::optional<conv::BlasGemm> blas_gemm_of(const ConvProblem& p, IgemmDtype d,
-                                           const std::array<int64_t, 4>& xs,
-                                           const std::array<int64_t, 4>& ys, int64_t w_ld,
-                                           bool has_bias, bool has_residual) {
-  if (!gemm_enabled() || !blas_enabled() || !pointwise(p) || !conv::blas_act_supported(p.act)) {
-    return std::nullopt;
-  }
-  conv::BlasGemm g;
-  g.dtype = d == IgemmDtype::kTf32 ? 2 : (p.elem_size == 2 && d == IgemmDtype::kF16 ? 1 : 0);
+// - x and y NHWC with uniform rows, an epilogue cuBLASLt has (bias, none / relu, residual):
+//   kRows (every dtype; 0.98-1.00x cuDNN on most layers);
+// - x and y NCHW planes of at least kBlasMinImagePlane pixels: kImages, with no bias and
+//   cuBLASLt's none / relu, or in fp32 any epilogue as a pass after the GEMM (the CUTLASS
+//   alternative for fp32 converts x and y to NHWC: 0.32-0.86x torch's conv + bias + act on
+//   ResNet-50's fused 1x1 blocks).
+std::optional<BlasPlan> blas_gemm_of(const ConvProblem& p, IgemmDtype d,
+                                     const std::array<int64_t, 4>& xs,
+                                     const std::array<int64_t, 4>& ys, int64_t w_ld,
+                                     bool has_bias, bool has_residual) {
+  if (!gemm_enabled() || !blas_enabled() || !pointwise(p)) return std::nullopt;
+  BlasPlan plan;
+  conv::BlasGemm& g = plan.g;
+  g.dtype = blas_dtype(p, d);
   g.act = p.act;
   g.has_bias = has_bias;
   g.has_residual = has_residual;
@@ -283,13 +311,14 @@ std::optional<conv::BlasGemm> blas_gemm_of(const ConvProblem& p, IgemmDtype d,
   const int64_t y_rows = pixel_rows_ld(p.N, p.O, p.H, p.W, ys);
   const int64_t x_plane = plane_ld(p.C, p.H, p.W, xs);
   const int64_t y_plane = plane_ld(p.O, p.H, p.W, ys);
-  const bool rows_ok = x_rows > 0 && y_rows > 0;
-  // No bias in kImages: it would be per column there, which cuBLASLt's epilogue does not have,
-  // and cuBLASLt 13 offered no algorithm for the same GEMM in row order (CUBLASLT_ORDER_ROW, where
+  const bool rows_ok = x_rows > 0 && y_rows > 0 && conv::blas_act_supported(p.act);
+  // kImages: the bias would be per column there, which cuBLASLt's epilogue does not have, and
+  // cuBLASLt 13 offered no algorithm for the same GEMM in row order (CUBLASLT_ORDER_ROW, where
   // the bias is per row) for fp32 or bf16 on an H100 (benchmarks/blas_paths.py): an NCHW 1x1
-  // layer with a bias runs the CUTLASS path.
-  const bool images_ok = x_plane > 0 && y_plane > 0 && !has_bias;
-  const bool images = images_ok && (HW == 1 ? d == IgemmDtype::kTf32
+  // layer with a bias runs the pass in fp32 and the CUTLASS path in 16-bit types.
+  bool pass = false;
+  const bool images_ok = x_plane > 0 && y_plane > 0 && images_epilogue_ok(p, d, has_bias, pass);
+  const bool images = images_ok && (HW == 1 ? d == IgemmDtype::kTf32 && !has_bias && !pass
                                             : !rows_ok && HW >= kBlasMinImagePlane);
   if (!images) {
     if (!rows_ok) return std::nullopt;
@@ -297,7 +326,13 @@ std::optional<conv::BlasGemm> blas_gemm_of(const ConvProblem& p, IgemmDtype d,
     g.a = {p.C, p.O, w_ld, 0};
     g.b = {p.C, p.N * HW, x_rows, 0};
     g.d = {p.O, p.N * HW, y_rows, 0};
-    return g;
+    return plan;
+  }
+  if (pass) {
+    plan.epilogue_pass = true;
+    g.act = 0;
+    g.has_bias = false;
+    g.has_residual = false;
   }
   g.trans_a = false;
   g.batch = p.N;
@@ -306,7 +341,133 @@ std::optional<conv::BlasGemm> blas_gemm_of(const ConvProblem& p, IgemmDtype d,
   g.a = {HW, p.C, x_plane, x_batch};
   g.b = {p.C, p.O, w_ld, 0};
   g.d = {HW, p.O, y_plane, y_batch};
-  return g;
+  return plan;
+}
+
+// A 1x1 layer with a stride and no padding whose stride-1 form over the sampled pixels takes a
+// GEMM form (run4: cuBLASLt, or the CUTLASS GEMM when C is aligned and the GEMM is not tiny).
+bool strided_pointwise(const ConvProblem& p) {
+  return gemm_enabled() && p.KH == 1 && p.KW == 1 && p.pad_h == 0 && p.pad_w == 0 &&
+         (p.stride_h > 1 || p.stride_w > 1) && p.C % channel_align(p) == 0 &&
+         p.N * p.OH * p.OW > kSmallGemmRows;
+}
+
+// x4's sampled pixels x4[:, :, ::stride_h, ::stride_w] ([N, C, OH, OW]) as a new tensor in
+// x4's memory format.
+at::Tensor subsampled(const ConvProblem& p, const at::Tensor& x4) {
+  return x4.slice(2, 0, p.H, p.stride_h)
+      .slice(3, 0, p.W, p.stride_w)
+      .contiguous(x4.suggest_memory_format());
+}
+
+// p over the sampled pixels: stride 1, H x W = OH x OW, x's pointer and strides xs's.
+ConvProblem subsampled_problem(const ConvProblem& p, const at::Tensor& xs) {
+  ConvProblem q = p;
+  q.H = p.OH;
+  q.W = p.OW;
+  q.stride_h = q.stride_w = 1;
+  q.dil_h = q.dil_w = 1;
+  q.x = xs.const_data_ptr();
+  q.x_sn = xs.stride(0);
+  q.x_sc = xs.stride(1);
+  q.x_sh = xs.stride(2);
+  q.x_sw = xs.stride(3);
+  return q;
+}
+
+// The epilogue pass after a plain cuBLASLt GEMM (BlasPlan::epilogue_pass; fp32 only): y =
+// act(y + bias + residual) in place, over y4's strides.
+void blas_epilogue_pass(const ConvProblem& p, const at::Tensor& bias, const at::Tensor& residual,
+                        const at::Tensor& y4, cudaStream_t stream) {
+  TORCH_INTERNAL_ASSERT(y4.scalar_type() == at::kFloat, "gpukern::conv: igemm epilogue pass on ",
+                        y4.scalar_type());
+  ConvProblem q;
+  q.N = y4.size(0);
+  q.O = y4.size(1);
+  q.OH = y4.size(2);
+  q.OW = y4.size(3);
+  q.y = y4.data_ptr();
+  q.y_sn = y4.stride(0);
+  q.y_so = y4.stride(1);
+  q.y_sh = y4.stride(2);
+  q.y_sw = y4.stride(3);
+  q.elem_size = 4;
+  q.act = p.act;
+  if (bias.defined()) {
+    q.b = bias.const_data_ptr();
+    q.b_s = bias.stride(0);
+  }
+  if (residual.defined()) {
+    q.r = residual.const_data_ptr();
+    q.r_sn = residual.stride(0);
+    q.r_so = residual.stride(1);
+    q.r_sh = residual.stride(2);
+    q.r_sw = residual.stride(3);
+  }
+  conv_epilogue_run<float>(q, stream, true);
+}
+
+// Runs a BlasPlan: the GEMM (with cuBLASLt's epilogue, or plain and then the pass). False when
+// cuBLASLt has no algorithm (nothing launched). a / b: the GEMM's A and B operands.
+bool run_blas_plan(const ConvProblem& p, const BlasPlan& plan, const void* a, const void* b,
+                   const at::Tensor& bias, const std::optional<at::Tensor>& residual,
+                   const at::Tensor& y4) {
+  const at::Tensor rc = plan.epilogue_pass
+                            ? (residual.has_value() && residual->defined() ? *residual
+                                                                           : at::Tensor())
+                            : prepared_residual(residual, y4);
+  conv::BlasPointers ptrs;
+  ptrs.a = a;
+  ptrs.b = b;
+  ptrs.bias = !plan.epilogue_pass && bias.defined() ? bias.const_data_ptr() : nullptr;
+  ptrs.residual = !plan.epilogue_pass && rc.defined() ? rc.const_data_ptr() : nullptr;
+  ptrs.d = y4.data_ptr();
+  conv::BlasGemm g = plan.g;
+  g.device = y4.device().index();
+  const cudaStream_t stream = at::cuda::getCurrentCUDAStream(g.device).stream();
+  if (!conv::blas_gemm_run(g, ptrs, stream)) return false;
+  if (plan.epilogue_pass) blas_epilogue_pass(p, bias, rc, y4, stream);
+  return true;
+}
+
+// conv1d over NCL activations with a filter of a few taps per stride step (wav2vec2's feature
+// extractor: 512 -> 512 with K = 3 or 2 at stride 2, and its 1 -> 512 K = 10 stride-5 stem):
+// the columns written once (im2col_cols: [N, C * K, Lp], K / stride x the input), then one
+// cuBLASLt GEMM per image, batched, with no transpose: D_n (L x O) = X_n (L x CK) * W (CK x O),
+// y's NCL planes written in place. The CUTLASS conv kernel runs these as H = 1 convolutions over
+// NHWC with a conversion each way (0.53-0.80x cuDNN on an H100).
+constexpr int64_t kColsMaxExpansion = 4;  // K <= 4 * stride: im2col writes <= 4x the input
+constexpr int64_t kColsMaxBytes = int64_t{1} << 31;
+
+std::optional<BlasPlan> cols_gemm_of(const ConvProblem& p, IgemmDtype d,
+                                     const std::array<int64_t, 4>& ys, bool has_bias,
+                                     bool has_residual) {
+  if (!gemm_enabled() || !blas_enabled() || p.H != 1 || p.KH != 1 || p.OH != 1 || p.KW < 2 ||
+      p.KW > kColsMaxExpansion * p.stride_w || !im2col_cols_fits(p)) {
+    return std::nullopt;
+  }
+  const int64_t K = im2col_cols_k(p);  // C * KW rounded up to 16 bytes (zero rows and taps)
+  const int64_t Lp = im2col_cols_ld(p);
+  if (static_cast<double>(p.N) * K * Lp * p.elem_size > static_cast<double>(kColsMaxBytes)) {
+    return std::nullopt;
+  }
+  const int64_t y_plane = plane_ld(p.O, p.OH, p.OW, ys);
+  bool pass = false;
+  if (y_plane == 0 || !images_epilogue_ok(p, d, has_bias, pass)) return std::nullopt;
+  BlasPlan plan;
+  plan.epilogue_pass = pass;
+  conv::BlasGemm& g = plan.g;
+  g.dtype = blas_dtype(p, d);
+  g.act = pass ? 0 : p.act;
+  g.has_bias = false;
+  g.has_residual = !pass && has_residual;
+  g.trans_a = false;
+  g.batch = p.N;
+  const int64_t L = p.OW;
+  g.a = {L, K, Lp, K * Lp};
+  g.b = {K, p.O, K, 0};  // the filter as [O, K] rows (filter_rows)
+  g.d = {L, p.O, y_plane, p.N > 1 ? ys[0] : p.O * y_plane};
+  return plan;
 }
 
 std::array<int64_t, 4> strides4(const at::Tensor& t) {
@@ -575,19 +736,29 @@ void run4(const ConvProblem& p, const at::Tensor& x4, const at::Tensor& w4,
     if (p.C > 1 && w2.stride(1) != 1) w2 = w2.contiguous();
     const int64_t w_ld = p.C > 1 ? w2.stride(0) : 1;
     const bool has_res = residual.has_value() && residual->defined();
-    if (const auto g = blas_gemm_of(p, d, strides4(x4), strides4(y4), w_ld, bc.defined(),
-                                    has_res)) {
-      const at::Tensor rc = prepared_residual(residual, y4);
-      conv::BlasPointers ptrs;
-      ptrs.a = g->trans_a ? w2.const_data_ptr() : x4.const_data_ptr();  // kRows: A = weight
-      ptrs.b = g->trans_a ? x4.const_data_ptr() : w2.const_data_ptr();
-      ptrs.bias = bc.defined() ? bc.const_data_ptr() : nullptr;
-      ptrs.residual = rc.defined() ? rc.const_data_ptr() : nullptr;
-      ptrs.d = y4.data_ptr();
-      conv::BlasGemm gd = *g;
-      gd.device = x4.device().index();
-      const cudaStream_t stream = at::cuda::getCurrentCUDAStream(gd.device).stream();
-      if (conv::blas_gemm_run(gd, ptrs, stream)) return;
+    if (const auto plan = blas_gemm_of(p, d, strides4(x4), strides4(y4), w_ld, bc.defined(),
+                                       has_res)) {
+      const bool rows = plan->g.trans_a;  // kRows: A = the weight, B = the pixel rows
+      if (run_blas_plan(p, *plan, rows ? w2.const_data_ptr() : x4.const_data_ptr(),
+                        rows ? x4.const_data_ptr() : w2.const_data_ptr(), bc, residual, y4)) {
+        return;
+      }
+    }
+  }
+  // 1x1 with a stride, no padding (ResNet-50's downsampling shortcuts): the sampled pixels copied
+  // once (x[:, :, ::stride_h, ::stride_w] in x's memory format: a quarter of the input at stride
+  // 2), then the stride-1 1x1 forms above on the copy.
+  if (strided_pointwise(p)) {
+    const at::Tensor xs = subsampled(p, x4);
+    return run4(subsampled_problem(p, xs), xs, w4, bias, residual, y4);
+  }
+  // conv1d over NCL: explicit columns and the batched cuBLASLt GEMM (cols_gemm_of).
+  if (const auto plan = cols_gemm_of(p, d, strides4(y4), bc.defined(),
+                                     residual.has_value() && residual->defined())) {
+    const at::Tensor w2 = filter_rows(w4, 16 / p.elem_size);
+    const at::Tensor xcol = im2col_cols(p, x4);
+    if (run_blas_plan(p, *plan, xcol.const_data_ptr(), w2.const_data_ptr(), bc, residual, y4)) {
+      return;
     }
   }
   if (takes_gemm_1x1(p)) {
@@ -706,6 +877,23 @@ std::string igemm_config_name(const ConvProblem& p) {
     return "cublas_1x1";
   }
   if (takes_gemm_1x1(p)) return "gemm_1x1";
+  if (strided_pointwise(p)) {
+    // The stride-1 problem over the packed copy subsampled() makes (x's memory format).
+    ConvProblem q = p;
+    q.H = p.OH;
+    q.W = p.OW;
+    q.stride_h = q.stride_w = 1;
+    q.dil_h = q.dil_w = 1;
+    const bool cl = p.C > 1 && p.x_sc == 1 && (p.x_sw != 1 || p.W == 1);
+    q.x_sw = cl ? p.C : 1;
+    q.x_sh = cl ? p.C * q.W : q.W;
+    q.x_sc = cl ? 1 : q.H * q.W;
+    q.x_sn = p.C * q.H * q.W;
+    return "subsample+" + igemm_config_name(q);
+  }
+  if (cols_gemm_of(p, d, {p.y_sn, p.y_so, p.y_sh, p.y_sw}, p.b != nullptr, p.r != nullptr)) {
+    return "cols_im2col_cublas";
+  }
   if (gemm_enabled() && !aligned && M > kSmallGemmRows && M <= kMaxInt &&
       im2col_fits(p, p.elem_size)) {
     return "stem_im2col_gemm";

@@ -157,6 +157,53 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// im2col_cols: one row (n, k) of the [N, K, Lp] matrix per blockIdx.y step, the row's columns
+// across the block's threads (consecutive threads, consecutive output positions: coalesced
+// stores, and loads stride_w elements apart along the input row).
+struct ColsParams {
+  int H, W, KH, KW, OW;
+  int stride_h, stride_w, pad_h, pad_w, dil_h, dil_w;
+  int64_t x_sn, x_sc, x_sh, x_sw;
+  int K, Kp;            // real rows per image, and rows written (zeros past K)
+  int64_t L, Lp, rows;  // rows = N * Kp
+  FastDiv div_ow;
+};
+
+template <typename E>
+__global__ void __launch_bounds__(kThreads)
+    im2col_cols_kernel(const E* __restrict__ x, E* __restrict__ out, ColsParams a) {
+  const int taps = a.KH * a.KW;
+  for (int64_t row = blockIdx.y; row < a.rows; row += gridDim.y) {
+    const int64_t n = row / a.Kp;
+    const int k = static_cast<int>(row - n * a.Kp);
+    const bool real = k < a.K;
+    const int c = k / taps;
+    const int rs = k - c * taps;
+    const int r = rs / a.KW;
+    const int s = rs - r * a.KW;
+    const E* xr = x + n * a.x_sn + c * a.x_sc;
+    E* o = out + row * a.Lp;
+    const int dh = r * a.dil_h - a.pad_h;
+    const int dw = s * a.dil_w - a.pad_w;
+    for (int64_t l = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x; l < a.Lp;
+         l += static_cast<int64_t>(gridDim.x) * kThreads) {
+      E v = 0;
+      if (real && l < a.L) {
+        const int li = static_cast<int>(l);
+        const int oh = a.div_ow.div(li);
+        const int ow = li - oh * a.OW;
+        const int ih = oh * a.stride_h + dh;
+        const int iw = ow * a.stride_w + dw;
+        if (static_cast<unsigned>(ih) < static_cast<unsigned>(a.H) &&
+            static_cast<unsigned>(iw) < static_cast<unsigned>(a.W)) {
+          v = xr[static_cast<int64_t>(ih) * a.x_sh + static_cast<int64_t>(iw) * a.x_sw];
+        }
+      }
+      o[l] = v;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace conv
 
@@ -250,6 +297,53 @@ at::Tensor filter_rows(const at::Tensor& w4, int64_t k_multiple) {
   } else {
     conv::filter_rows_kernel<uint32_t><<<grid, conv::kThreads, 0, stream>>>(
         static_cast<const uint32_t*>(w4.const_data_ptr()), static_cast<uint32_t*>(out.data_ptr()),
+        a);
+  }
+  GK_CHECK_LAUNCH();
+  return out;
+}
+
+at::Tensor im2col_cols(const ConvProblem& p, const at::Tensor& x4) {
+  constexpr const char* op = "conv";
+  const int64_t es = x4.element_size();
+  GK_CHECK(es == p.elem_size && im2col_cols_fits(p), op,
+           "im2col_cols: the problem is outside the kernel's limits");
+  conv::ColsParams a{};
+  a.H = static_cast<int>(p.H);
+  a.W = static_cast<int>(p.W);
+  a.KH = static_cast<int>(p.KH);
+  a.KW = static_cast<int>(p.KW);
+  a.OW = static_cast<int>(p.OW);
+  a.stride_h = static_cast<int>(p.stride_h);
+  a.stride_w = static_cast<int>(p.stride_w);
+  a.pad_h = static_cast<int>(p.pad_h);
+  a.pad_w = static_cast<int>(p.pad_w);
+  a.dil_h = static_cast<int>(p.dil_h);
+  a.dil_w = static_cast<int>(p.dil_w);
+  a.x_sn = x4.stride(0);
+  a.x_sc = x4.stride(1);
+  a.x_sh = x4.stride(2);
+  a.x_sw = x4.stride(3);
+  a.K = static_cast<int>(p.C * p.KH * p.KW);
+  a.Kp = static_cast<int>(im2col_cols_k(p));
+  a.L = p.OH * p.OW;
+  a.Lp = im2col_cols_ld(p);
+  a.rows = p.N * a.Kp;
+  a.div_ow = FastDiv(static_cast<uint32_t>(std::max<int64_t>(p.OW, 1)));
+  at::Tensor out = at::empty({p.N, a.Kp, a.Lp}, x4.options().memory_format(
+                                                  at::MemoryFormat::Contiguous));
+  if (out.numel() == 0) return out;
+  const cudaStream_t stream = at::cuda::getCurrentCUDAStream(x4.device().index()).stream();
+  const int64_t gx = std::min<int64_t>((a.Lp + conv::kThreads - 1) / conv::kThreads, 1024);
+  const dim3 grid(static_cast<unsigned>(gx),
+                  static_cast<unsigned>(std::min<int64_t>(a.rows, 65535)));
+  if (es == 2) {
+    conv::im2col_cols_kernel<uint16_t><<<grid, conv::kThreads, 0, stream>>>(
+        static_cast<const uint16_t*>(x4.const_data_ptr()), static_cast<uint16_t*>(out.data_ptr()),
+        a);
+  } else {
+    conv::im2col_cols_kernel<uint32_t><<<grid, conv::kThreads, 0, stream>>>(
+        static_cast<const uint32_t*>(x4.const_data_ptr()), static_cast<uint32_t*>(out.data_ptr()),
         a);
   }
   GK_CHECK_LAUNCH();

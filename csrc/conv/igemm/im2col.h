@@ -47,4 +47,36 @@ inline bool im2col_fits(const ConvProblem& p, int64_t elem_size) {
          p.C * p.KH * p.KW < lim;
 }
 
+// The column form of im2col, for NCHW GEMMs (conv/igemm/igemm.cpp's cols path: conv1d over
+// [N, C, L] activations, a GEMM per image with no transpose): a new [N, Kp, Lp] tensor of x4's
+// dtype (contiguous) with rows k = (c * KH + r) * KW + s < K = C * KH * KW (the filter's own
+// flattening) and zero rows K <= k < Kp (K rounded up to 16 bytes of elements: im2col_cols_k),
+// and column l = oh * OW + ow < L = OH * OW holding x4[n, c, oh * stride_h - pad_h + r * dil_h,
+// ow * stride_w - pad_w + s * dil_w] (zero outside the input); columns L <= l < Lp (L rounded up
+// to 16 bytes of elements, so that every row starts 16-byte aligned) are zero. x4: [N, C, H, W],
+// any strides. Requires im2col_cols_fits(p).
+at::Tensor im2col_cols(const ConvProblem& p, const at::Tensor& x4);
+
+// Kp of im2col_cols: C * KH * KW rounded up to 16 bytes of elements (filter_rows's Kp).
+inline int64_t im2col_cols_k(const ConvProblem& p) {
+  const int64_t vec = 16 / p.elem_size;
+  return (p.C * p.KH * p.KW + vec - 1) / vec * vec;
+}
+
+// Lp of im2col_cols: OH * OW rounded up to 16 bytes of elements.
+inline int64_t im2col_cols_ld(const ConvProblem& p) {
+  const int64_t vec = 16 / p.elem_size;
+  return (p.OH * p.OW + vec - 1) / vec * vec;
+}
+
+// Whether im2col_cols takes p: 32-bit window arithmetic (rows, columns and output positions under
+// 2^28, output positions per image under 2^31).
+inline bool im2col_cols_fits(const ConvProblem& p) {
+  const int64_t lim = int64_t{1} << 28;
+  return p.H < lim && p.W < lim && p.OH * p.stride_h + p.pad_h < lim &&
+         p.OW * p.stride_w + p.pad_w < lim && p.KH * p.dil_h < lim && p.KW * p.dil_w < lim &&
+         p.C * p.KH * p.KW < lim && im2col_cols_ld(p) < (int64_t{1} << 31) &&
+         (p.elem_size == 2 || p.elem_size == 4);
+}
+
 }  // namespace gpukern
