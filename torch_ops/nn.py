@@ -39,6 +39,7 @@ from . import policy as _policy
 __all__ = ["Conv1d", "Conv2d", "FusedConv1d", "FusedConv2d", "ACTIVATIONS", "has_fused_op"]
 
 _M = TypeVar("_M", bound=torch.nn.Module)
+_ops = torch.ops.gpukern
 _is_compiling = torch.compiler.is_compiling
 
 
@@ -117,8 +118,14 @@ class Conv1d(_FromModule, torch.nn.Conv1d):
         if self.padding_mode != "zeros":
             input = F.pad(input, self._reversed_padding_repeated_twice, mode=self.padding_mode)
             return gk.conv1d(input, weight, bias, self.stride, 0, self.dilation, self.groups)
-        return gk.conv1d(input, weight, bias, self.stride, self.padding, self.dilation,
-                         self.groups)
+        # The op's overload directly, with the layer's (torch-validated) settings as lists: the
+        # typed wrapper's argument normalisation and the overload resolution cost a few us a
+        # call, which host-bound models pay per layer.
+        if isinstance(self.padding, str):
+            return _ops.conv1d.padding(input, weight, bias, list(self.stride), self.padding,
+                                        list(self.dilation), self.groups)
+        return _ops.conv1d.default(input, weight, bias, list(self.stride), list(self.padding),
+                                    list(self.dilation), self.groups)
 
 
 class Conv2d(_FromModule, torch.nn.Conv2d):
@@ -132,8 +139,14 @@ class Conv2d(_FromModule, torch.nn.Conv2d):
         if self.padding_mode != "zeros":
             input = F.pad(input, self._reversed_padding_repeated_twice, mode=self.padding_mode)
             return gk.conv2d(input, weight, bias, self.stride, 0, self.dilation, self.groups)
-        return gk.conv2d(input, weight, bias, self.stride, self.padding, self.dilation,
-                         self.groups)
+        # The op's overload directly, with the layer's (torch-validated) settings as lists: the
+        # typed wrapper's argument normalisation and the overload resolution cost a few us a
+        # call, which host-bound models pay per layer.
+        if isinstance(self.padding, str):
+            return _ops.conv2d.padding(input, weight, bias, list(self.stride), self.padding,
+                                        list(self.dilation), self.groups)
+        return _ops.conv2d.default(input, weight, bias, list(self.stride), list(self.padding),
+                                    list(self.dilation), self.groups)
 
 
 # torch class -> gpukern class, for swap().

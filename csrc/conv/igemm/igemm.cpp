@@ -268,6 +268,10 @@ at::Tensor prepared_residual(const std::optional<at::Tensor>& residual, const at
 struct BlasPlan {
   conv::BlasGemm g;
   bool epilogue_pass = false;
+  // The cols form only: y's planes are not 16-byte aligned (an odd conv1d output length), so the
+  // GEMM writes an aligned [N, O, Lp] temporary that is copied into y (cuBLASLt ran an unaligned
+  // D at a tenth of the aligned speed: wav2vec2's 512 -> 512 layers, L = 6399, on an H100).
+  bool temp_out = false;
 };
 
 int blas_dtype(const ConvProblem& p, IgemmDtype d) {
@@ -346,10 +350,15 @@ std::optional<BlasPlan> blas_gemm_of(const ConvProblem& p, IgemmDtype d,
 
 // A 1x1 layer with a stride and no padding whose stride-1 form over the sampled pixels takes a
 // GEMM form (run4: cuBLASLt, or the CUTLASS GEMM when C is aligned and the GEMM is not tiny).
+// Only NCHW activations with output planes that take the batched cuBLASLt form: on an H100
+// (ResNet-50's shortcuts, batch 16) 1.2-2.0x cuDNN there, where the conv kernel ran 0.62-0.82x;
+// over channels_last the conv kernel reads the sampled pixels in place and the copy lost (0.59x
+// against 0.82x in fp32), and 7x7 output planes convert to NHWC (0.82-0.92x).
 bool strided_pointwise(const ConvProblem& p) {
-  return gemm_enabled() && p.KH == 1 && p.KW == 1 && p.pad_h == 0 && p.pad_w == 0 &&
-         (p.stride_h > 1 || p.stride_w > 1) && p.C % channel_align(p) == 0 &&
-         p.N * p.OH * p.OW > kSmallGemmRows;
+  return gemm_enabled() && blas_enabled() && p.KH == 1 && p.KW == 1 && p.pad_h == 0 &&
+         p.pad_w == 0 && (p.stride_h > 1 || p.stride_w > 1) && p.C % channel_align(p) == 0 &&
+         plane_ld(p.C, p.H, p.W, {p.x_sn, p.x_sc, p.x_sh, p.x_sw}) > 0 &&
+         p.OH * p.OW >= kBlasMinImagePlane;
 }
 
 // x4's sampled pixels x4[:, :, ::stride_h, ::stride_w] ([N, C, OH, OW]) as a new tensor in
@@ -439,9 +448,14 @@ bool run_blas_plan(const ConvProblem& p, const BlasPlan& plan, const void* a, co
 constexpr int64_t kColsMaxExpansion = 4;  // K <= 4 * stride: im2col writes <= 4x the input
 constexpr int64_t kColsMaxBytes = int64_t{1} << 31;
 
+// A misaligned y takes the temporary from this many GEMM K (C * KW, padded) up: below it the
+// GEMM is bound by its output writes, which the temporary would double (wav2vec2's 1 -> 512
+// K = 10 stem: 57 us writing y directly, cuDNN 80).
+constexpr int64_t kColsTempMinK = 64;
+
 std::optional<BlasPlan> cols_gemm_of(const ConvProblem& p, IgemmDtype d,
-                                     const std::array<int64_t, 4>& ys, bool has_bias,
-                                     bool has_residual) {
+                                     const std::array<int64_t, 4>& ys, bool y_ptr_aligned,
+                                     bool has_bias, bool has_residual) {
   if (!gemm_enabled() || !blas_enabled() || p.H != 1 || p.KH != 1 || p.OH != 1 || p.KW < 2 ||
       p.KW > kColsMaxExpansion * p.stride_w || !im2col_cols_fits(p)) {
     return std::nullopt;
@@ -454,8 +468,15 @@ std::optional<BlasPlan> cols_gemm_of(const ConvProblem& p, IgemmDtype d,
   const int64_t y_plane = plane_ld(p.O, p.OH, p.OW, ys);
   bool pass = false;
   if (y_plane == 0 || !images_epilogue_ok(p, d, has_bias, pass)) return std::nullopt;
+  const int64_t y_batch = p.N > 1 ? ys[0] : p.O * y_plane;
+  const int64_t vec = 16 / p.elem_size;
+  const bool temp = (y_plane % vec != 0 || y_batch % vec != 0 || !y_ptr_aligned) &&
+                    K >= kColsTempMinK;
+  // The temporary takes the plain product: an epilogue then runs as the pass (fp32) or not here.
+  if (temp && !pass && (p.act != 0 || has_residual)) return std::nullopt;
   BlasPlan plan;
   plan.epilogue_pass = pass;
+  plan.temp_out = temp;
   conv::BlasGemm& g = plan.g;
   g.dtype = blas_dtype(p, d);
   g.act = pass ? 0 : p.act;
@@ -466,7 +487,7 @@ std::optional<BlasPlan> cols_gemm_of(const ConvProblem& p, IgemmDtype d,
   const int64_t L = p.OW;
   g.a = {L, K, Lp, K * Lp};
   g.b = {K, p.O, K, 0};  // the filter as [O, K] rows (filter_rows)
-  g.d = {L, p.O, y_plane, p.N > 1 ? ys[0] : p.O * y_plane};
+  g.d = temp ? conv::BlasOperand{L, p.O, Lp, p.O * Lp} : conv::BlasOperand{L, p.O, y_plane, y_batch};
   return plan;
 }
 
@@ -753,12 +774,37 @@ void run4(const ConvProblem& p, const at::Tensor& x4, const at::Tensor& w4,
     return run4(subsampled_problem(p, xs), xs, w4, bias, residual, y4);
   }
   // conv1d over NCL: explicit columns and the batched cuBLASLt GEMM (cols_gemm_of).
-  if (const auto plan = cols_gemm_of(p, d, strides4(y4), bc.defined(),
+  if (const auto plan = cols_gemm_of(p, d, strides4(y4),
+                                     reinterpret_cast<uintptr_t>(y4.data_ptr()) % kTmaBytes == 0,
+                                     bc.defined(),
                                      residual.has_value() && residual->defined())) {
     const at::Tensor w2 = filter_rows(w4, 16 / p.elem_size);
     const at::Tensor xcol = im2col_cols(p, x4);
-    if (run_blas_plan(p, *plan, xcol.const_data_ptr(), w2.const_data_ptr(), bc, residual, y4)) {
-      return;
+    if (!plan->temp_out) {
+      if (run_blas_plan(p, *plan, xcol.const_data_ptr(), w2.const_data_ptr(), bc, residual,
+                        y4)) {
+        return;
+      }
+    } else {
+      // The plain product into an aligned temporary, copied into y, then the pass if any.
+      BlasPlan gp = *plan;
+      gp.epilogue_pass = false;
+      gp.g.act = 0;
+      gp.g.has_residual = false;
+      const int64_t Lp = im2col_cols_ld(p);
+      gp.g.d = {p.OW, p.O, Lp, p.O * Lp};
+      const at::Tensor yt = at::empty({p.N, p.O, 1, Lp}, y4.options());
+      if (run_blas_plan(p, gp, xcol.const_data_ptr(), w2.const_data_ptr(), at::Tensor(),
+                        std::nullopt, yt)) {
+        y4.copy_(yt.narrow(3, 0, p.OW));
+        if (plan->epilogue_pass) {
+          const at::Tensor rc = residual.has_value() && residual->defined() ? *residual
+                                                                            : at::Tensor();
+          blas_epilogue_pass(p, bc, rc, y4,
+                             at::cuda::getCurrentCUDAStream(y4.device().index()).stream());
+        }
+        return;
+      }
     }
   }
   if (takes_gemm_1x1(p)) {
@@ -891,7 +937,8 @@ std::string igemm_config_name(const ConvProblem& p) {
     q.x_sn = p.C * q.H * q.W;
     return "subsample+" + igemm_config_name(q);
   }
-  if (cols_gemm_of(p, d, {p.y_sn, p.y_so, p.y_sh, p.y_sw}, p.b != nullptr, p.r != nullptr)) {
+  if (cols_gemm_of(p, d, {p.y_sn, p.y_so, p.y_sh, p.y_sw}, true, p.b != nullptr,
+                   p.r != nullptr)) {
     return "cols_im2col_cublas";
   }
   if (gemm_enabled() && !aligned && M > kSmallGemmRows && M <= kMaxInt &&
