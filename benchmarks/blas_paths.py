@@ -3,7 +3,10 @@ fallback): for NCHW and channels_last inputs, with and without a bias, plain and
 residual), the GPU kernel names the profiler records for one call, and the output checked against
 torch first.
 
-    python3 benchmarks/blas_paths.py
+    python3 benchmarks/blas_paths.py [--conv1d]
+
+--conv1d: instead, wav2vec2's NCL conv1d layers (the igemm path's cols form: im2col_cols and the
+batched cuBLASLt GEMM) with each kernel's GPU time, against torch's kernels for the same call.
 """
 import os
 import sys
@@ -24,7 +27,42 @@ def kernels(fn):
     return sorted({e.name[:60] for e in prof.events() if e.device_type.name == "CUDA"})
 
 
+def timed_kernels(fn, calls=5):
+    """[(kernel name, us per call)] of fn's GPU kernels, profiler times over `calls` calls."""
+    fn()
+    torch.cuda.synchronize()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        for _ in range(calls):
+            fn()
+        torch.cuda.synchronize()
+    tot = {}
+    for e in prof.events():
+        if e.device_type.name == "CUDA":
+            tot[e.name[:70]] = tot.get(e.name[:70], 0.0) + e.device_time / calls
+    return sorted(tot.items(), key=lambda kv: -kv[1])
+
+
+def conv1d_layers():
+    torch.backends.cudnn.allow_tf32 = True
+    for dtype in (torch.bfloat16, torch.float32):
+        for c, length, k, s in ((512, 12799, 3, 2), (512, 6399, 3, 2), (512, 799, 2, 2),
+                                (1, 64000, 10, 5)):
+            x = torch.randn(4, c, length, device="cuda", dtype=dtype)
+            w = torch.randn(512, c, k, device="cuda", dtype=dtype) / (c * k) ** 0.5
+            out = torch_ops.conv1d(x, w, None, s)
+            ref = F.conv1d(x.double(), w.double(), None, s)
+            err = ((out.double() - ref).norm() / ref.norm()).item()
+            algo = torch_ops.algorithm("conv1d", x, w, None, s)
+            for who, fn in (("gpukern", lambda: torch_ops.conv1d(x, w, None, s)),
+                            ("torch", lambda: F.conv1d(x, w, None, s))):
+                ks = "; ".join(f"{n} {t:.1f}" for n, t in timed_kernels(fn))
+                print(f"{str(dtype)[6:]:9} {c}x{length} k{k} s{s} {who:7} ({algo}, err "
+                      f"{err:.1e}): {ks}", flush=True)
+
+
 def main():
+    if "--conv1d" in sys.argv:
+        return conv1d_layers()
     torch.backends.cudnn.allow_tf32 = True
     for dtype in (torch.float32, torch.bfloat16):
         for fmt in ("nchw", "channels_last"):

@@ -206,7 +206,8 @@ def test_mv_algorithm_query():
     assert torch_ops.algorithm("mv", _meta(4096, 384), _meta(384)) == "rows_short"
     assert torch_ops.algorithm("mv", _meta(4096, 8192), _meta(8192)) == "rows_short"  # 32 KB
     assert torch_ops.algorithm("mv", _meta(4096, 8196), _meta(8196)) == "rows_vec"  # over 32 KB
-    assert torch_ops.algorithm("mv", _meta(4095, 512), _meta(512)) == "rows_vec"  # M < 4096
+    assert torch_ops.algorithm("mv", _meta(1024, 512), _meta(512)) == "rows_short"  # M >= 1024
+    assert torch_ops.algorithm("mv", _meta(1023, 512), _meta(512)) == "rows_vec"  # M < 1024
     assert torch_ops.algorithm("mv", _meta(256, 4096), _meta(4096)) == "rows_vec"
     assert torch_ops.algorithm("mv", _meta(4096, 256), _meta(512)[::2]) == "rows_vec"  # x strided
     b = torch.empty(65536, 512, device="meta", dtype=torch.bfloat16)

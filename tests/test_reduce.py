@@ -566,6 +566,10 @@ def test_reduce_algorithm_query():
     assert q("sum", _meta(4096, 65536, dtype=torch.bfloat16), -1) == "seg_contig"  # > 32 KB rows
     assert q("sum", _meta(4096, 4096, dtype=torch.bfloat16), -1) == "row"
     assert q("sum", _meta(1536, 4), 0) == "seg"  # few outputs, small: blocks split each one
+    assert q("sum", _meta(256, 96, dtype=torch.bfloat16), 0) == "seg"  # <= 128 outputs, 2^16 elements
+    assert q("sum", _meta(512, 128), 0) == "seg"
+    assert q("sum", _meta(512, 129), 0) != "seg"  # 129 outputs
+    assert q("sum", _meta(1024, 96), 0) != "seg"  # 98304 elements
     assert q("sum", _meta(1 << 20, 256, dtype=torch.bfloat16), 0) == "col_vec"
     assert q("sum", _meta(1500, 512), -1) == "row"  # one round of a warp per row
     assert q("sum", _meta(4096, 1), -1) == "copy"  # one element per output

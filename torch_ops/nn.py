@@ -120,7 +120,11 @@ class Conv1d(_FromModule, torch.nn.Conv1d):
             return gk.conv1d(input, weight, bias, self.stride, 0, self.dilation, self.groups)
         # The op's overload directly, with the layer's (torch-validated) settings as lists: the
         # typed wrapper's argument normalisation and the overload resolution cost a few us a
-        # call, which host-bound models pay per layer.
+        # call, which host-bound models pay per layer (eager only: traced graphs keep the
+        # wrapper's op, gpukern.conv1d).
+        if _is_compiling():
+            return gk.conv1d(input, weight, bias, self.stride, self.padding, self.dilation,
+                             self.groups)
         if isinstance(self.padding, str):
             return _ops.conv1d.padding(input, weight, bias, list(self.stride), self.padding,
                                         list(self.dilation), self.groups)
@@ -141,7 +145,11 @@ class Conv2d(_FromModule, torch.nn.Conv2d):
             return gk.conv2d(input, weight, bias, self.stride, 0, self.dilation, self.groups)
         # The op's overload directly, with the layer's (torch-validated) settings as lists: the
         # typed wrapper's argument normalisation and the overload resolution cost a few us a
-        # call, which host-bound models pay per layer.
+        # call, which host-bound models pay per layer (eager only: traced graphs keep the
+        # wrapper's op, gpukern.conv2d).
+        if _is_compiling():
+            return gk.conv2d(input, weight, bias, self.stride, self.padding, self.dilation,
+                             self.groups)
         if isinstance(self.padding, str):
             return _ops.conv2d.padding(input, weight, bias, list(self.stride), self.padding,
                                         list(self.dilation), self.groups)

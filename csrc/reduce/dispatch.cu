@@ -133,6 +133,11 @@ constexpr int64_t kRowMaxBytes = 32768;  // and rows of at most this many bytes
 
 // seg rather than col up to this many input elements when there are fewer than kColX outputs.
 constexpr int64_t kSegMaxSmallCols = int64_t{1} << 18;
+// ... and up to this many when there are at most kSegMaxOutputs outputs (H100, bf16 over dim 0:
+// [256, 96] seg 1.9 us, col 3.3, col_vec 8.7, torch 3.5; [4, 64] 1.6 / 2.0 / 3.3, torch 2.0;
+// benchmarks/algos.py).
+constexpr int64_t kSegMaxTinyCols = int64_t{1} << 16;
+constexpr int64_t kSegMaxOutputs = 128;
 
 // Full reduction of nvec 16-byte vectors: small (one block) rather than flat, up to two rounds of
 // 512 threads x 8 vectors for floats, one round of 256 x 8 for integers.
@@ -173,6 +178,7 @@ RedAlgo choose_auto(const ReduceLayout& L, const RedInput& in) {
   // output; the col kernels' lanes and finishing tree cost more there (1.3-2.9 us against
   // 2.0-4.5 us on an H200).
   if (L.n_out < reduce::kColX && L.R * L.n_out <= kSegMaxSmallCols) return RedAlgo::kSeg;
+  if (L.n_out <= kSegMaxOutputs && L.R * L.n_out <= kSegMaxTinyCols) return RedAlgo::kSeg;
   // Contiguous outputs, aligned rows: a 16-byte vector of outputs per thread.
   if (can_run(RedAlgo::kColVec, L, in)) return RedAlgo::kColVec;
   // Otherwise threads across outputs (coalesced along a row's outputs), R split across blocks
@@ -250,6 +256,14 @@ void launch_col(const ReduceLayout& L, const reduce::ReduceOut& o, const T* xp,
            std::max<int64_t>(kThreads / (wl * kUnits), 1);
   };
   while (lg_w > 0 && blocks_at_most(lg_w) < 2 * sms && ceil_div(L.R, kUnroll) > 2 * sms) --lg_w;
+  // Few reduced rows and too few tiles for the SMs (e.g. [16, 4096] bf16 over dim 0: 2 tiles of
+  // 256 x 8 outputs, split in 2 with a workspace, 7.8 us; torch 2.5): narrower tiles, down to a
+  // warp, their rows over the freed row lanes (each lane at least one row), until every SM has
+  // a tile (the 16 tiles of one warp there: 2.3 us, as the col kernel; H100, benchmarks/algos.py).
+  while (lg_w > 5 && ceil_div(units, int64_t{1} << lg_w) < sms &&
+         (int64_t{kThreads} >> (lg_w - 1)) <= L.R) {
+    --lg_w;
+  }
   const int64_t w = int64_t{1} << lg_w;
   const int64_t g = kThreads / w;
   // the 32 x 8 block
