@@ -258,10 +258,11 @@ void launch_col(const ReduceLayout& L, const reduce::ReduceOut& o, const T* xp,
   while (lg_w > 0 && blocks_at_most(lg_w) < 2 * sms && ceil_div(L.R, kUnroll) > 2 * sms) --lg_w;
   // Few reduced rows and too few tiles for the SMs (e.g. [16, 4096] bf16 over dim 0: 2 tiles of
   // 256 x 8 outputs, split in 2 with a workspace, 7.8 us; torch 2.5): narrower tiles, down to a
-  // warp, their rows over the freed row lanes (each lane at least one row), until every SM has
-  // a tile (the 16 tiles of one warp there: 2.3 us, as the col kernel; H100, benchmarks/algos.py).
+  // warp, their rows over the freed row lanes (each lane at least two rows), until every SM has
+  // a tile (H100, benchmarks/algos.py; the sweep's [16, N] bf16 points went from 0.33-0.41x to
+  // 0.9-1.3x; with one row per lane, [4, N] lost: 1.03-1.28x -> 0.78-0.82x).
   while (lg_w > 5 && ceil_div(units, int64_t{1} << lg_w) < sms &&
-         (int64_t{kThreads} >> (lg_w - 1)) <= L.R) {
+         (int64_t{kThreads} >> (lg_w - 1)) * 2 <= L.R) {
     --lg_w;
   }
   const int64_t w = int64_t{1} << lg_w;

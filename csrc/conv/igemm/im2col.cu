@@ -157,9 +157,12 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// im2col_cols: one row (n, k) of the [N, K, Lp] matrix per blockIdx.y step, the row's columns
-// across the block's threads (consecutive threads, consecutive output positions: coalesced
-// stores, and loads stride_w elements apart along the input row).
+// im2col_cols: blocks of kThreads x kColsPerThread columns of one row (n, k) at a time, looping
+// over rows by gridDim.y (a block per row and column chunk, one element a thread, was block-
+// scheduling bound: 357 us for wav2vec2's [4, 1536, 6400] bf16 columns on an H100). Consecutive
+// threads take consecutive output positions: coalesced stores; loads stride_w elements apart.
+constexpr int kColsPerThread = 4;
+
 struct ColsParams {
   int H, W, KH, KW, OW;
   int stride_h, stride_w, pad_h, pad_w, dil_h, dil_w;
@@ -173,33 +176,42 @@ template <typename E>
 __global__ void __launch_bounds__(kThreads)
     im2col_cols_kernel(const E* __restrict__ x, E* __restrict__ out, ColsParams a) {
   const int taps = a.KH * a.KW;
+  constexpr int64_t kChunk = int64_t{kThreads} * kColsPerThread;
   for (int64_t row = blockIdx.y; row < a.rows; row += gridDim.y) {
     const int64_t n = row / a.Kp;
     const int k = static_cast<int>(row - n * a.Kp);
     const bool real = k < a.K;
-    const int c = k / taps;
+    const int c = real ? k / taps : 0;
     const int rs = k - c * taps;
-    const int r = rs / a.KW;
-    const int s = rs - r * a.KW;
+    const int r = real ? rs / a.KW : 0;
+    const int s = real ? rs - r * a.KW : 0;
     const E* xr = x + n * a.x_sn + c * a.x_sc;
     E* o = out + row * a.Lp;
     const int dh = r * a.dil_h - a.pad_h;
     const int dw = s * a.dil_w - a.pad_w;
-    for (int64_t l = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x; l < a.Lp;
-         l += static_cast<int64_t>(gridDim.x) * kThreads) {
-      E v = 0;
-      if (real && l < a.L) {
-        const int li = static_cast<int>(l);
-        const int oh = a.div_ow.div(li);
-        const int ow = li - oh * a.OW;
-        const int ih = oh * a.stride_h + dh;
-        const int iw = ow * a.stride_w + dw;
-        if (static_cast<unsigned>(ih) < static_cast<unsigned>(a.H) &&
-            static_cast<unsigned>(iw) < static_cast<unsigned>(a.W)) {
-          v = xr[static_cast<int64_t>(ih) * a.x_sh + static_cast<int64_t>(iw) * a.x_sw];
+    for (int64_t l0 = blockIdx.x * kChunk + threadIdx.x; l0 < a.Lp; l0 += gridDim.x * kChunk) {
+      E v[kColsPerThread];
+#pragma unroll
+      for (int j = 0; j < kColsPerThread; ++j) {
+        const int64_t l = l0 + j * kThreads;
+        v[j] = 0;
+        if (real && l < a.L) {
+          const int li = static_cast<int>(l);
+          const int oh = a.div_ow.div(li);
+          const int ow = li - oh * a.OW;
+          const int ih = oh * a.stride_h + dh;
+          const int iw = ow * a.stride_w + dw;
+          if (static_cast<unsigned>(ih) < static_cast<unsigned>(a.H) &&
+              static_cast<unsigned>(iw) < static_cast<unsigned>(a.W)) {
+            v[j] = xr[static_cast<int64_t>(ih) * a.x_sh + static_cast<int64_t>(iw) * a.x_sw];
+          }
         }
       }
-      o[l] = v;
+#pragma unroll
+      for (int j = 0; j < kColsPerThread; ++j) {
+        const int64_t l = l0 + j * kThreads;
+        if (l < a.Lp) o[l] = v[j];
+      }
     }
   }
 }
@@ -334,9 +346,12 @@ at::Tensor im2col_cols(const ConvProblem& p, const at::Tensor& x4) {
                                                   at::MemoryFormat::Contiguous));
   if (out.numel() == 0) return out;
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream(x4.device().index()).stream();
-  const int64_t gx = std::min<int64_t>((a.Lp + conv::kThreads - 1) / conv::kThreads, 1024);
-  const dim3 grid(static_cast<unsigned>(gx),
-                  static_cast<unsigned>(std::min<int64_t>(a.rows, 65535)));
+  // Column chunks of a row across grid.x, rows across grid.y: about 16 blocks per SM in all.
+  const int64_t chunk = int64_t{conv::kThreads} * conv::kColsPerThread;
+  const int64_t gx = std::min<int64_t>((a.Lp + chunk - 1) / chunk, 1024);
+  const int64_t want = device_props().multiProcessorCount * int64_t{16};
+  const int64_t gy = std::max<int64_t>(1, std::min<int64_t>({a.rows, 65535, (want + gx - 1) / gx}));
+  const dim3 grid(static_cast<unsigned>(gx), static_cast<unsigned>(gy));
   if (es == 2) {
     conv::im2col_cols_kernel<uint16_t><<<grid, conv::kThreads, 0, stream>>>(
         static_cast<const uint16_t*>(x4.const_data_ptr()), static_cast<uint16_t*>(out.data_ptr()),
