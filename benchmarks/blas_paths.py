@@ -14,8 +14,10 @@ import sys
 import torch
 import torch.nn.functional as F
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import torch_ops  # noqa: E402
+from profile_layers import kernel_table  # noqa: E402
 
 
 def kernels(fn):
@@ -25,21 +27,6 @@ def kernels(fn):
         fn()
         torch.cuda.synchronize()
     return sorted({e.name[:60] for e in prof.events() if e.device_type.name == "CUDA"})
-
-
-def timed_kernels(fn, calls=5):
-    """[(kernel name, us per call)] of fn's GPU kernels, profiler times over `calls` calls."""
-    fn()
-    torch.cuda.synchronize()
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-        for _ in range(calls):
-            fn()
-        torch.cuda.synchronize()
-    tot = {}
-    for e in prof.events():
-        if e.device_type.name == "CUDA":
-            tot[e.name[:70]] = tot.get(e.name[:70], 0.0) + e.device_time / calls
-    return sorted(tot.items(), key=lambda kv: -kv[1])
 
 
 def conv1d_layers():
@@ -55,7 +42,8 @@ def conv1d_layers():
             algo = torch_ops.algorithm("conv1d", x, w, None, s)
             for who, fn in (("gpukern", lambda: torch_ops.conv1d(x, w, None, s)),
                             ("torch", lambda: F.conv1d(x, w, None, s))):
-                ks = "; ".join(f"{n} {t:.1f}" for n, t in timed_kernels(fn))
+                _, per = kernel_table(fn, 5)
+                ks = "; ".join(f"{n[:70]} {t:.1f}" for t, n in per)
                 print(f"{str(dtype)[6:]:9} {c}x{length} k{k} s{s} {who:7} ({algo}, err "
                       f"{err:.1e}): {ks}", flush=True)
 

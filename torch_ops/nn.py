@@ -65,6 +65,24 @@ class _FromModule:
     def _gk_runs_fused_op(self) -> bool:
         return False
 
+    def _gpukern_conv(self, input: torch.Tensor, weight: torch.Tensor,
+                      bias: Optional[torch.Tensor]) -> torch.Tensor:
+        if self.padding_mode != "zeros":
+            input = F.pad(input, self._reversed_padding_repeated_twice, mode=self.padding_mode)
+            return self._gk_fn(input, weight, bias, self.stride, 0, self.dilation, self.groups)
+        # The op's overload directly, with the layer's (torch-validated) settings as lists: the
+        # typed wrapper's argument normalisation and the overload resolution cost a few us a
+        # call, which host-bound models pay per layer (eager only: traced graphs keep the
+        # wrapper's op, gpukern.conv1d / conv2d).
+        if _is_compiling():
+            return self._gk_fn(input, weight, bias, self.stride, self.padding, self.dilation,
+                               self.groups)
+        if isinstance(self.padding, str):
+            return self._gk_packet.padding(input, weight, bias, list(self.stride), self.padding,
+                                           list(self.dilation), self.groups)
+        return self._gk_packet.default(input, weight, bias, list(self.stride), list(self.padding),
+                                       list(self.dilation), self.groups)
+
     def _run_torch(self, x: torch.Tensor, residual=None) -> torch.Tensor:
         return self._torch_class._conv_forward(self, x, self.weight, self.bias)
 
@@ -112,24 +130,8 @@ class Conv1d(_FromModule, torch.nn.Conv1d):
 
     _torch_class = torch.nn.Conv1d
     _gk_op = "conv1d"
-
-    def _gpukern_conv(self, input: torch.Tensor, weight: torch.Tensor,
-                      bias: Optional[torch.Tensor]) -> torch.Tensor:
-        if self.padding_mode != "zeros":
-            input = F.pad(input, self._reversed_padding_repeated_twice, mode=self.padding_mode)
-            return gk.conv1d(input, weight, bias, self.stride, 0, self.dilation, self.groups)
-        # The op's overload directly, with the layer's (torch-validated) settings as lists: the
-        # typed wrapper's argument normalisation and the overload resolution cost a few us a
-        # call, which host-bound models pay per layer (eager only: traced graphs keep the
-        # wrapper's op, gpukern.conv1d).
-        if _is_compiling():
-            return gk.conv1d(input, weight, bias, self.stride, self.padding, self.dilation,
-                             self.groups)
-        if isinstance(self.padding, str):
-            return _ops.conv1d.padding(input, weight, bias, list(self.stride), self.padding,
-                                        list(self.dilation), self.groups)
-        return _ops.conv1d.default(input, weight, bias, list(self.stride), list(self.padding),
-                                    list(self.dilation), self.groups)
+    _gk_fn = staticmethod(gk.conv1d)
+    _gk_packet = _ops.conv1d
 
 
 class Conv2d(_FromModule, torch.nn.Conv2d):
@@ -137,24 +139,8 @@ class Conv2d(_FromModule, torch.nn.Conv2d):
 
     _torch_class = torch.nn.Conv2d
     _gk_op = "conv2d"
-
-    def _gpukern_conv(self, input: torch.Tensor, weight: torch.Tensor,
-                      bias: Optional[torch.Tensor]) -> torch.Tensor:
-        if self.padding_mode != "zeros":
-            input = F.pad(input, self._reversed_padding_repeated_twice, mode=self.padding_mode)
-            return gk.conv2d(input, weight, bias, self.stride, 0, self.dilation, self.groups)
-        # The op's overload directly, with the layer's (torch-validated) settings as lists: the
-        # typed wrapper's argument normalisation and the overload resolution cost a few us a
-        # call, which host-bound models pay per layer (eager only: traced graphs keep the
-        # wrapper's op, gpukern.conv2d).
-        if _is_compiling():
-            return gk.conv2d(input, weight, bias, self.stride, self.padding, self.dilation,
-                             self.groups)
-        if isinstance(self.padding, str):
-            return _ops.conv2d.padding(input, weight, bias, list(self.stride), self.padding,
-                                        list(self.dilation), self.groups)
-        return _ops.conv2d.default(input, weight, bias, list(self.stride), list(self.padding),
-                                    list(self.dilation), self.groups)
+    _gk_fn = staticmethod(gk.conv2d)
+    _gk_packet = _ops.conv2d
 
 
 # torch class -> gpukern class, for swap().
