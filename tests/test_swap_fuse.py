@@ -220,6 +220,11 @@ def test_residual_shape_checked_with_example_inputs():
     assert [b.fused for b in res.fused] == ["add+relu"]
     with torch.inference_mode():
         _close(res.model(x, s), ref)
+        # The same input shape with an exact-shape residual (the fused op), then the broadcasting
+        # one again: the output size cached per input shape serves both decisions.
+        s_full = torch.randn(2, 4, 8, 8)
+        _close(res.model(x, s_full), model(x, s_full))
+        _close(res.model(x, s), ref)
     # With example inputs the shapes differ: only the activation is left to fuse (none here).
     res = torch_ops.swap(Broadcast().eval(), cpu=True, example_inputs=(x, s))
     assert res.fused == []
