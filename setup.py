@@ -130,6 +130,27 @@ class BuildExt(BuildExtension):
         super().build_extensions()
         print(f"gpukern: extension built in {time.time() - start:.0f} s", flush=True)
 
+    def copy_extensions_to_source(self):
+        """The in-place copy (setuptools builds into build/ and copies), then the removal of any
+        torch_ops/_C.*.so with another suffix: one from an older build (e.g.
+        _C.cpython-311-x86_64-linux-gnu.so from before the stable-ABI build) would be imported
+        first by that Python."""
+        super().copy_extensions_to_source()
+        build_py = self.get_finalized_command("build_py")
+        for ext in self.extensions:
+            fullname = self.get_ext_fullname(ext.name)
+            package = ".".join(fullname.split(".")[:-1])
+            package_dir = build_py.get_package_dir(package)
+            built = os.path.abspath(os.path.join(package_dir,
+                                                 os.path.basename(self.get_ext_filename(fullname))))
+            stem = fullname.split(".")[-1]
+            for path in glob.glob(os.path.join(os.path.dirname(built), f"{stem}.*.so")):
+                if os.path.abspath(path) == built:
+                    continue
+                os.remove(path)
+                print(f"gpukern: removed the stale build {os.path.relpath(path, ROOT)}",
+                      flush=True)
+
 
 # The extension uses only Python's stable ABI (csrc/bindings.cpp's PyInit__C; the ops are reached
 # through torch.ops, no pybind11, no libtorch_python): one _C.abi3.so serves every CPython >= 3.10.
