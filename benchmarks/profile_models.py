@@ -10,6 +10,11 @@ Python and launch cost per layer decides, not the kernels.
 
     python3 benchmarks/profile_models.py --models resnet50 convnext_tiny --batch 16 1 \
         --formats contiguous channels_last --dtypes float32 bfloat16 [--top 8]
+
+--split: host / GPU / wall time per forward of every variant (host_gpu_ms). --module-host: host
+time per forward inside each kind of leaf module, stock against swap (module_host_us: forward
+hooks, the GPU held), to find which modules a swapped host-bound model spends its extra host time
+in (``--device cpu`` runs it on the CPU, for the Python side alone).
 """
 import argparse
 import collections
@@ -115,6 +120,64 @@ def kernel_profile(fn, calls=5, cpu=None):
     return sum(per.values()), n / calls, per
 
 
+def module_host_us(model, x, rounds=7, calls=2, sleep_ms=40.0):
+    """Host time per forward spent inside each kind of leaf module (forward pre / post hooks,
+    perf_counter), with the GPU held by a sleep kernel so that only the enqueueing is timed:
+    {module class name: (calls per forward, us per forward)}, plus "(outside leaf modules)" for
+    the rest of the forward (container modules' Python, functional ops between modules) and
+    "(forward)" for the whole. Medians over rounds. The hooks cost the same per leaf call in
+    every variant; compare kinds across variants, not the total with an unhooked forward."""
+    leaves = [m for m in model.modules() if not list(m.children())]
+    stack, acc, cnt = [], collections.Counter(), collections.Counter()
+
+    def pre(m, args):
+        stack.append(time.perf_counter())
+
+    def post(m, args, out):
+        t = time.perf_counter() - stack.pop()
+        acc[type(m).__name__] += t
+        cnt[type(m).__name__] += 1
+
+    hooks = [h for m in leaves for h in (m.register_forward_pre_hook(pre),
+                                         m.register_forward_hook(post))]
+    cuda = torch.cuda.is_available() and any(
+        isinstance(t, torch.Tensor) and t.is_cuda for t in x)
+    cycles = 0
+    if cuda:
+        torch.cuda.synchronize()
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        torch.cuda._sleep(10 ** 7)
+        b.record()
+        b.synchronize()
+        cycles = int(10 ** 7 * sleep_ms / a.elapsed_time(b))
+    per_round = []
+    try:
+        model(*x)
+        for _ in range(rounds):
+            acc.clear()
+            cnt.clear()
+            if cuda:
+                torch.cuda.synchronize()
+                torch.cuda._sleep(cycles)
+            t0 = time.perf_counter()
+            for _ in range(calls):
+                model(*x)
+            total = time.perf_counter() - t0
+            if cuda:
+                torch.cuda.synchronize()
+            r = {k: (cnt[k] / calls, acc[k] * 1e6 / calls) for k in acc}
+            r["(outside leaf modules)"] = (0, (total - sum(acc.values())) * 1e6 / calls)
+            r["(forward)"] = (1, total * 1e6 / calls)
+            per_round.append(r)
+    finally:
+        for h in hooks:
+            h.remove()
+    keys = set().union(*per_round)
+    return {k: (max(r.get(k, (0, 0))[0] for r in per_round),
+                statistics.median(r.get(k, (0, 0.0))[1] for r in per_round)) for k in keys}
+
+
 def variants(stock, x):
     yield "stock", stock
     yield "fx", torch.fx.symbolic_trace(copy.deepcopy(stock)) if _traceable(stock) else None
@@ -157,9 +220,18 @@ def main():
     p.add_argument("--rounds", type=int, default=15, help="rounds for --split")
     p.add_argument("--compile", action="store_true",
                    help="torch.compile (fullgraph) the stock and swapped models instead")
+    p.add_argument("--module-host", action="store_true",
+                   help="instead of the profiler: host time per forward inside each kind of "
+                        "leaf module, stock against swap (module_host_us)")
+    p.add_argument("--device", default="cuda")
     a = p.parse_args()
-    dev = "cuda"
-    if a.split:
+    dev = a.device
+    if a.module_host:
+        print(f"# {torch.cuda.get_device_name() if dev == 'cuda' else 'CPU'}; host us per "
+              f"forward inside each kind of leaf module (GPU held), median of {a.rounds} rounds\n")
+        print("| model | batch | format | dtype | variant | module | calls | host us |")
+        print("|---|---:|---|---|---|---|---:|---:|")
+    elif a.split:
         print(f"# {torch.cuda.get_device_name()}; per call, medians of {a.rounds} interleaved "
               f"rounds (host_gpu_ms): host = CPU time to issue a forward while the GPU is held; "
               f"gpu = the same forwards run back to back; wall = events around forwards issued "
@@ -176,7 +248,7 @@ def main():
     for name in a.models:
         for batch in a.batch:
             for fmt in a.formats:
-                base, inputs, _ = build(name, dev, True, batch)
+                base, inputs, _ = build(name, dev, dev == "cuda", batch)
                 if fmt == "channels_last":
                     if not any(isinstance(t, torch.Tensor) and t.dim() == 4 for t in inputs):
                         continue
@@ -193,6 +265,16 @@ def main():
                     with torch.inference_mode():
                         stock = copy.deepcopy(base).to(dt)
                         ref = _first(stock(*x)).float()
+                        if a.module_host:
+                            ms = {"stock": stock,
+                                  "swap": torch_ops.swap(copy.deepcopy(stock),
+                                                         example_inputs=x).model}
+                            for vn, m in ms.items():
+                                res = module_host_us(m, x, rounds=a.rounds)
+                                for k, (c, us) in sorted(res.items(), key=lambda kv: -kv[1][1]):
+                                    print(f"| {name} | {batch} | {fmt} | {dn} | {vn} | {k} | "
+                                          f"{c:.0f} | {us:.1f} |", flush=True)
+                            continue
                         if a.split:
                             ms = {vn: m for vn, m in variants(stock, x) if m is not None}
                             ms["stock again"] = stock  # the same model twice: the noise floor
