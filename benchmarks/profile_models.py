@@ -50,6 +50,18 @@ def wall_ms(fn, reps=30, rounds=5):
     return statistics.median(out)
 
 
+def sleep_cycles(sleep_ms):
+    """The argument of torch.cuda._sleep that holds the GPU for about sleep_ms (its clock,
+    measured)."""
+    torch.cuda.synchronize()
+    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    a.record()
+    torch.cuda._sleep(10 ** 7)
+    b.record()
+    b.synchronize()
+    return int(10 ** 7 * sleep_ms / a.elapsed_time(b))
+
+
 def host_gpu_ms(fns, rounds=15, calls=2, sleep_ms=40.0):
     """{name: (host ms, GPU ms, wall ms)} per call of each fn, interleaved in `rounds` rounds
     (the order rotated each round), medians. Host: the CPU time of `calls` forwards issued while
@@ -58,13 +70,7 @@ def host_gpu_ms(fns, rounds=15, calls=2, sleep_ms=40.0):
     no launch gaps). Wall: events around `calls` forwards issued with the GPU idle. A round whose
     enqueueing outlasted the sleep is dropped from the GPU figure (the GPU caught up with the
     host)."""
-    torch.cuda.synchronize()
-    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    a.record()
-    torch.cuda._sleep(10 ** 7)
-    b.record()
-    b.synchronize()
-    cycles = int(10 ** 7 * sleep_ms / a.elapsed_time(b))  # the sleep's clock, measured
+    cycles = sleep_cycles(sleep_ms)
     names = list(fns)
     for f in fns.values():
         f()
@@ -142,15 +148,7 @@ def module_host_us(model, x, rounds=7, calls=2, sleep_ms=40.0):
                                          m.register_forward_hook(post))]
     cuda = torch.cuda.is_available() and any(
         isinstance(t, torch.Tensor) and t.is_cuda for t in x)
-    cycles = 0
-    if cuda:
-        torch.cuda.synchronize()
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        torch.cuda._sleep(10 ** 7)
-        b.record()
-        b.synchronize()
-        cycles = int(10 ** 7 * sleep_ms / a.elapsed_time(b))
+    cycles = sleep_cycles(sleep_ms) if cuda else 0
     per_round = []
     try:
         model(*x)

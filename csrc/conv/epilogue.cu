@@ -1,7 +1,8 @@
-// The fused ops' elementwise epilogue pass, y = act(y [+ bias] + r) in fp32 (conv/epilogue.h): one flat,
-// vectorised kernel for a dense y and a residual of the same dense layout (or none), one indexed
-// kernel for every other pair of strides. Both are grid-stride loops with int64 indices, one
-// instantiation per dtype x activation x residual present / absent.
+// The fused ops' elementwise epilogue pass, y = act(y [+ bias] + r) in fp32 (conv/epilogue.h):
+// one flat, vectorised kernel for a dense y and a residual of the same dense layout (or none),
+// one indexed kernel for every other pair of strides. Both are grid-stride loops with int64
+// indices, one instantiation per dtype x activation x residual present / absent (the bias is a
+// run-time pointer).
 #include <algorithm>
 #include <utility>
 

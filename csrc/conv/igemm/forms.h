@@ -1,0 +1,117 @@
+#pragma once
+// The igemm path's GEMM forms on cuBLASLt (conv/igemm/blas.h) and what they share with the rest
+// of the path (conv/igemm/igemm.cpp, whose run4 picks them; the measurements behind each rule are
+// in conv/igemm/README.md): 1x1 layers as one GEMM over NHWC pixel rows or one per NCHW image,
+// 1x1 layers with a stride through a subsampled copy, conv1d over NCL through explicit columns
+// (im2col_cols), and the fp32 epilogue pass after a plain GEMM. Internal to the igemm path:
+// CUDA builds with CUTLASS (GPUKERN_WITH_CUTLASS) only.
+#include <ATen/ATen.h>
+
+#include <array>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <optional>
+
+#include "conv/igemm/blas.h"
+#include "conv/igemm/config.h"
+#include "conv/problem.h"
+
+namespace gpukern {
+namespace igemm_forms {
+
+using conv::IgemmDtype;
+
+constexpr int64_t kTmaBytes = 16;  // TMA: base addresses and strides in 16-byte units
+// GEMMs of at most this many rows (output pixels) run the conv kernel's 64x64 tile instead.
+constexpr int64_t kSmallGemmRows = 64;
+
+// The channel multiple of the kernels' 16-byte vectors.
+inline int64_t channel_align(const ConvProblem& p) { return kTmaBytes / p.elem_size; }
+
+// The 1x1 forms: stride 1, no padding (a dilation never applies to a single tap).
+inline bool pointwise(const ConvProblem& p) {
+  return p.KH == 1 && p.KW == 1 && p.stride_h == 1 && p.stride_w == 1 && p.pad_h == 0 &&
+         p.pad_w == 0 && p.OH == p.H && p.OW == p.W;
+}
+
+// GPUKERN_IGEMM_GEMM=0 in the environment sends 1x1 layers and stems to the conv kernel instead
+// of the GEMM forms (benchmarks compare the two; read on every call).
+inline bool gemm_enabled() {
+  const char* gemm_env = std::getenv("GPUKERN_IGEMM_GEMM");
+  return gemm_env == nullptr || std::strcmp(gemm_env, "0") != 0;
+}
+
+// GPUKERN_IGEMM_BLAS=0 in the environment sends 1x1 layers to the CUTLASS GEMMs instead of
+// cuBLASLt (benchmarks compare the two; read on every call).
+inline bool blas_enabled() {
+  const char* env = std::getenv("GPUKERN_IGEMM_BLAS");
+  return env == nullptr || std::strcmp(env, "0") != 0;
+}
+
+
+// Smallest NCHW plane (H * W) that runs the batched cuBLASLt form (kImages): on an H100, batch 16,
+// cuBLAS's batched GEMM ran ResNet-50's and MobileNetV3's 7x7 1x1 layers at 0.32-0.72x cuDNN in
+// bf16 (0.48-1.0x in fp32), where the CUTLASS path (NHWC conversion + GEMM) did better; from 14x14
+// up it matched cuDNN (benchmarks/pointwise_libs.py).
+constexpr int64_t kBlasMinImagePlane = 196;
+
+inline std::array<int64_t, 4> strides4(const at::Tensor& t) {
+  return {t.stride(0), t.stride(1), t.stride(2), t.stride(3)};
+}
+
+// The stride between pixel rows of a [N, C, H, W] tensor's NHWC pixels (uniform rows), else 0.
+int64_t pixel_rows_ld(int64_t N, int64_t C, int64_t H, int64_t W,
+                      const std::array<int64_t, 4>& s);
+// The channel stride when every channel plane is H * W contiguous elements (NCHW planes), else 0.
+int64_t plane_ld(int64_t C, int64_t H, int64_t W, const std::array<int64_t, 4>& s);
+
+// Residual: read through the output's layout (the epilogue's C has D's strides): in place when
+// its strides are those of d, else copied once into that layout.
+at::Tensor prepared_residual(const std::optional<at::Tensor>& residual, const at::Tensor& d);
+
+// A cuBLASLt GEMM of the igemm path, and whether the fused epilogue (bias, activation, residual)
+// runs as a separate pass after it (conv_epilogue_run with the bias: fp32 only, where one more
+// fp32 rounding of the product costs nothing measurable) instead of in cuBLASLt's epilogue.
+struct BlasPlan {
+  conv::BlasGemm g;
+  bool epilogue_pass = false;
+  // The cols form only: y's planes are not 16-byte aligned (an odd conv1d output length), so the
+  // GEMM writes an aligned [N, O, Lp] temporary that is copied into y (cuBLASLt ran an unaligned
+  // D at a tenth of the aligned speed: wav2vec2's 512 -> 512 layers, L = 6399, on an H100).
+  bool temp_out = false;
+};
+
+// The cuBLASLt form of a 1x1 stride-1 layer (x4 / y4 strides {sn, sc, sh, sw}, the weight's row
+// stride), or nothing where the CUTLASS path runs it.
+std::optional<BlasPlan> blas_gemm_of(const ConvProblem& p, IgemmDtype d,
+                                     const std::array<int64_t, 4>& xs,
+                                     const std::array<int64_t, 4>& ys, int64_t w_ld,
+                                     bool has_bias, bool has_residual);
+
+// Runs a BlasPlan with operands a and b into y4 (and the pass if the plan has one); false when
+// cuBLASLt has no algorithm (nothing launched). bias: prepared (contiguous, the dtype) or
+// undefined.
+bool run_blas_plan(const ConvProblem& p, const BlasPlan& plan, const void* a, const void* b,
+                   const at::Tensor& bias, const std::optional<at::Tensor>& residual,
+                   const at::Tensor& y4);
+
+// 1x1 with a stride over NCHW planes whose output takes the batched form: x4's sampled pixels
+// (subsampled, x4's memory format) and the stride-1 problem over them (subsampled_problem).
+bool strided_pointwise(const ConvProblem& p);
+at::Tensor subsampled(const ConvProblem& p, const at::Tensor& x4);
+ConvProblem subsampled_problem(const ConvProblem& p, const at::Tensor& xs);
+
+// The cols form of a conv1d over NCL (y's strides ys, whether y's data is 16-byte aligned), or
+// nothing where it does not apply.
+std::optional<BlasPlan> cols_gemm_of(const ConvProblem& p, IgemmDtype d,
+                                     const std::array<int64_t, 4>& ys, bool y_ptr_aligned,
+                                     bool has_bias, bool has_residual);
+// Runs p through the cols form when cols_gemm_of takes it (bias: prepared or undefined); false
+// when it does not apply or cuBLASLt has no algorithm (the caller runs the CUTLASS path).
+bool run_cols_gemm(const ConvProblem& p, IgemmDtype d, const at::Tensor& x4, const at::Tensor& w4,
+                   const at::Tensor& bias, const std::optional<at::Tensor>& residual,
+                   const at::Tensor& y4);
+
+}  // namespace igemm_forms
+}  // namespace gpukern
