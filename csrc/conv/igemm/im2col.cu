@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 
 #include "core/checks.h"
 #include "core/launch.cuh"
@@ -162,8 +163,6 @@ __global__ void __launch_bounds__(kThreads)
 // element a thread, was block-scheduling bound: 357 us for wav2vec2's [4, 1536, 6400] bf16
 // columns on an H100). Consecutive
 // threads take consecutive output positions: coalesced stores; loads stride_w elements apart.
-constexpr int kColsPerThread = 4;
-
 struct ColsParams {
   int H, W, KH, KW, OW;
   int stride_h, stride_w, pad_h, pad_w, dil_h, dil_w;
@@ -173,11 +172,15 @@ struct ColsParams {
   FastDiv div_ow;
 };
 
-template <typename E>
+// One 16-byte vector of consecutive columns per thread and step (Lp is a multiple of it): one
+// store instruction per vector, and the row's decode amortised over the vectors of the row. A
+// 1-D problem (OH == 1) skips the division by OW.
+template <typename E, bool k1d>
 __global__ void __launch_bounds__(kThreads)
     im2col_cols_kernel(const E* __restrict__ x, E* __restrict__ out, ColsParams a) {
+  constexpr int V = 16 / sizeof(E);
   const int taps = a.KH * a.KW;
-  constexpr int64_t kChunk = int64_t{kThreads} * kColsPerThread;
+  const int64_t step = static_cast<int64_t>(gridDim.x) * kThreads * V;
   for (int64_t row = blockIdx.y; row < a.rows; row += gridDim.y) {
     const int64_t n = row / a.Kp;
     const int k = static_cast<int>(row - n * a.Kp);
@@ -190,29 +193,28 @@ __global__ void __launch_bounds__(kThreads)
     E* o = out + row * a.Lp;
     const int dh = r * a.dil_h - a.pad_h;
     const int dw = s * a.dil_w - a.pad_w;
-    for (int64_t l0 = blockIdx.x * kChunk + threadIdx.x; l0 < a.Lp; l0 += gridDim.x * kChunk) {
-      E v[kColsPerThread];
+    for (int64_t l0 = (static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x) * V; l0 < a.Lp;
+         l0 += step) {
+      uint4 pack;
+      E* e = reinterpret_cast<E*>(&pack);
 #pragma unroll
-      for (int j = 0; j < kColsPerThread; ++j) {
-        const int64_t l = l0 + j * kThreads;
-        v[j] = 0;
+      for (int j = 0; j < V; ++j) {
+        const int64_t l = l0 + j;
+        E v = 0;
         if (real && l < a.L) {
           const int li = static_cast<int>(l);
-          const int oh = a.div_ow.div(li);
-          const int ow = li - oh * a.OW;
+          const int oh = k1d ? 0 : a.div_ow.div(li);
+          const int ow = k1d ? li : li - oh * a.OW;
           const int ih = oh * a.stride_h + dh;
           const int iw = ow * a.stride_w + dw;
           if (static_cast<unsigned>(ih) < static_cast<unsigned>(a.H) &&
               static_cast<unsigned>(iw) < static_cast<unsigned>(a.W)) {
-            v[j] = xr[static_cast<int64_t>(ih) * a.x_sh + static_cast<int64_t>(iw) * a.x_sw];
+            v = xr[static_cast<int64_t>(ih) * a.x_sh + static_cast<int64_t>(iw) * a.x_sw];
           }
         }
+        e[j] = v;
       }
-#pragma unroll
-      for (int j = 0; j < kColsPerThread; ++j) {
-        const int64_t l = l0 + j * kThreads;
-        if (l < a.Lp) o[l] = v[j];
-      }
+      *reinterpret_cast<uint4*>(o + l0) = pack;
     }
   }
 }
@@ -347,23 +349,24 @@ at::Tensor im2col_cols(const ConvProblem& p, const at::Tensor& x4) {
                                                   at::MemoryFormat::Contiguous));
   if (out.numel() == 0) return out;
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream(x4.device().index()).stream();
-  // Rows across grid.y, about 16 blocks per SM in all; a row's columns across grid.x only past
-  // 16 chunks a row, so that each thread amortises the row's index decode over many columns (with
-  // 4 columns a thread per row the kernel was bound by that decode: 142 us for the same bf16
-  // columns, 39 M elements).
-  const int64_t chunk = int64_t{conv::kThreads} * conv::kColsPerThread * 16;
+  // Rows across grid.y, about 16 blocks per SM in all; a row's vectors across one block (grid.x
+  // only past 4 vectors a thread), so that each thread amortises the row's decode.
+  const int64_t vec = 16 / es;
+  const int64_t chunk = int64_t{conv::kThreads} * vec * 4;
   const int64_t gx = std::min<int64_t>((a.Lp + chunk - 1) / chunk, 1024);
   const int64_t want = device_props().multiProcessorCount * int64_t{16};
   const int64_t gy = std::max<int64_t>(1, std::min<int64_t>({a.rows, 65535, (want + gx - 1) / gx}));
   const dim3 grid(static_cast<unsigned>(gx), static_cast<unsigned>(gy));
+  const bool one_d = p.OH == 1;
+  auto launch = [&](auto tag, auto d1) {
+    using E = decltype(tag);
+    conv::im2col_cols_kernel<E, decltype(d1)::value><<<grid, conv::kThreads, 0, stream>>>(
+        static_cast<const E*>(x4.const_data_ptr()), static_cast<E*>(out.data_ptr()), a);
+  };
   if (es == 2) {
-    conv::im2col_cols_kernel<uint16_t><<<grid, conv::kThreads, 0, stream>>>(
-        static_cast<const uint16_t*>(x4.const_data_ptr()), static_cast<uint16_t*>(out.data_ptr()),
-        a);
+    one_d ? launch(uint16_t{}, std::true_type{}) : launch(uint16_t{}, std::false_type{});
   } else {
-    conv::im2col_cols_kernel<uint32_t><<<grid, conv::kThreads, 0, stream>>>(
-        static_cast<const uint32_t*>(x4.const_data_ptr()), static_cast<uint32_t*>(out.data_ptr()),
-        a);
+    one_d ? launch(uint32_t{}, std::true_type{}) : launch(uint32_t{}, std::false_type{});
   }
   GK_CHECK_LAUNCH();
   return out;
