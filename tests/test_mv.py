@@ -228,6 +228,13 @@ def test_mv_algorithm_query():
     assert torch_ops.algorithm("mv", _meta(256, 128).t(), _meta(256)) == "cols_short"  # M 128
     assert torch_ops.algorithm("mv", _meta(257, 256).t(), _meta(257)) == "cols_short"  # N 257
     assert torch_ops.algorithm("mv", _meta(16, 256).t(), _meta(16)) == "cols_short"  # N 16
+    # Column-major 16-bit with M * N <= 2^15: rows (fp32 keeps cols_short).
+    sb = torch.empty(4096, 64, device="meta", dtype=torch.bfloat16)
+    sv = torch.empty(4096, device="meta", dtype=torch.bfloat16)
+    assert torch_ops.algorithm("mv", sb[:1024, :6].t(), sv[:1024]) == "rows"
+    assert torch_ops.algorithm("mv", sb[:512, :64].t(), sv[:512]) == "rows"  # 2^15
+    assert torch_ops.algorithm("mv", sb[:513, :64].t(), sv[:513]) == "cols_short"
+    assert torch_ops.algorithm("mv", _meta(1024, 6).t(), _meta(1024)) == "cols_short"
     # Column-major with few rows (M <= 256) or short rows (N <= 16) otherwise: cols_short, also
     # when the storage rows are not 16-byte multiples (element by element).
     assert torch_ops.algorithm("mv", _meta(1 << 20, 64).t(), _meta(1 << 20)) == "cols_short"
