@@ -98,7 +98,8 @@ CPU_REPS, CPU_QUICK_REPS = 5, 3
 QUICK_MAX_LAYERS = 5
 
 # The fused op's activations (one run-time enum in the epilogue).
-FUSED_ACTS = ("relu", "relu6", "silu", "gelu", "gelu_tanh", "hardswish", "sigmoid")
+FUSED_ACTS = ("relu", "relu6", "silu", "gelu", "gelu_tanh", "hardswish", "sigmoid",
+              "hardsigmoid")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -435,6 +436,8 @@ def apply_act(y, act, inplace):
         return F.hardswish(y, inplace=inplace)
     if act == "sigmoid":
         return y.sigmoid_() if inplace else torch.sigmoid(y)
+    if act == "hardsigmoid":
+        return F.hardsigmoid(y, inplace=inplace)
     if act in ("gelu", "gelu_tanh"):
         return F.gelu(y, approximate="tanh" if act == "gelu_tanh" else "none")
     raise ValueError(f"unknown activation {act!r}")

@@ -66,7 +66,8 @@ const char* const kPublicOps[] = {
     "conv2d.padding(Tensor input, Tensor weight, Tensor? bias=None, SymInt[2] stride=1, "
     "str padding=\"valid\", SymInt[2] dilation=1, SymInt groups=1) -> Tensor",
     // Fused conv1d: y = act(conv1d(...) + bias [+ residual]); activation "none", "relu",
-    // "relu6", "silu", "gelu", "gelu_tanh", "hardswish", "sigmoid"; residual of exactly the
+    // "relu6", "silu", "gelu", "gelu_tanh", "hardswish", "sigmoid", "hardsigmoid"; residual of
+    // exactly the
     // output's shape (any strides), or None.
     "conv1d_fused(Tensor input, Tensor weight, Tensor? bias=None, SymInt[1] stride=1, "
     "SymInt[1] padding=0, SymInt[1] dilation=1, SymInt groups=1, str activation=\"none\", "

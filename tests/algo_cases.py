@@ -180,6 +180,7 @@ ACTIVATIONS = {
     "gelu_tanh": lambda y: torch.nn.functional.gelu(y, approximate="tanh"),
     "hardswish": torch.nn.functional.hardswish,
     "sigmoid": torch.sigmoid,
+    "hardsigmoid": torch.nn.functional.hardsigmoid,
 }
 
 

@@ -213,6 +213,7 @@ ACTS = {
     "gelu_tanh": lambda t: F.gelu(t, approximate="tanh"),
     "hardswish": F.hardswish,
     "sigmoid": torch.sigmoid,
+    "hardsigmoid": F.hardsigmoid,
 }
 ACT_CODES = {name: i for i, name in enumerate(ACTS)}  # device/activation.cuh's ActKind order
 

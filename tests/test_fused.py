@@ -19,7 +19,8 @@ pytestmark = pytest.mark.filterwarnings("ignore:Using padding='same' with even k
 
 ops = torch.ops.gpukern
 ALL_DTYPES = FLOAT_DTYPES + [torch.float64]
-ACTS = ["none", "relu", "relu6", "silu", "gelu", "gelu_tanh", "hardswish", "sigmoid"]
+ACTS = ["none", "relu", "relu6", "silu", "gelu", "gelu_tanh", "hardswish", "sigmoid",
+        "hardsigmoid"]
 REF_ACT = {
     "none": lambda t: t,
     "relu": F.relu,
@@ -29,6 +30,7 @@ REF_ACT = {
     "gelu_tanh": lambda t: F.gelu(t, approximate="tanh"),
     "hardswish": F.hardswish,
     "sigmoid": torch.sigmoid,
+    "hardsigmoid": F.hardsigmoid,
 }
 
 
@@ -332,7 +334,7 @@ def test_errors(device):
         for bad in ("tanh", "ReLU", "", "gelu_erf"):
             with pytest.raises(ValueError, match=rf"^gpukern::{op}: activation must be one of "
                                r"'none', 'relu', 'relu6', 'silu', 'gelu', 'gelu_tanh', "
-                               rf"'hardswish', 'sigmoid', got '{bad}'"):
+                               rf"'hardswish', 'sigmoid', 'hardsigmoid', got '{bad}'"):
                 call(activation=bad)
         # Shapes torch's `y + r` would broadcast are rejected: the exact shape is required.
         for bad_r in (res[:1], res[0], res[..., :1], res.unsqueeze(0), res[:, :3]):

@@ -50,7 +50,8 @@ pytestmark = [
     pytest.mark.filterwarnings("ignore:The CUDA Graph is empty"),
 ]
 
-ACT_CYCLE = ["relu", "silu", "gelu", "gelu_tanh", "hardswish", "sigmoid", "relu6", "none"]
+ACT_CYCLE = ["relu", "silu", "gelu", "gelu_tanh", "hardswish", "sigmoid", "relu6", "hardsigmoid",
+             "none"]
 REDUCE_OPS = ["sum", "mean", "amax", "amin"]
 MODES = ["full", "same", "valid"]
 

@@ -81,7 +81,7 @@ def _fused_cases(device):
     return [
         (lambda: f2(x2, w2, None, [1], [1], [1], 2, "tanh"), ValueError,
          "gpukern::conv2d_fused: activation must be one of 'none', 'relu', 'relu6', 'silu', "
-         "'gelu', 'gelu_tanh', 'hardswish', 'sigmoid', got 'tanh'"),
+         "'gelu', 'gelu_tanh', 'hardswish', 'sigmoid', 'hardsigmoid', got 'tanh'"),
         (lambda: f1(x1, w1, None, [1], [1], [1], 2, "relu", _t(6, 16, device=device)),
          RuntimeError,
          r"gpukern::conv1d_fused: expected residual of exactly the output's shape \[2, 6, 16\] "

@@ -55,7 +55,8 @@ MODELS = {
     "resnet18": (tvm.resnet18, {}, {"bn+relu": 9, "bn+add+relu": 8, "bn": 3}),
     "resnet50": (tvm.resnet50, {}, {"bn+relu": 33, "bn+add+relu": 16, "bn": 4}),
     "mobilenet_v3_small": (tvm.mobilenet_v3_small, {},
-                           {"bn+hardswish": 18, "relu": 9, "bn+add": 6, "bn+relu": 5, "bn": 5}),
+                           {"bn+hardswish": 18, "relu": 9, "hardsigmoid": 9, "bn+add": 6,
+                            "bn+relu": 5, "bn": 5}),
     "convnext_tiny": (tvm.convnext_tiny, {"layer_scale": 0.5}, {}),
 }
 

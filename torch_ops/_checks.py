@@ -243,7 +243,8 @@ def conv_check(op: str, nsp: int, input: torch.Tensor, weight: torch.Tensor,
 
 #: The activations of conv1d_fused / conv2d_fused, in the order of their ActKind codes
 #: (csrc/device/activation.cuh).
-ACTIVATIONS = ("none", "relu", "relu6", "silu", "gelu", "gelu_tanh", "hardswish", "sigmoid")
+ACTIVATIONS = ("none", "relu", "relu6", "silu", "gelu", "gelu_tanh", "hardswish", "sigmoid",
+               "hardsigmoid")
 
 
 def conv_fused_check(op: str, nsp: int, input: torch.Tensor, weight: torch.Tensor,

@@ -60,7 +60,7 @@ def conv1d_fused(input: torch.Tensor, weight: torch.Tensor, bias: Optional[torch
     """``act(F.conv1d(input, weight, bias, ...) + residual)`` in one op: the convolution's
     arguments in every form :func:`conv1d` takes, then ``activation``, one of "none" (or None),
     "relu", "relu6", "silu", "gelu", "gelu_tanh" (``F.gelu(approximate="tanh")``), "hardswish",
-    "sigmoid", and an optional ``residual`` of exactly the output's shape (not broadcast), the
+    "sigmoid", "hardsigmoid", and an optional ``residual`` of exactly the output's shape (not broadcast), the
     input's dtype and device, any strides. The epilogue is computed in the accumulation type
     (float32; float64 for float64) and rounded once on CPU and in the tensor-core path; the other
     CUDA paths round conv + bias to the dtype first. The result's layout is the convolution's."""

@@ -12,9 +12,9 @@ A block starts at a ``torch.nn.Conv1d`` / ``Conv2d`` (exactly those classes, or 
   side. When the add writes in place into the *other* operand (``other += block``), that operand
   must have no other use (the rewrite does not mutate it);
 * an activation: the modules ``nn.ReLU``, ``ReLU6``, ``SiLU``, ``GELU`` (approximate 'none' or
-  'tanh'), ``Hardswish``, ``Sigmoid`` and the calls ``F.relu``, ``torch.relu``, ``torch.relu_``,
-  ``F.relu6``, ``F.silu``, ``F.gelu``, ``F.hardswish``, ``torch.sigmoid``, ``Tensor.relu(_)``,
-  ``Tensor.sigmoid(_)``, in-place variants included.
+  'tanh'), ``Hardswish``, ``Sigmoid``, ``Hardsigmoid`` and the calls ``F.relu``, ``torch.relu``,
+  ``torch.relu_``, ``F.relu6``, ``F.silu``, ``F.gelu``, ``F.hardswish``, ``F.hardsigmoid``,
+  ``torch.sigmoid``, ``Tensor.relu(_)``, ``Tensor.sigmoid(_)``, in-place variants included.
 
 Every intermediate value must be used only by the next step (a BatchNorm output read twice ends
 the block before it). A block is at least the convolution plus one of the three.
@@ -55,10 +55,10 @@ for _torch_cls, _gk_cls in GPUKERN_CLASS.items():
     _BN_FOR[_gk_cls] = _BN_FOR[_torch_cls]
 
 _ACT_MODULES = {nn.ReLU: "relu", nn.ReLU6: "relu6", nn.SiLU: "silu", nn.Hardswish: "hardswish",
-                nn.Sigmoid: "sigmoid"}
+                nn.Sigmoid: "sigmoid", nn.Hardsigmoid: "hardsigmoid"}
 _ACT_FUNCTIONS = {F.relu: "relu", torch.relu: "relu", torch.relu_: "relu", F.relu6: "relu6",
                   F.silu: "silu", F.hardswish: "hardswish", torch.sigmoid: "sigmoid",
-                  F.sigmoid: "sigmoid"}
+                  F.sigmoid: "sigmoid", F.hardsigmoid: "hardsigmoid"}
 _ACT_METHODS = {"relu": "relu", "relu_": "relu", "sigmoid": "sigmoid", "sigmoid_": "sigmoid"}
 _ADD_FUNCTIONS = (operator.add, operator.iadd, torch.add)
 
@@ -125,7 +125,8 @@ def _act_of(node: torch.fx.Node, cur: torch.fx.Node, modules) -> Optional[str]:
             return None
         extra.pop("inplace", None)  # F.relu(x, inplace=True) and the like
         positional_ok = len(node.args) == 1 or (len(node.args) == 2 and isinstance(
-            node.args[1], bool) and node.target in (F.relu, F.relu6, F.silu, F.hardswish))
+            node.args[1], bool) and node.target in (F.relu, F.relu6, F.silu, F.hardswish,
+                                                    F.hardsigmoid))
         return name if positional_ok and not extra else None
     if node.op == "call_method":
         if node.args[:1] != (cur,) or len(node.args) != 1 or node.kwargs:

@@ -151,7 +151,8 @@ GPUKERN_CLASS = {torch.nn.Conv1d: Conv1d, torch.nn.Conv2d: Conv2d}
 # Fused blocks
 
 #: The fused op's activations ("none": no activation).
-ACTIVATIONS = ("none", "relu", "relu6", "silu", "gelu", "gelu_tanh", "hardswish", "sigmoid")
+ACTIVATIONS = ("none", "relu", "relu6", "silu", "gelu", "gelu_tanh", "hardswish", "sigmoid",
+               "hardsigmoid")
 
 
 def has_fused_op(op: str) -> bool:
@@ -175,6 +176,8 @@ def apply_activation(y: torch.Tensor, activation: str, inplace: bool = False) ->
         return F.gelu(y, approximate="tanh")
     if activation == "hardswish":
         return F.hardswish(y, inplace=inplace)
+    if activation == "hardsigmoid":
+        return F.hardsigmoid(y, inplace=inplace)
     if activation == "sigmoid":
         return y.sigmoid_() if inplace else torch.sigmoid(y)
     raise ValueError(f"unknown activation {activation!r}; expected one of {ACTIVATIONS}")

@@ -226,9 +226,10 @@ ConvProblem make_conv_problem(const ConvArgs& a, const at::Tensor& x, const at::
 namespace {
 constexpr const char* kActNames[kActCount] = {"none",      "relu",      "relu6",
                                               "silu",      "gelu",      "gelu_tanh",
-                                              "hardswish", "sigmoid"};
+                                              "hardswish", "sigmoid",   "hardsigmoid"};
 static_assert(kActNone == 0 && kActRelu == 1 && kActRelu6 == 2 && kActSilu == 3 &&
-                  kActGelu == 4 && kActGeluTanh == 5 && kActHardswish == 6 && kActSigmoid == 7,
+                  kActGelu == 4 && kActGeluTanh == 5 && kActHardswish == 6 && kActSigmoid == 7 &&
+                  kActHardsigmoid == 8,
               "kActNames follows the ActKind codes");
 }  // namespace
 

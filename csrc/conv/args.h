@@ -57,7 +57,7 @@ ConvProblem make_conv_problem(const ConvArgs& args, const at::Tensor& x, const a
 
 // The fused ops (conv{1,2}d_fused): y = act(conv(x, w) + bias [+ residual]).
 // The ActKind code (device/activation.cuh) of an activation name: "none", "relu", "relu6", "silu",
-// "gelu", "gelu_tanh", "hardswish", "sigmoid"; another name raises ValueError
+// "gelu", "gelu_tanh", "hardswish", "sigmoid", "hardsigmoid"; another name raises ValueError
 // "gpukern::<op>: activation must be one of 'none', ..., got '<name>'".
 int conv_activation(const char* op, std::string_view name);
 // The residual's checks (RuntimeError, as torch for mixed devices and dtypes): input's device,

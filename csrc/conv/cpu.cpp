@@ -50,6 +50,9 @@ double cpu_activate(double v) {
     return v * (t < 0.0 ? 0.0 : (t > 6.0 ? 6.0 : t)) / 6.0;
   } else if constexpr (kind == kActSigmoid) {
     return 1.0 / (1.0 + std::exp(-v));
+  } else if constexpr (kind == kActHardsigmoid) {
+    const double t = v + 3.0;
+    return (t < 0.0 ? 0.0 : (t > 6.0 ? 6.0 : t)) / 6.0;
   } else {
     return v;
   }

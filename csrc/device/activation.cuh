@@ -23,8 +23,9 @@ enum ActKind : int {
   kActGeluTanh = 5,   // F.gelu(approximate="tanh")
   kActHardswish = 6,  // F.hardswish
   kActSigmoid = 7,    // torch.sigmoid
+  kActHardsigmoid = 8,  // F.hardsigmoid (MobileNetV3's squeeze-excitation scale)
 };
-constexpr int kActCount = 8;
+constexpr int kActCount = 9;
 
 // One activation, fixed at compile time (kind: an ActKind).
 template <int kind>
@@ -45,6 +46,9 @@ GK_HD float activate_k(float v) {
     return v * (t < 0.f ? 0.f : (t > 6.f ? 6.f : t)) * (1.f / 6.f);
   } else if constexpr (kind == kActSigmoid) {
     return 1.f / (1.f + expf(-v));
+  } else if constexpr (kind == kActHardsigmoid) {
+    const float t = v + 3.f;
+    return (t < 0.f ? 0.f : (t > 6.f ? 6.f : t)) * (1.f / 6.f);
   } else {
     return v;
   }
@@ -62,6 +66,7 @@ GK_HD void with_activation(int kind, F&& f) {
     case kActGeluTanh: f(std::integral_constant<int, kActGeluTanh>{}); return;
     case kActHardswish: f(std::integral_constant<int, kActHardswish>{}); return;
     case kActSigmoid: f(std::integral_constant<int, kActSigmoid>{}); return;
+    case kActHardsigmoid: f(std::integral_constant<int, kActHardsigmoid>{}); return;
     default: f(std::integral_constant<int, kActNone>{}); return;
   }
 }
