@@ -193,6 +193,40 @@ def conv_ref(nsp, x, w, b=None, activation="none", residual=None, **kw):
     return ACTIVATIONS[activation](y)
 
 
+# The algorithms whose kernels apply the fused ops' epilogue act(acc + bias + residual) to their
+# fp32 accumulator (csrc/conv/dispatch_1d.cu / dispatch_2d.cu algorithm_fuses_epilogue). The
+# others round conv + bias to the output dtype, then the epilogue pass applies act(y + residual)
+# (csrc/conv/epilogue.h: one more rounding in float16 / bfloat16).
+NATIVE_EPILOGUE = {
+    1: {"igemm"},
+    2: {"igemm", "depthwise_strided", "depthwise_nhwc_tile", "depthwise_small",
+        "depthwise_nhwc_reg"},
+}
+
+_UNIT_ROUNDOFF = {torch.float16: 2.0 ** -11, torch.bfloat16: 2.0 ** -8}
+
+
+def epilogue_rounding_allowance(nsp, x, w, b, activation="none", residual=None, **kw):
+    """The error one rounding of conv + bias to x's dtype can cause in act(conv + bias +
+    residual), per element, in float64: |act(t +- d) - act(t)| at t = conv + bias + residual,
+    d = |conv + bias| * the dtype's unit roundoff. The extra rounding of the algorithms without a
+    native epilogue (NATIVE_EPILOGUE), which epilogue.h documents: where the activation is
+    steep relative to its output (hardswish near -3: a pre-activation of 3 with an output of
+    0.02), it exceeds the output-relative tolerance while the result is as accurate as the
+    documented two-rounding computation (and torch's unfused sequence) allows. Zero for
+    float32."""
+    u = _UNIT_ROUNDOFF.get(x.dtype)
+    if u is None:
+        return None
+    conv = torch.nn.functional.conv1d if nsp == 1 else torch.nn.functional.conv2d
+    pre = conv(x.double(), w.double(), None if b is None else b.double(), **kw)
+    t = pre if residual is None else pre + residual.double()
+    d = pre.abs() * u
+    act = ACTIVATIONS[activation]
+    a0 = act(t)
+    return torch.maximum((act(t + d) - a0).abs(), (act(t - d) - a0).abs())
+
+
 def conv_output_shape(nsp, x, w, **kw):
     conv = torch.nn.functional.conv1d if nsp == 1 else torch.nn.functional.conv2d
     return conv(x.to("meta"), w.to("meta"), None, **kw).shape
