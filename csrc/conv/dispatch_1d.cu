@@ -9,6 +9,7 @@
 
 #include "conv/dispatch.h"
 #include "conv/epilogue.h"
+#include "conv/igemm/blas.h"
 #include "conv/igemm/igemm.h"
 #include "conv/launch_1d.h"
 #include "core/algo_table.h"
@@ -139,6 +140,7 @@ std::string conv1d_cuda_algorithm(const ConvProblem& p) { return algo_table().na
 
 void conv1d_cuda_run(const ConvProblem& p, const at::Tensor& x) {
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
+  if (igemm_built()) conv::blas_prepare_handle(stream);  // before any capture needs it
   const Conv1dAlgo algo = choose(p);
   if (algo == Conv1dAlgo::kIgemm) {
     igemm_run(p, x);  // its own dtype switch and layouts

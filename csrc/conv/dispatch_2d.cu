@@ -9,6 +9,7 @@
 #include "conv/direct/direct2d.h"
 #include "conv/dispatch.h"
 #include "conv/epilogue.h"
+#include "conv/igemm/blas.h"
 #include "conv/igemm/igemm.h"
 #include "core/algo_table.h"
 #include "core/checks.h"
@@ -203,6 +204,7 @@ std::string conv2d_cuda_algorithm(const ConvProblem& p) { return kTable.name(cho
 void conv2d_cuda_run(const ConvProblem& p, const at::Tensor& x) {
   const Algo a = choose(p);
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream(x.device().index()).stream();
+  if (igemm_built()) conv::blas_prepare_handle(stream);  // before any capture needs it
   if (a == Algo::kIgemm) {
     igemm_run(p, x);  // its own dtype switch, layouts and workspace
   } else {

@@ -133,6 +133,19 @@ void build(Plan& plan, const BlasGemm& g, const std::array<uint32_t, 4>& align,
 
 bool blas_act_supported(int act) { return act == kActNone || act == kActRelu; }
 
+void blas_prepare_handle(cudaStream_t stream) {
+  thread_local uint64_t ready = 0;  // a bit per device index below 64
+  const int device = c10::cuda::current_device();
+  const uint64_t bit = device < 64 ? uint64_t{1} << device : 0;
+  if ((ready & bit) != 0) return;
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  C10_CUDA_CHECK(cudaStreamIsCapturing(stream, &status));
+  if (status != cudaStreamCaptureStatusNone) return;
+  at::cuda::getCurrentCUDABlasLtHandle();
+  at::cuda::getCUDABlasLtWorkspace();
+  ready |= bit;
+}
+
 bool blas_gemm_run(const BlasGemm& g, const BlasPointers& p, cudaStream_t stream) {
   if (!blas_act_supported(g.act)) return false;
   const int64_t es = elem_size(g.dtype);

@@ -62,5 +62,13 @@ bool blas_act_supported(int act);
 // Errors from cuBLASLt raise.
 bool blas_gemm_run(const BlasGemm& g, const BlasPointers& p, cudaStream_t stream);
 
+// Creates torch's cuBLASLt handle and workspace for the current device and thread unless `stream`
+// is capturing a CUDA graph (cublasCreate inside a capture fails, CUBLAS_STATUS_NOT_INITIALIZED,
+// and invalidates the capture). The CUDA conv entry points call it on every call, so that a graph
+// captured after any earlier gpukern conv call of the thread on that device finds the handle
+// made; once made, one thread-local bit test. (A capture that is the thread's very first gpukern
+// conv call and runs a cuBLASLt form still fails, as torch.mm does: warm up before capture.)
+void blas_prepare_handle(cudaStream_t stream);
+
 }  // namespace conv
 }  // namespace gpukern
