@@ -14,7 +14,8 @@ fused blocks where no fused measurement exists). Per cell:
 - every row at least --margin (1.05) faster on gpukern: a gpukern rule for the whole cell;
 - every row below: a torch rule (documentation: unmatched calls run torch anyway);
 - mixed: the cell is split recursively (a small decision tree, at most MAX_DEPTH levels) on the
-  output plane size and the input and output channel counts, each split the one that puts the
+  output plane size, the input and output channel counts and the filter's taps (a 7x7
+  depthwise layer apart from a 3x3 one), each split the one that puts the
   most calls into a side whose rows are all at least --margin faster (else the one leaving the
   fewest misplaced calls); every leaf whose rows are all that fast becomes a gpukern rule bounded
   by its rows' ranges (the tightest box around them, so a shape between measured ones that fell
@@ -82,7 +83,7 @@ def _src(rows, files, what):
 
 
 #: The features a cell is split on (rule_key's fields), and how deep the splits go.
-FEATURES = ("out_px", "in_ch", "out_ch")
+FEATURES = ("out_px", "in_ch", "out_ch", "taps")
 MAX_DEPTH = 3
 #: A plain convolution (no fused epilogue) goes to gpukern only where it also saves at least this
 #: much GPU time per call: its only gain is kernel time, while its host cost per call is above
@@ -162,7 +163,8 @@ def derive(meas, margin=policy.MARGIN):
                                c["layout"], c["fused"], b["out_px"][0], b["out_px"][1], path,
                                source, in_ch_min=b["in_ch"][0], in_ch_max=b["in_ch"][1],
                                out_ch_min=b["out_ch"][0], out_ch_max=b["out_ch"][1],
-                               m_px_min=b["m_px"][0], m_px_max=b["m_px"][1])
+                               m_px_min=b["m_px"][0], m_px_max=b["m_px"][1],
+                               taps_min=b["taps"][0], taps_max=b["taps"][1])
         nobounds = {f: (None, None) for f in FEATURES + ("m_px",)}
         leaves = _leaves(pts, margin)
         if len(leaves) == 1 and not leaves[0][1]:
@@ -188,7 +190,7 @@ def render(rules):
     for r in rules:
         ch = "".join(f", {f}={getattr(r, f)!r}" for f in
                      ("in_ch_min", "in_ch_max", "out_ch_min", "out_ch_max", "m_px_min",
-                      "m_px_max")
+                      "m_px_max", "taps_min", "taps_max")
                      if getattr(r, f) is not None)
         lines.append(f"    Rule({r.arch!r}, {r.op!r}, {r.kind!r}, {r.stride!r}, {r.dtype!r}, "
                      f"{r.layout!r}, {r.fused!r}, {r.out_px_min!r}, {r.out_px_max!r}, "
