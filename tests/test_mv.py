@@ -198,7 +198,8 @@ def test_mv_algorithm_query():
     assert torch_ops.algorithm("mv", a, v) == "rows_short"  # fp32 rows up to 32 KB, M >= 4096
     assert torch_ops.algorithm("mv", a.t(), v) == "cols_vec"
     # Short aligned rows (at most 1 KB): rows_short, except 16-bit rows of 512 bytes to 1 KB with
-    # 4096 <= M, M * N <= 2^25 (rows_mma). fp32 rows up to 32 KB with M >= 4096: rows_short too.
+    # 4096 <= M, M * N <= 2^25 (rows_mma). fp32 rows up to 32 KB with M >= 4096 (up to 6 KB with
+    # M >= 1024): rows_short too.
     assert torch_ops.algorithm("mv", _meta(4096, 256), _meta(256)) == "rows_short"
     assert torch_ops.algorithm("mv", _meta(1 << 20, 16), _meta(16)) == "rows_short"
     assert torch_ops.algorithm("mv", _meta(4096, 257)[:, :256], _meta(256)) == "rows_vec"  # s0 % 4
@@ -208,6 +209,10 @@ def test_mv_algorithm_query():
     assert torch_ops.algorithm("mv", _meta(4096, 8196), _meta(8196)) == "rows_vec"  # over 32 KB
     assert torch_ops.algorithm("mv", _meta(1024, 512), _meta(512)) == "rows_short"  # M >= 1024
     assert torch_ops.algorithm("mv", _meta(1023, 512), _meta(512)) == "rows_vec"  # M < 1024
+    # 1024 <= M < 4096: rows_short only up to 6 KB rows (1024 x 4096 fp32 lost on it).
+    assert torch_ops.algorithm("mv", _meta(1024, 1536), _meta(1536)) == "rows_short"
+    assert torch_ops.algorithm("mv", _meta(1024, 1540), _meta(1540)) == "rows_vec"
+    assert torch_ops.algorithm("mv", _meta(4095, 4096), _meta(4096)) == "rows_vec"
     assert torch_ops.algorithm("mv", _meta(256, 4096), _meta(4096)) == "rows_vec"
     assert torch_ops.algorithm("mv", _meta(4096, 256), _meta(512)[::2]) == "rows_vec"  # x strided
     b = torch.empty(65536, 512, device="meta", dtype=torch.bfloat16)
@@ -228,12 +233,18 @@ def test_mv_algorithm_query():
     assert torch_ops.algorithm("mv", _meta(256, 128).t(), _meta(256)) == "cols_short"  # M 128
     assert torch_ops.algorithm("mv", _meta(257, 256).t(), _meta(257)) == "cols_short"  # N 257
     assert torch_ops.algorithm("mv", _meta(16, 256).t(), _meta(16)) == "cols_short"  # N 16
-    # Column-major 16-bit with M * N <= 2^15: rows (fp32 keeps cols_short).
+    # Column-major 16-bit with M * N <= 2^15, M <= 256 and N >= 64: rows (fp32 keeps cols_short;
+    # tall and narrow ones, e.g. 4096 x 4, do not take rows).
     sb = torch.empty(4096, 64, device="meta", dtype=torch.bfloat16)
     sv = torch.empty(4096, device="meta", dtype=torch.bfloat16)
     assert torch_ops.algorithm("mv", sb[:1024, :6].t(), sv[:1024]) == "rows"
     assert torch_ops.algorithm("mv", sb[:512, :64].t(), sv[:512]) == "rows"  # 2^15
     assert torch_ops.algorithm("mv", sb[:513, :64].t(), sv[:513]) == "cols_short"
+    assert torch_ops.algorithm("mv", sb[:63, :6].t(), sv[:63]) != "rows"  # N 63
+    tall = torch.empty(4, 4096, device="meta", dtype=torch.bfloat16).t()  # 4096 x 4
+    assert torch_ops.algorithm("mv", tall, sv[:4]) != "rows"
+    tall = torch.empty(64, 257, device="meta", dtype=torch.bfloat16).t()  # 257 x 64: M 257
+    assert torch_ops.algorithm("mv", tall, sv[:64]) != "rows"
     assert torch_ops.algorithm("mv", _meta(1024, 6).t(), _meta(1024)) == "cols_short"
     # Column-major with few rows (M <= 256) or short rows (N <= 16) otherwise: cols_short, also
     # when the storage rows are not 16-byte multiples (element by element).

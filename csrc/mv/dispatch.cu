@@ -115,11 +115,17 @@ MvAlgo choose_auto(const MvProblem& s) {
   if (row_bytes <= 1024 && can(A::kRowsShort)) return A::kRowsShort;
   // fp32 4096^2: rows_short 18.5 vs rows_vec 22.0; 8192^2: 64.0 vs 64.9; sweep [4096, 384]: 0.19x;
   // H100 1536 x 1024: 2.9 vs rows_vec 7.7 (torch 6.7; benchmarks/algos.py).
-  if (f32 && row_bytes <= 32768 && s.M >= 1024 && can(A::kRowsShort)) return A::kRowsShort;
-  // Small column-major 16-bit problems (M * N <= 2^15): H100, A.t bf16 6 x 1024 rows 1.9 vs
-  // cols_short 3.3, 64 x 384 1.8 vs 4.5, 6 x 4096 4.0 vs 6.9 (benchmarks/algos.py; the sweep had
-  // 40 of its 107 such bf16 points below 0.97x torch, fp32 2 of 107: fp32 keeps cols_short).
-  if (s.s0 == 1 && s.elem_size == 2 && s.M * s.N <= (1 << 15)) return A::kRows;
+  // Not for 1024-4095 rows of 16-24 KB: the quick sweep's 1024 x 4096 / 6144 fell from 1.08x /
+  // 1.12x torch to 0.64x / 0.49x on rows_short (1024-1536 x 384-1536 gained: 0.4-0.9x -> 1.0-1.7x).
+  if (f32 && row_bytes <= 32768 && s.M >= 1024 && (s.M >= 4096 || row_bytes <= 6144) &&
+      can(A::kRowsShort))
+    return A::kRowsShort;
+  // Small, short and wide column-major 16-bit problems (M * N <= 2^15, M <= 256, N >= 64): H100,
+  // A.t bf16 6 x 1024 rows 1.8 vs cols_short 3.3, 64 x 384 1.8 vs 4.5, 6 x 4096 4.1 vs 7.1,
+  // 200 x 160 1.8 vs 2.8 (benchmarks/algos.py; fp32 keeps cols_short). Tall ones lost on rows
+  // (quick sweep: A.t bf16 4096 x 4 8.7 us against torch's 1.9, 1536 x 16 4.0 against 2.3).
+  if (s.s0 == 1 && s.elem_size == 2 && s.M * s.N <= (1 << 15) && s.M <= 256 && s.N >= 64)
+    return A::kRows;
   // A.t 256 x 256: rows 2.0 vs cols_vec 2.8, cols_short 5.7 (bf16); 2.3 vs 2.5, 3.9 (fp32).
   if (s.s0 == 1 && s.M > 128 && s.M <= 256 && s.N > 16 && s.N <= 256) return A::kRows;
   // A.t fp32 64 x 2^20: cols_short 67.4 (torch 73.5); A.t bf16 2^20 x 16: 14.1 (torch 23.4).
