@@ -179,6 +179,13 @@ RedAlgo choose_auto(const ReduceLayout& L, const RedInput& in) {
   // 2.0-4.5 us on an H200).
   if (L.n_out < reduce::kColX && L.R * L.n_out <= kSegMaxSmallCols) return RedAlgo::kSeg;
   if (L.n_out <= kSegMaxOutputs && L.R * L.n_out <= kSegMaxTinyCols) return RedAlgo::kSeg;
+  // 9-16 reduced rows of a very wide 16-bit row (2^17 outputs and more): a thread per output
+  // (8x the threads of col_vec, whose single row lane walks the rows in rounds). H100,
+  // benchmarks/algos.py: [16, 262144] bf16 over dim 0 col 4.5 us against col_vec 9.4 (torch
+  // 3.8); [16, 393216] 5.8 against 11.7 (torch 4.5); [24, 393216] col_vec stays ahead (6.0
+  // against 6.7). fp32 disagreed between shapes and keeps col_vec.
+  if (in.elem_size == 2 && L.R > 8 && L.R <= 16 && L.n_out >= (int64_t{1} << 17))
+    return RedAlgo::kCol;
   // Contiguous outputs, aligned rows: a 16-byte vector of outputs per thread.
   if (can_run(RedAlgo::kColVec, L, in)) return RedAlgo::kColVec;
   // Otherwise threads across outputs (coalesced along a row's outputs), R split across blocks
