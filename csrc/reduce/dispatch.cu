@@ -179,12 +179,15 @@ RedAlgo choose_auto(const ReduceLayout& L, const RedInput& in) {
   // 2.0-4.5 us on an H200).
   if (L.n_out < reduce::kColX && L.R * L.n_out <= kSegMaxSmallCols) return RedAlgo::kSeg;
   if (L.n_out <= kSegMaxOutputs && L.R * L.n_out <= kSegMaxTinyCols) return RedAlgo::kSeg;
-  // 9-16 reduced rows of a very wide 16-bit row (2^17 outputs and more): a thread per output
-  // (8x the threads of col_vec, whose single row lane walks the rows in rounds). H100,
-  // benchmarks/algos.py: [16, 262144] bf16 over dim 0 col 4.5 us against col_vec 9.4 (torch
-  // 3.8); [16, 393216] 5.8 against 11.7 (torch 4.5); [24, 393216] col_vec stays ahead (6.0
-  // against 6.7). fp32 disagreed between shapes and keeps col_vec.
-  if (in.elem_size == 2 && L.R > 8 && L.R <= 16 && L.n_out >= (int64_t{1} << 17))
+  // 13-16 reduced rows of a wide 16-bit row (2^17 to 2^20 outputs): a thread per output (8x
+  // the threads of col_vec, whose single row lane walks the rows in four rounds). H100,
+  // benchmarks/algos.py, bf16 over dim 0: [16, 131072] col 2.8 us against col_vec 4.1, [16,
+  // 262144] 4.5 against 4.9-9.4, [16, 393216] 5.7 against 11.6 (torch 3.3 / 3.6 / 4.5); the quick
+  // sweep's [16, 393216] sum 0.38x -> 0.78x. Not past it ([16, 2^20] fell from 1.24x to 0.64x on
+  // col), nor with fewer rows ([12, 262144] col_vec 4.6 against col 5.2, [9, 2^20] 7.9 against
+  // 10.6), nor fp32 (its shapes disagreed).
+  if (in.elem_size == 2 && L.R > 12 && L.R <= 16 && L.n_out >= (int64_t{1} << 17) &&
+      L.n_out < (int64_t{1} << 20))
     return RedAlgo::kCol;
   // Contiguous outputs, aligned rows: a 16-byte vector of outputs per thread.
   if (can_run(RedAlgo::kColVec, L, in)) return RedAlgo::kColVec;
