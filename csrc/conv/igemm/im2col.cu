@@ -222,22 +222,16 @@ __global__ void __launch_bounds__(kThreads)
 }  // namespace
 }  // namespace conv
 
-at::Tensor im2col_rows(const ConvProblem& p, const at::Tensor& x4, int64_t k_multiple) {
-  constexpr const char* op = "conv";
-  const int64_t es = x4.element_size();
-  GK_CHECK(es == 2 || es == 4, op, "im2col: unsupported element size ", es);
-  const int64_t vec = 16 / es;
-  GK_CHECK(k_multiple == vec, op, "im2col: k_multiple ", k_multiple, " is not 16 bytes (", vec,
-           " elements)");
-  GK_CHECK(im2col_fits(p, es), op, "im2col: the problem is outside the stem kernel's limits");
-  conv::Im2colParams a{};
-  a.N = static_cast<int>(p.N);
-  a.C = static_cast<int>(p.C);
+namespace {
+
+// The convolution window and x's strides, shared by the rows and the columns kernels' parameters
+// (RowsParams / ColsParams name these fields alike), and K = C * KH * KW.
+template <typename Params>
+void set_window(Params& a, const ConvProblem& p, const at::Tensor& x4) {
   a.H = static_cast<int>(p.H);
   a.W = static_cast<int>(p.W);
   a.KH = static_cast<int>(p.KH);
   a.KW = static_cast<int>(p.KW);
-  a.OH = static_cast<int>(p.OH);
   a.OW = static_cast<int>(p.OW);
   a.stride_h = static_cast<int>(p.stride_h);
   a.stride_w = static_cast<int>(p.stride_w);
@@ -250,6 +244,23 @@ at::Tensor im2col_rows(const ConvProblem& p, const at::Tensor& x4, int64_t k_mul
   a.x_sh = x4.stride(2);
   a.x_sw = x4.stride(3);
   a.K = static_cast<int>(p.C * p.KH * p.KW);
+}
+
+}  // namespace
+
+at::Tensor im2col_rows(const ConvProblem& p, const at::Tensor& x4, int64_t k_multiple) {
+  constexpr const char* op = "conv";
+  const int64_t es = x4.element_size();
+  GK_CHECK(es == 2 || es == 4, op, "im2col: unsupported element size ", es);
+  const int64_t vec = 16 / es;
+  GK_CHECK(k_multiple == vec, op, "im2col: k_multiple ", k_multiple, " is not 16 bytes (", vec,
+           " elements)");
+  GK_CHECK(im2col_fits(p, es), op, "im2col: the problem is outside the stem kernel's limits");
+  conv::Im2colParams a{};
+  a.N = static_cast<int>(p.N);
+  a.C = static_cast<int>(p.C);
+  a.OH = static_cast<int>(p.OH);
+  set_window(a, p, x4);
   a.Kp = static_cast<int>((a.K + k_multiple - 1) / k_multiple * k_multiple);
   a.M = p.N * p.OH * p.OW;
   a.pitch = static_cast<int>(a.Kp + 4 / es);  // one more 4-byte word per staged row
@@ -324,22 +335,7 @@ at::Tensor im2col_cols(const ConvProblem& p, const at::Tensor& x4) {
   GK_CHECK(es == p.elem_size && im2col_cols_fits(p), op,
            "im2col_cols: the problem is outside the kernel's limits");
   conv::ColsParams a{};
-  a.H = static_cast<int>(p.H);
-  a.W = static_cast<int>(p.W);
-  a.KH = static_cast<int>(p.KH);
-  a.KW = static_cast<int>(p.KW);
-  a.OW = static_cast<int>(p.OW);
-  a.stride_h = static_cast<int>(p.stride_h);
-  a.stride_w = static_cast<int>(p.stride_w);
-  a.pad_h = static_cast<int>(p.pad_h);
-  a.pad_w = static_cast<int>(p.pad_w);
-  a.dil_h = static_cast<int>(p.dil_h);
-  a.dil_w = static_cast<int>(p.dil_w);
-  a.x_sn = x4.stride(0);
-  a.x_sc = x4.stride(1);
-  a.x_sh = x4.stride(2);
-  a.x_sw = x4.stride(3);
-  a.K = static_cast<int>(p.C * p.KH * p.KW);
+  set_window(a, p, x4);
   a.Kp = static_cast<int>(im2col_cols_k(p));
   a.L = p.OH * p.OW;
   a.Lp = im2col_cols_ld(p);
