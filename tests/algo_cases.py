@@ -14,7 +14,8 @@ CONV1D = ["rowwise8", "rowwise16", "rowwise8_dilated", "general_ot1", "general_o
           "rowwise_reg", "rowwise_mma", "igemm"]
 CONV2D = ["depthwise_nhwc", "depthwise_rows", "depthwise_tma", "depthwise_plane",
           "depthwise_large", "depthwise_nchw", "general_staged", "general_direct", "igemm",
-          "depthwise_nhwc_tile", "depthwise_strided", "depthwise_nhwc_reg", "depthwise_small"]
+          "depthwise_nhwc_tile", "depthwise_strided", "depthwise_nhwc_reg", "depthwise_small",
+          "stem_direct"]
 MV = ["rows_vec", "rows", "cols_vec", "cols", "rows_mma", "rows_short", "cols_short"]
 REDUCE = ["small", "seg_contig", "seg", "row", "col_vec", "col", "row_vec", "seg_runs", "flat",
           "copy"]
@@ -87,6 +88,9 @@ def conv_cases(nsp, device="cuda"):
                 (r(2, 32, 9, 10).contiguous(memory_format=cl), r(48, 32, 1, 1), {}),
                 (r(2, 32, 40, 45).contiguous(memory_format=cl), r(96, 32, 1, 1), {}),
                 (r(2, 3, 33, 35), r(16, 3, 7, 7), dict(stride=2, padding=3)),
+                # an RGB stem over channels_last (stem_direct's channel-major staging)
+                (r(2, 3, 30, 41).contiguous(memory_format=cl), r(24, 3, 3, 3),
+                 dict(stride=2, padding=1)),
                 (r(0, 8, 9, 9), r(8, 8, 3, 3), dict(padding=1)),
             ]
     return cases
@@ -200,7 +204,7 @@ def conv_ref(nsp, x, w, b=None, activation="none", residual=None, **kw):
 NATIVE_EPILOGUE = {
     1: {"igemm"},
     2: {"igemm", "depthwise_strided", "depthwise_nhwc_tile", "depthwise_small",
-        "depthwise_nhwc_reg"},
+        "depthwise_nhwc_reg", "stem_direct"},
 }
 
 _UNIT_ROUNDOFF = {torch.float16: 2.0 ** -11, torch.bfloat16: 2.0 ** -8}

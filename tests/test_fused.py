@@ -438,10 +438,10 @@ def test_compile_fullgraph(device):
 
 ALGOS_2D = ["depthwise_nhwc", "depthwise_rows", "depthwise_tma", "depthwise_plane",
             "depthwise_large", "depthwise_nchw", "general_staged", "general_direct", "igemm",
-            "depthwise_nhwc_reg", "depthwise_small"]
+            "depthwise_nhwc_reg", "depthwise_small", "stem_direct"]
 # (N, C, H, W), O, (KH, KW), groups, stride, padding, dilation: depthwise shapes the depthwise
 # kernels take (3x3 'same' planes, 16-byte rows, 7x7, large filters), then grouped and dense
-# ones (igemm: C, O multiples of 8, 16-bit).
+# ones (igemm: C, O multiples of 8, 16-bit; stem_direct: an RGB stem).
 SHAPES_2D = [
     ((2, 3, 37, 64), 3, (3, 3), 3, 1, "same", 1),
     ((2, 4, 28, 28), 4, (3, 3), 4, 1, "same", 1),
@@ -453,6 +453,7 @@ SHAPES_2D = [
     ((1, 2, 20, 25), 4, (3, 2), 1, 3, 2, (1, 2)),
     ((2, 16, 12, 12), 32, (3, 3), 1, 1, 1, 1),
     ((2, 16, 9, 9), 24, (1, 1), 1, 2, 0, 1),
+    ((2, 3, 30, 31), 24, (3, 3), 1, 2, 1, 1),
 ]
 ALGOS_1D = ["rowwise8", "rowwise16", "rowwise8_dilated", "general_ot1", "general_ot4", "fft",
             "rowwise_reg", "rowwise_mma", "igemm"]

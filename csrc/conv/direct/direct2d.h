@@ -62,6 +62,13 @@ bool depthwise_nchw_can_run(const ConvProblem& p);
 template <typename T>
 void depthwise_nchw_run(const ConvProblem& p, cudaStream_t stream);
 
+// Dense convolution over 1-4 input channels (image stems): 3/5/7 square filters, stride 1 or 2,
+// taps and a window staged in shared memory, kStemPx pixels x 16 output channels a thread, the
+// fused epilogue in registers (stem.cuh).
+bool stem_direct_can_run(const ConvProblem& p);
+template <typename T>
+void stem_direct_run(const ConvProblem& p, cudaStream_t stream);
+
 bool general_staged_can_run(const ConvProblem& p);
 template <typename T>
 void general_staged_run(const ConvProblem& p, cudaStream_t stream);
