@@ -11,7 +11,7 @@ import torch
 
 # Every algorithm name of each family's dispatch table (csrc/*/dispatch*.cu).
 CONV1D = ["rowwise8", "rowwise16", "rowwise8_dilated", "general_ot1", "general_ot4", "fft",
-          "rowwise_reg", "rowwise_mma", "igemm"]
+          "rowwise_reg", "rowwise_mma", "igemm", "grouped_reg"]
 CONV2D = ["depthwise_nhwc", "depthwise_rows", "depthwise_tma", "depthwise_plane",
           "depthwise_large", "depthwise_nchw", "general_staged", "general_direct", "igemm",
           "depthwise_nhwc_tile", "depthwise_strided", "depthwise_nhwc_reg", "depthwise_small",
@@ -58,6 +58,8 @@ def conv_cases(nsp, device="cuda"):
                 # tensor-core forms: a 1x1 GEMM, a C = 1 stem (wav2vec2's: im2col, then a GEMM)
                 (r(2, 32, 50), r(48, 32, 1), {}),
                 (r(2, 1, 403), r(32, 1, 10), dict(stride=5)),
+                # grouped, long filter (grouped_reg: wav2vec2's positional conv in miniature)
+                (r(2, 32, 150), r(48, 8, 24), dict(padding=12, groups=4)),
                 (r(0, 8, 40), r(16, 8, 3), dict(padding=1)),
             ]
         else:
@@ -202,7 +204,7 @@ def conv_ref(nsp, x, w, b=None, activation="none", residual=None, **kw):
 # others round conv + bias to the output dtype, then the epilogue pass applies act(y + residual)
 # (csrc/conv/epilogue.h: one more rounding in float16 / bfloat16).
 NATIVE_EPILOGUE = {
-    1: {"igemm"},
+    1: {"igemm", "grouped_reg"},
     2: {"igemm", "depthwise_strided", "depthwise_nhwc_tile", "depthwise_small",
         "depthwise_nhwc_reg", "stem_direct"},
 }

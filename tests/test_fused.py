@@ -456,7 +456,7 @@ SHAPES_2D = [
     ((2, 3, 30, 31), 24, (3, 3), 1, 2, 1, 1),
 ]
 ALGOS_1D = ["rowwise8", "rowwise16", "rowwise8_dilated", "general_ot1", "general_ot4", "fft",
-            "rowwise_reg", "rowwise_mma", "igemm"]
+            "rowwise_reg", "rowwise_mma", "igemm", "grouped_reg"]
 # (N, C, L), O, K, groups, stride, padding, dilation
 SHAPES_1D = [
     ((2, 3, 2048), 3, 7, 3, 1, "same", 1),
@@ -465,6 +465,7 @@ SHAPES_1D = [
     ((2, 4, 300), 8, 3, 2, 2, 1, 1),
     ((1, 1, 5000), 1, 600, 1, 1, 0, 1),
     ((2, 16, 200), 32, 3, 1, 1, 1, 1),
+    ((2, 32, 150), 48, 24, 4, 1, 12, 1),
 ]
 
 

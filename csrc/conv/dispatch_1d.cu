@@ -30,6 +30,7 @@ enum class Conv1dAlgo {
   kRowwiseReg,
   kRowwiseMma,
   kIgemm,
+  kGroupedReg,
 };
 
 // What torch_ops.force_algorithm("conv1d", name) accepts and _algorithm_conv1d returns.
@@ -43,7 +44,8 @@ const AlgorithmTable<Conv1dAlgo>& algo_table() {
                  {Conv1dAlgo::kFft, "fft"},
                  {Conv1dAlgo::kRowwiseReg, "rowwise_reg"},
                  {Conv1dAlgo::kRowwiseMma, "rowwise_mma"},
-                 {Conv1dAlgo::kIgemm, "igemm"}});
+                 {Conv1dAlgo::kIgemm, "igemm"},
+                 {Conv1dAlgo::kGroupedReg, "grouped_reg"}});
   return table;
 }
 
@@ -51,6 +53,7 @@ const AlgorithmTable<Conv1dAlgo>& algo_table() {
 constexpr int64_t kFftMinTaps = 512;                 // FFT from this many taps ...
 constexpr int64_t kFftMinMacs = int64_t{1} << 30;    // ... and this many multiply-adds
 constexpr int64_t kMmaMinK = 8;                      // 16-bit rows: rowwise_mma from this K
+constexpr int64_t kGroupedMinK = 16;                 // grouped_reg from this K
 static_assert(kMmaMinK - 1 <= kRowwiseRegMaxK,
               "rowwise_reg covers the 16-bit filters below rowwise_mma");
 
@@ -64,6 +67,7 @@ bool can_run(Conv1dAlgo a, const ConvProblem& p) {
     case Conv1dAlgo::kRowwiseReg: return can_run_rowwise_reg(p);
     case Conv1dAlgo::kRowwiseMma: return can_run_rowwise_mma(p);
     case Conv1dAlgo::kIgemm: return igemm_can_run(p);  // dense, sm_90, aligned channels
+    case Conv1dAlgo::kGroupedReg: return can_run_grouped_reg(p);
     case Conv1dAlgo::kGeneralOT1:
     case Conv1dAlgo::kGeneralOT4: return true;
   }
@@ -89,6 +93,13 @@ Conv1dAlgo choose_auto(const ConvProblem& p) {
   if (can_run_rowwise16(p) && long_rows) return A::kRowwise16;
   // Dense channels (groups = 1, aligned O, sm_90; aligned C or a stem): the tensor cores.
   if (igemm_preferred(p)) return A::kIgemm;
+  // Several channels a group, stride 1, filters of 16+ taps (wav2vec2's positional conv: 768 ->
+  // 768, K = 128, 16 groups): register tiles of 8 channels x 4 outputs. Not yet measured on a
+  // GPU (general_ot4 ran that layer at 0.54x cuDNN in fp32).
+  if (p.c_per_group >= 8 && p.o_per_group >= 8 && p.KW >= kGroupedMinK &&
+      can_run_grouped_reg(p)) {
+    return A::kGroupedReg;
+  }
   // Everything else; 4 output channels a block reuse each staged input tile when a group has 4.
   if (p.o_per_group >= 4) return A::kGeneralOT4;
   return A::kGeneralOT1;
@@ -115,6 +126,7 @@ Conv1dAlgo choose(const ConvProblem& p) {
 bool algorithm_fuses_epilogue(Conv1dAlgo a) {
   switch (a) {
     case Conv1dAlgo::kIgemm: return true;  // CUTLASS epilogue (conv/igemm/epilogue.cuh)
+    case Conv1dAlgo::kGroupedReg: return true;  // act(acc + bias + residual) in registers
     default: return false;
   }
 }
@@ -130,6 +142,7 @@ void run(Conv1dAlgo algo, const ConvProblem& p, const at::Tensor& x, cudaStream_
     case Conv1dAlgo::kRowwise16: return launch_rowwise16<T>(p, stream);
     case Conv1dAlgo::kRowwise8Dilated: return launch_rowwise<T, false>(p, stream);
     case Conv1dAlgo::kGeneralOT4: return launch_general1d<T, 4>(p, stream);
+    case Conv1dAlgo::kGroupedReg: return launch_grouped_reg<T>(p, stream);
     case Conv1dAlgo::kGeneralOT1: return launch_general1d<T, 1>(p, stream);
   }
 }

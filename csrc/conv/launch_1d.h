@@ -11,6 +11,7 @@
 //   rowwise_reg       conv/direct/rowwise_reg.cu  one row, stride 1, dilation 1, K <= 8
 //   rowwise_mma       conv/direct/rowwise_mma.cu  one row, stride 1, dilation 1, 16-bit, K <= 16384
 //   fft               conv/fft/overlap_save.cu    one row, stride 1, dilation 1
+//   grouped_reg       conv/direct/grouped1d.cu    several channels a group, stride 1, dilation 1
 // ("one row": one input row and one filter row per output row, C/groups == O/groups == 1.)
 #include <cuda_runtime_api.h>
 
@@ -59,6 +60,12 @@ constexpr int64_t kRowwiseMmaMaxK = 16384;  // the staged tile stays within 48 K
 bool can_run_rowwise_mma(const ConvProblem& p);
 template <typename T>
 void launch_rowwise_mma(const ConvProblem& p, cudaStream_t stream);
+
+// grouped_reg: several channels per group (grouped or dense), stride 1, dilation 1; register
+// tiles of 8 output channels x 4 outputs a thread (conv/direct/grouped1d.cuh).
+bool can_run_grouped_reg(const ConvProblem& p);
+template <typename T>
+void launch_grouped_reg(const ConvProblem& p, cudaStream_t stream);
 
 // The FFT path (overlap-save through cuFFT). x is the batched input: its dtype picks the kernels'
 // element type and its device and options give the workspace.
