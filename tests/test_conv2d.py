@@ -478,7 +478,8 @@ def test_algorithm_query_auto():
              8) == "depthwise_nhwc_reg"  # small plane
     assert q(*_meta((2, 8, 9, 9), (3, 2), 8, channels_last=True), None, 1, 1, 1,
              8) == "depthwise_nhwc"  # not square
-    assert q(*_meta((2, 4, 9, 9), (3, 3), 1, o=6), None, 1, 1) == "general_staged"
+    assert q(*_meta((2, 4, 9, 9), (3, 3), 1, o=6), None, 1, 1) == "stem_direct"  # C <= 4
+    assert q(*_meta((2, 5, 9, 9), (3, 3), 1, o=6), None, 1, 1) == "general_staged"
     assert q(*_meta((1, 2, 50, 61), (3, 2), 1, o=3), None, 9, 2) == "general_direct"
     x0 = torch.empty(0, 1, 8, 8, device="meta")
     assert q(x0, torch.empty(1, 1, 3, 3, device="meta"), None, 1, 1) == "empty"
