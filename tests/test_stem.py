@@ -156,7 +156,7 @@ def _has_cuda_choice():
 
 def test_refusals():
     """Outside the kernel: 5+ input channels, grouped, not square, dilated, stride 3 or
-    unequal, a 9x9 filter."""
+    unequal, a 9x9 filter, more than 64 output channels."""
     if not _has_cuda_choice():
         pytest.skip("the CPU-only build has no CUDA algorithm choice")
     x, w = _meta((1, 3, 20, 20), 16, 3)
@@ -167,7 +167,8 @@ def test_refusals():
                       torch.empty(16, 2, 3, 3, device="meta"), None, 1, 1, 1, 2),
                      (x, torch.empty(16, 3, 3, 5, device="meta"), None, 1, 1),
                      (x, w, None, 1, 1, 2), (x, w, None, 3, 1), (x, w, None, (1, 2), 1),
-                     (*_meta((1, 3, 20, 20), 16, 9), None, 1, 4)]:
+                     (*_meta((1, 3, 20, 20), 16, 9), None, 1, 4),
+                     (*_meta((1, 3, 20, 20), 65, 3), None, 1, 1)]:
             with pytest.raises(RuntimeError, match="cannot run this shape"):
                 torch_ops.algorithm("conv2d", *args)
 

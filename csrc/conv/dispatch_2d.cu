@@ -57,7 +57,7 @@ const AlgorithmTable<Algo> kTable("conv2d", {
                                            });
 
 // Stems with at most this many output channels take stem_direct over igemm.
-constexpr int64_t kStemMaxO = 32;
+constexpr int64_t kStemAutoMaxO = 32;
 
 // fp32 filters from this many taps on (beyond 7x7) take depthwise_large.
 constexpr int64_t kLargeMinTaps = 50;
@@ -150,7 +150,7 @@ Algo choose_auto(const ConvProblem& p) {
   // channels a block, where few output channels leave the tensor cores' tiles mostly empty
   // (MobileNetV3's 3 -> 16: igemm 41-73 us against cuDNN's 27-31 on the H100) or igemm does not
   // take the shape. Not yet measured on a GPU.
-  if (!p.depthwise1() && (p.O <= kStemMaxO || !igemm_preferred(p)) && stem_direct_can_run(p)) {
+  if (!p.depthwise1() && (p.O <= kStemAutoMaxO || !igemm_preferred(p)) && stem_direct_can_run(p)) {
     return Algo::kStemDirect;
   }
   // Dense channels (groups = 1, aligned O, sm_90; aligned C or a stem): the tensor cores.

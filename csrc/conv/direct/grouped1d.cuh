@@ -6,10 +6,10 @@
 // per-output shared reads left it at a sixth of the fp32 peak.
 //
 // A block computes kTile = 32 * kT consecutive outputs of one image for up to kMaxWarps * kO
-// output channels of one group (warp w owns channels w * kO .. w * kO + kO - 1 of the block,
+// (16) output channels of one group (warp w owns channels w * kO .. w * kO + kO - 1 of the block,
 // lane l the outputs l * kT .. l * kT + kT - 1 of the tile): kO x kT fp32 accumulators a thread.
 // The group's input channels go through shared memory `staged` at a time (a pass):
-//   1. stage the pass's input rows (the tile's window, kTile + K - 1 values a channel, zero
+//   1. stage the pass's input rows (kBatch loads in flight a thread; the tile's window, kTile + K - 1 values a channel, zero
 //      outside the signal, stored with one skipped word every 32 so that lanes kT words apart hit
 //      different banks) and its taps, stored [c][k][o] with a row pitch of opitch floats (one
 //      broadcast float4 read gives 4 channels' tap);
@@ -31,6 +31,7 @@
 
 #include "conv/problem.h"
 #include "device/activation.cuh"
+#include "device/fastdiv.cuh"
 #include "device/vec.cuh"
 
 namespace gpukern {
@@ -38,7 +39,9 @@ namespace conv {
 
 constexpr int kGroupedO = 8;        // output channels per warp
 constexpr int kGroupedT = 4;        // consecutive outputs per lane
-constexpr int kGroupedMaxWarps = 8;  // output channels per block: up to 64
+constexpr int kGroupedMaxWarps = 2;  // output channels per block: up to 16 (several blocks an
+                                     // SM, so that one's staging overlaps another's math)
+constexpr int kGroupedBatch = 8;     // staging loads a thread issues before the first store
 constexpr int kGroupedTile = 32 * kGroupedT;
 
 struct GroupedPlan {
@@ -48,6 +51,8 @@ struct GroupedPlan {
   int staged = 1;       // input channels per pass
   int xpitch = 0;       // floats per staged input row (skew included)
   int opitch = 0;       // floats per staged tap row ([c][k] rows of the block's channels)
+  int och_shift = 3;     // log2(warps * kGroupedO)
+  FastDiv span_div, k_div;  // by the staged row length (kTile + K - 1) and by K
   int64_t blocks = 0;
 };
 
@@ -93,29 +98,44 @@ __global__ void __launch_bounds__(kGroupedMaxWarps * 32)
   const int och = min(oblock_ch, opg - o_first);  // the block's real output channels
   for (int c0 = 0; c0 < cpg; c0 += s.staged) {
     const int cc_n = min(s.staged, cpg - c0);
-    // 1. Stage the pass's input rows and taps.
-    for (int i = tid; i < cc_n * span; i += nthreads) {
-      const int cc = i / span;
-      const int j = i - cc * span;
-      const int pos = in0 + j;
-      float v = 0.f;
-      if (pos >= 0 && pos < L) v = to_float(x[(c0 + cc) * p.x_sc + pos * p.x_sw]);
-      xs[cc * s.xpitch + grouped_skew(j)] = v;
+    // 1. Stage the pass's input rows and taps, kGroupedBatch loads in flight per thread.
+    const int nx = cc_n * span;
+    for (int i0 = tid; i0 < nx; i0 += kGroupedBatch * nthreads) {
+      float v[kGroupedBatch];
+#pragma unroll
+      for (int q = 0; q < kGroupedBatch; ++q) {
+        const int i = i0 + q * nthreads;
+        const int cc = s.span_div.div(i);
+        const int pos = in0 + (i - cc * span);
+        v[q] = (i < nx && pos >= 0 && pos < L)
+                   ? to_float(x[(c0 + cc) * p.x_sc + pos * p.x_sw]) : 0.f;
+      }
+#pragma unroll
+      for (int q = 0; q < kGroupedBatch; ++q) {
+        const int i = i0 + q * nthreads;
+        const int cc = s.span_div.div(i);
+        if (i < nx) xs[cc * s.xpitch + grouped_skew(i - cc * span)] = v[q];
+      }
     }
-    const int per_o = cc_n * K;  // taps of one output channel in this pass
-    for (int i = tid; i < och * per_o; i += nthreads) {
-      const int o = i / per_o;
-      const int r = i - o * per_o;  // cc * K + k
-      const int cc = r / K;
-      const int k = r - cc * K;
-      ws[r * s.opitch + o] = to_float(w[o * p.w_so + (c0 + cc) * p.w_sc + k * p.w_sw]);
-    }
-    // Channels past the group's end read zero taps.
-    if (och < oblock_ch) {
-      const int pad_o = oblock_ch - och;
-      for (int i = tid; i < pad_o * per_o; i += nthreads) {
-        const int o = och + i / per_o;
-        ws[(i % per_o) * s.opitch + o] = 0.f;
+    // Taps: rows (cc, o) of K taps, o fastest among rows (oblock_ch is 8 or 16: a shift).
+    const int nw = cc_n * oblock_ch * K;
+    for (int i0 = tid; i0 < nw; i0 += kGroupedBatch * nthreads) {
+      float v[kGroupedBatch];
+#pragma unroll
+      for (int q = 0; q < kGroupedBatch; ++q) {
+        const int i = i0 + q * nthreads;
+        const int row = s.k_div.div(i);
+        const int o = row & (oblock_ch - 1);
+        const int cc = row >> s.och_shift;
+        v[q] = (i < nw && o < och)
+                   ? to_float(w[o * p.w_so + (c0 + cc) * p.w_sc + (i - row * K) * p.w_sw]) : 0.f;
+      }
+#pragma unroll
+      for (int q = 0; q < kGroupedBatch; ++q) {
+        const int i = i0 + q * nthreads;
+        const int row = s.k_div.div(i);
+        const int cc = row >> s.och_shift;
+        if (i < nw) ws[(cc * K + i - row * K) * s.opitch + (row & (oblock_ch - 1))] = v[q];
       }
     }
     __syncthreads();
@@ -194,7 +214,7 @@ __global__ void __launch_bounds__(kGroupedMaxWarps * 32)
 
 // ---- Host planning (torch-free) ----
 // Shared memory a block may take (the pass's channels are cut to fit).
-constexpr int64_t kGroupedSmemBudget = 96 * 1024;
+constexpr int64_t kGroupedSmemBudget = 48 * 1024;
 // Lengths, taps and channels in int inside the kernel.
 constexpr int64_t kGroupedMaxIndex = int64_t{1} << 24;
 
@@ -207,10 +227,14 @@ inline bool grouped_plan(const ConvProblem& p, GroupedPlan& s) {
   const int64_t och = std::min<int64_t>(p.o_per_group, kGroupedMaxWarps * kGroupedO);
   s.warps = static_cast<int>((och + kGroupedO - 1) / kGroupedO);
   const int64_t block_ch = s.warps * kGroupedO;
+  static_assert(kGroupedO == 8 && kGroupedMaxWarps <= 2, "block channels 8 or 16 (a shift)");
+  s.och_shift = block_ch == 8 ? 3 : 4;
   s.oblocks = static_cast<int>((p.o_per_group + block_ch - 1) / block_ch);
   s.tiles = static_cast<int>((p.OW + kGroupedTile - 1) / kGroupedTile);
   const int64_t span = kGroupedTile + p.KW - 1;
   s.xpitch = static_cast<int>((span + span / 32 + 4) / 4 * 4);
+  s.span_div = FastDiv(static_cast<uint32_t>(span));
+  s.k_div = FastDiv(static_cast<uint32_t>(p.KW));
   s.opitch = static_cast<int>(block_ch + 4);  // a multiple of 4: float4 reads stay aligned
   const int64_t per_channel = (s.xpitch + p.KW * s.opitch) * static_cast<int64_t>(sizeof(float));
   if (per_channel > kGroupedSmemBudget) return false;

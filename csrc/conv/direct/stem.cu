@@ -23,7 +23,7 @@ void stem_direct_run(const ConvProblem& p, cudaStream_t stream) {
   if (s.blocks_x == 0) return;
   const int k = static_cast<int>(p.KH);
   const size_t smem = conv::stem_smem_bytes(s, k);
-  const dim3 grid = checked_grid(kOp, s.blocks_x, s.chunks);
+  const dim3 grid = checked_grid(kOp, s.blocks_x);
   auto go = [&](auto kernel) {
     allow_dynamic_smem(kernel, smem);
     launch_pdl(kernel, grid, dim3(conv::kStemThreads), smem, stream, p, s);

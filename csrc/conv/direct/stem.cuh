@@ -9,28 +9,27 @@
 // MobileNetV3's 16x3x224x224 -> 16 3x3 stride-2 layer, whose 3.2 M outputs need 87 M
 // multiply-adds (3 us of the H100's fp32 cores) and move 10-22 MB (4-7 us at the memory's rate).
 //
-// A block computes a tile of kStemTileH x kStemTileW output pixels of one image for kStemOc
-// consecutive output channels (blockIdx.y picks the chunk):
-//   1. the chunk's taps, stored [c][kh][kw][o] (one broadcast float4 read serves 4 channels),
-//      its bias, and the tile's input window (C planes of in_h x in_w, zero where the window
-//      leaves the image) are staged in shared memory as fp32; the window's loads walk x in its
-//      memory order (columns fastest for NCHW, channels fastest for channels_last), kStemBatch
-//      loads in flight per thread.
-//   2. each thread owns kStemPx consecutive output pixels of one row and the chunk's kStemOc
-//      channels: kStemPx x kStemOc fp32 accumulators. Per input channel and filter row it reads
-//      the (kStemPx - 1) * kS + kK staged inputs under its pixels once, then per tap one float4 of
+// A block computes a tile of kStemTileH x kStemTileW output pixels of one image for every output
+// channel (O <= kStemMaxO), kStemOc channels at a time:
+//   1. every channel's taps, stored [chunk][c][kh][kw][o] (one broadcast float4 read serves 4
+//      channels), the biases, and the tile's input window (C planes of in_h x in_w, zero where
+//      the window leaves the image) are staged in shared memory as fp32, once; the window's
+//      loads walk x in its memory order (columns fastest for NCHW, channels fastest for
+//      channels_last), kStemBatch loads in flight per thread.
+//   2. per chunk of kStemOc channels, each thread owns kStemPx consecutive output pixels of one
+//      row: kStemPx x kStemOc fp32 accumulators. Per input channel and filter row it reads the
+//      (kStemPx - 1) * kS + kK staged inputs under its pixels once, then per tap one float4 of
 //      taps per 4 channels feeds 4 * kStemPx multiply-adds.
-//   3. epilogue: y = act(acc + bias [+ residual]) in registers (the activation chosen at run
-//      time, one switch per thread), stored as 16-byte channel vectors (channels_last y), as
-//      row vectors of kStemPx (NCHW y), else element by element through y's strides.
+//   3. the chunk's epilogue: y = act(acc + bias [+ residual]) in registers (the activation
+//      chosen at run time, one switch per thread and chunk), stored as 16-byte channel vectors
+//      (channels_last y), as row vectors of kStemPx (NCHW y), else element by element.
 //
 // Contract (conv2d_stem_kernel<T, kK, kS>):
-//   grid    x: N * tiles_h * tiles_w (image-major), y: ceil(O / kStemOc); launched with
-//           launch_pdl.
+//   grid    1-D: N * tiles_h * tiles_w blocks (image-major); launched with launch_pdl.
 //   block   kStemThreads (kStemTx x kStemTy).
-//   shared  dynamic (stem_smem_bytes): taps C * kK * kK * kStemOc floats, bias kStemOc floats,
-//           the window C * in_h * pitch floats.
-//   barriers one: taps, bias and window staged.
+//   shared  dynamic (stem_smem_bytes): taps chunks * C * kK * kK * kStemOc floats, biases
+//           chunks * kStemOc floats, the window C * in_h * pitch floats.
+//   barriers one: taps, biases and window staged.
 #include <cstddef>
 #include <cstdint>
 
@@ -51,7 +50,8 @@ constexpr int kStemThreads = kStemTx * kStemTy;  // 128
 constexpr int kStemTileW = kStemTx * kStemPx;    // 32 output columns
 constexpr int kStemTileH = kStemTy;              // 16 output rows
 constexpr int kStemMaxC = 4;
-constexpr int kStemBatch = 4;  // window loads a thread issues before storing the first
+constexpr int kStemBatch = 16;  // window loads a thread issues before storing the first
+constexpr int kStemMaxO = 64;   // output channels (all their taps staged at once)
 
 // The launch's geometry, planned on the host from the shape and the pointers alone.
 struct StemPlan {
@@ -117,9 +117,10 @@ template <typename T, int kK, int kS>
 __global__ void __launch_bounds__(kStemThreads)
     conv2d_stem_kernel(const ConvProblem p, const StemPlan s) {
   extern __shared__ float4 stem_smem[];
-  float* s_w = reinterpret_cast<float*>(stem_smem);  // [c][kh][kw][kStemOc]
-  float* s_b = s_w + stem_taps_floats(s.C, kK);       // [kStemOc]
-  float* s_x = s_b + kStemOc;                          // [c][in_h][pitch]
+  // Taps [chunk][c][kh][kw][kStemOc], bias [chunk * kStemOc], window [c][in_h][pitch].
+  float* s_w = reinterpret_cast<float*>(stem_smem);
+  float* s_b = s_w + s.chunks * stem_taps_floats(s.C, kK);
+  float* s_x = s_b + s.chunks * kStemOc;
 
   const int tiles = s.tiles_w * s.tiles_h;
   const int blk = static_cast<int>(blockIdx.x);
@@ -128,113 +129,116 @@ __global__ void __launch_bounds__(kStemThreads)
   const int th = t / s.tiles_w;
   const int oh0 = th * kStemTileH;
   const int ow0 = (t - th * s.tiles_w) * kStemTileW;
-  const int o0 = static_cast<int>(blockIdx.y) * kStemOc;
   const int O = static_cast<int>(p.O);
   const int tid = threadIdx.x;
 
   pdl_wait_then_release();
 
-  // 1. Taps, bias and the input window.
+  // 1. Taps and bias of every output channel (zero past O), and the input window.
   const T* __restrict__ w = ptr<T>(p.w);
-  const int ntaps = stem_taps_floats(s.C, kK);
+  const int ntaps = s.chunks * stem_taps_floats(s.C, kK);
   for (int i = tid; i < ntaps; i += kStemThreads) {
     const int ol = i % kStemOc;
-    const int tap = i / kStemOc;  // (c * kK + kh) * kK + kw
-    const int kw = tap % kK;
-    const int kh = (tap / kK) % kK;
-    const int c = tap / (kK * kK);
-    const int o = o0 + ol;
+    const int r = i / kStemOc;  // (chunk * C + c) * kK * kK + kh * kK + kw
+    const int kw = r % kK;
+    const int kh = (r / kK) % kK;
+    const int cr = r / (kK * kK);  // chunk * C + c
+    const int chunk = cr / s.C;
+    const int c = cr - chunk * s.C;
+    const int o = chunk * kStemOc + ol;
     s_w[i] = o < O ? to_float(w[o * p.w_so + c * p.w_sc + kh * p.w_sh + kw * p.w_sw]) : 0.f;
   }
-  if (tid < kStemOc) {
-    const int o = o0 + tid;
-    s_b[tid] = (p.b != nullptr && o < O) ? to_float(ptr<T>(p.b)[o * p.b_s]) : 0.f;
+  for (int i = tid; i < s.chunks * kStemOc; i += kStemThreads) {
+    s_b[i] = (p.b != nullptr && i < O) ? to_float(ptr<T>(p.b)[i * p.b_s]) : 0.f;
   }
   stem_stage_window<T>(p, s, ptr<T>(p.x) + n * p.x_sn, oh0 * kS - static_cast<int>(p.pad_h),
                        ow0 * kS - static_cast<int>(p.pad_w), s_x);
   __syncthreads();
 
-  // 2. The thread's kStemPx pixels x kStemOc channels.
+  // 2.-3. Per chunk of kStemOc output channels: the thread's kStemPx pixels x kStemOc channels,
+  // then their epilogue.
   const int tx = tid % kStemTx;
   const int ty = tid / kStemTx;
-  float acc[kStemPx][kStemOc];
-#pragma unroll
-  for (int j = 0; j < kStemPx; ++j)
-#pragma unroll
-    for (int q = 0; q < kStemOc; ++q) acc[j][q] = s_b[q];
+  const int OH = static_cast<int>(p.OH), OW = static_cast<int>(p.OW);
+  const int oh = oh0 + ty;
+  const int owb = ow0 + tx * kStemPx;
+  if (oh >= OH || owb >= OW) return;  // no barrier follows
   constexpr int kSpan = (kStemPx - 1) * kS + kK;
-  for (int c = 0; c < s.C; ++c) {
+  T* yp = static_cast<T*>(p.y) + n * p.y_sn + oh * p.y_sh;
+  for (int chunk = 0; chunk < s.chunks; ++chunk) {
+    const int o0 = chunk * kStemOc;
+    const float* cw = s_w + chunk * stem_taps_floats(s.C, kK);
+    float acc[kStemPx][kStemOc];
 #pragma unroll
-    for (int kh = 0; kh < kK; ++kh) {
-      const float* row = s_x + (c * s.in_h + ty * kS + kh) * s.pitch + tx * (kStemPx * kS);
-      float v[kSpan];
+    for (int j = 0; j < kStemPx; ++j)
 #pragma unroll
-      for (int i = 0; i < kSpan; ++i) v[i] = row[i];
-      const float4* wr = reinterpret_cast<const float4*>(s_w + (c * kK + kh) * kK * kStemOc);
+      for (int q = 0; q < kStemOc; ++q) acc[j][q] = s_b[o0 + q];
+    for (int c = 0; c < s.C; ++c) {
 #pragma unroll
-      for (int kw = 0; kw < kK; ++kw) {
+      for (int kh = 0; kh < kK; ++kh) {
+        const float* row = s_x + (c * s.in_h + ty * kS + kh) * s.pitch + tx * (kStemPx * kS);
+        float v[kSpan];
 #pragma unroll
-        for (int q = 0; q < kStemOc / 4; ++q) {
-          const float4 w4 = wr[kw * (kStemOc / 4) + q];
+        for (int i = 0; i < kSpan; ++i) v[i] = row[i];
+        const float4* wr = reinterpret_cast<const float4*>(cw + (c * kK + kh) * kK * kStemOc);
 #pragma unroll
-          for (int j = 0; j < kStemPx; ++j) {
-            const float xv = v[j * kS + kw];
-            acc[j][4 * q + 0] = fmaf(xv, w4.x, acc[j][4 * q + 0]);
-            acc[j][4 * q + 1] = fmaf(xv, w4.y, acc[j][4 * q + 1]);
-            acc[j][4 * q + 2] = fmaf(xv, w4.z, acc[j][4 * q + 2]);
-            acc[j][4 * q + 3] = fmaf(xv, w4.w, acc[j][4 * q + 3]);
+        for (int kw = 0; kw < kK; ++kw) {
+#pragma unroll
+          for (int q = 0; q < kStemOc / 4; ++q) {
+            const float4 w4 = wr[kw * (kStemOc / 4) + q];
+#pragma unroll
+            for (int j = 0; j < kStemPx; ++j) {
+              const float xv = v[j * kS + kw];
+              acc[j][4 * q + 0] = fmaf(xv, w4.x, acc[j][4 * q + 0]);
+              acc[j][4 * q + 1] = fmaf(xv, w4.y, acc[j][4 * q + 1]);
+              acc[j][4 * q + 2] = fmaf(xv, w4.z, acc[j][4 * q + 2]);
+              acc[j][4 * q + 3] = fmaf(xv, w4.w, acc[j][4 * q + 3]);
+            }
           }
         }
       }
     }
-  }
-
-  // 3. Epilogue.
-  const int OH = static_cast<int>(p.OH), OW = static_cast<int>(p.OW);
-  const int oh = oh0 + ty;
-  const int owb = ow0 + tx * kStemPx;
-  if (oh >= OH || owb >= OW) return;
-  if (p.r != nullptr) {
-    const T* rp = ptr<T>(p.r) + n * p.r_sn + oh * p.r_sh;
+    if (p.r != nullptr) {
+      const T* rp = ptr<T>(p.r) + n * p.r_sn + oh * p.r_sh;
 #pragma unroll
-    for (int j = 0; j < kStemPx; ++j)
+      for (int j = 0; j < kStemPx; ++j)
 #pragma unroll
-      for (int q = 0; q < kStemOc; ++q)
-        if (owb + j < OW && o0 + q < O) {
-          acc[j][q] += to_float(rp[(owb + j) * p.r_sw + (o0 + q) * p.r_so]);
-        }
-  }
-  with_activation(p.act, [&](auto kind) {
-    constexpr int kAct = decltype(kind)::value;
-#pragma unroll
-    for (int j = 0; j < kStemPx; ++j)
-#pragma unroll
-      for (int q = 0; q < kStemOc; ++q) acc[j][q] = activate_k<kAct>(acc[j][q]);
-  });
-  T* yp = static_cast<T*>(p.y) + n * p.y_sn + oh * p.y_sh;
-  if (s.y_chan_vec && o0 + kStemOc <= O) {
-    constexpr int kV = kVec16<T>;
-#pragma unroll
-    for (int j = 0; j < kStemPx; ++j) {
-      if (owb + j >= OW) break;
-      T* yq = yp + (owb + j) * p.y_sw + o0;
-#pragma unroll
-      for (int q0 = 0; q0 < kStemOc; q0 += kV) {
-        Vec<T, kV> out;
-#pragma unroll
-        for (int e = 0; e < kV; ++e) out.v[e] = from_float<T>(acc[j][q0 + e]);
-        store_vec<T, kV>(yq + q0, out);
-      }
+        for (int q = 0; q < kStemOc; ++q)
+          if (owb + j < OW && o0 + q < O) {
+            acc[j][q] += to_float(rp[(owb + j) * p.r_sw + (o0 + q) * p.r_so]);
+          }
     }
-    return;
-  }
+    with_activation(p.act, [&](auto kind) {
+      constexpr int kAct = decltype(kind)::value;
 #pragma unroll
-  for (int q = 0; q < kStemOc; ++q) {
-    if (o0 + q >= O) break;
-    float vals[kStemPx];
+      for (int j = 0; j < kStemPx; ++j)
 #pragma unroll
-    for (int j = 0; j < kStemPx; ++j) vals[j] = acc[j][q];
-    store_cols<T, kStemPx>(yp + (o0 + q) * p.y_so, vals, owb, OW, p.y_sw, s.y_row_vec);
+        for (int q = 0; q < kStemOc; ++q) acc[j][q] = activate_k<kAct>(acc[j][q]);
+    });
+    if (s.y_chan_vec && o0 + kStemOc <= O) {
+      constexpr int kV = kVec16<T>;
+#pragma unroll
+      for (int j = 0; j < kStemPx; ++j) {
+        if (owb + j >= OW) break;
+        T* yq = yp + (owb + j) * p.y_sw + o0;
+#pragma unroll
+        for (int q0 = 0; q0 < kStemOc; q0 += kV) {
+          Vec<T, kV> out;
+#pragma unroll
+          for (int e = 0; e < kV; ++e) out.v[e] = from_float<T>(acc[j][q0 + e]);
+          store_vec<T, kV>(yq + q0, out);
+        }
+      }
+      continue;
+    }
+#pragma unroll
+    for (int q = 0; q < kStemOc; ++q) {
+      if (o0 + q >= O) break;
+      float vals[kStemPx];
+#pragma unroll
+      for (int j = 0; j < kStemPx; ++j) vals[j] = acc[j][q];
+      store_cols<T, kStemPx>(yp + (o0 + q) * p.y_so, vals, owb, OW, p.y_sw, s.y_row_vec);
+    }
   }
 }
 
@@ -244,6 +248,7 @@ constexpr int64_t kStemMaxIndex = int64_t{1} << 24;
 
 inline bool stem_shape_ok(const ConvProblem& p) {
   if (p.nsp != 2 || p.groups != 1 || p.C < 1 || p.C > kStemMaxC) return false;
+  if (p.O < 1 || p.O > kStemMaxO) return false;
   if (p.KH != p.KW || (p.KH != 3 && p.KH != 5 && p.KH != 7)) return false;
   if (p.stride_h != p.stride_w || (p.stride_h != 1 && p.stride_h != 2)) return false;
   if (p.dil_h != 1 || p.dil_w != 1) return false;
@@ -284,7 +289,7 @@ inline bool stem_plan(const ConvProblem& p, StemPlan& s) {
   s.div_b = FastDiv(static_cast<uint32_t>(s.x_chan_major ? s.in_w : s.in_h));
   s.blocks_x = p.N * s.tiles_h * s.tiles_w;
   s.chunks = static_cast<int>((p.O + kStemOc - 1) / kStemOc);
-  if (s.blocks_x > (int64_t{1} << 31) - 1 || s.chunks > 65535) return false;
+  if (s.blocks_x > (int64_t{1} << 31) - 1) return false;
   const int64_t v = 16 / p.elem_size;  // elements per 16-byte vector
   const auto addr = reinterpret_cast<uintptr_t>(p.y);
   s.y_chan_vec = p.y_so == 1 && p.y_sw % v == 0 && p.y_sh % v == 0 &&
@@ -297,7 +302,7 @@ inline bool stem_plan(const ConvProblem& p, StemPlan& s) {
 
 inline size_t stem_smem_bytes(const StemPlan& s, int k) {
   return sizeof(float) *
-         (static_cast<size_t>(stem_taps_floats(s.C, k)) + kStemOc +
+         (static_cast<size_t>(s.chunks) * (stem_taps_floats(s.C, k) + kStemOc) +
           static_cast<size_t>(s.C) * s.in_h * s.pitch);
 }
 
