@@ -184,3 +184,9 @@ def test_auto_choice(dtype, channels_last):
     assert torch_ops.algorithm("conv2d", x, w, None, 2, 1) == ALGO
     x1, w1 = _meta((1, 1, 64, 64), 1, 3, dtype)
     assert torch_ops.algorithm("conv2d", x1, w1, None, 1, 1) != ALGO
+    # 3 -> 64 3x3 stride 1 (VGG's first layer): stem_direct over NCHW, igemm over channels_last
+    x3, w3 = _meta((16, 3, 224, 224), 64, 3, dtype, channels_last)
+    want = "igemm" if channels_last and torch.ops.gpukern._has_igemm() else ALGO
+    if channels_last and torch_ops.algorithm("conv2d", x3, w3, None, 1, 1) != "igemm":
+        want = ALGO  # a device without the tensor-core path
+    assert torch_ops.algorithm("conv2d", x3, w3, None, 1, 1) == want

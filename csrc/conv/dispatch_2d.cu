@@ -56,9 +56,6 @@ const AlgorithmTable<Algo> kTable("conv2d", {
                                                {Algo::kStemDirect, "stem_direct"},
                                            });
 
-// Stems with at most this many output channels take stem_direct over igemm.
-constexpr int64_t kStemAutoMaxO = 32;
-
 // fp32 filters from this many taps on (beyond 7x7) take depthwise_large.
 constexpr int64_t kLargeMinTaps = 50;
 
@@ -146,11 +143,15 @@ Algo choose_auto(const ConvProblem& p) {
   }
   // Other stride-1 depthwise (larger or dilated filters, other paddings): a 64x64 tile + halo.
   if (depthwise_nchw_can_run(p)) return Algo::kDepthwiseNchw;
-  // Image stems (1-4 input channels, 3x3 / 5x5 / 7x7, stride 1 or 2): direct, 16 output
-  // channels a block, where few output channels leave the tensor cores' tiles mostly empty
-  // (MobileNetV3's 3 -> 16: igemm 41-73 us against cuDNN's 27-31 on the H100) or igemm does not
-  // take the shape. Not yet measured on a GPU.
-  if (!p.depthwise1() && (p.O <= kStemAutoMaxO || !igemm_preferred(p)) && stem_direct_can_run(p)) {
+  // Image stems (1-4 input channels, 3x3 / 5x5 / 7x7, stride 1 or 2, up to 64 output channels):
+  // direct, taps and window staged once a tile. H100, batch 16, 224x224 (benchmarks/
+  // stem_layers.py): MobileNetV3's 3 -> 16 3x3 s2 ran 31-45 us against igemm's 42-74; 3 -> 32
+  // fp32 47-50 against 65-83 (bf16 igemm 42-56 against 48-58 here); 3 -> 64 3x3 s1 over NCHW
+  // 129 / 153 us (fp32 / bf16) against 365 / 230; the 7x7 s2 and channels_last 3x3 s1 layers
+  // stay on igemm (89-220 us against 189-250 here).
+  if (!p.depthwise1() && stem_direct_can_run(p) &&
+      (p.O <= 16 || (p.elem_size == 4 && p.O <= 32) ||
+       (p.KH == 3 && p.stride_h == 1 && p.x_sw == 1) || !igemm_preferred(p))) {
     return Algo::kStemDirect;
   }
   // Dense channels (groups = 1, aligned O, sm_90; aligned C or a stem): the tensor cores.

@@ -53,6 +53,7 @@ struct GroupedPlan {
   int opitch = 0;       // floats per staged tap row ([c][k] rows of the block's channels)
   int och_shift = 3;     // log2(warps * kGroupedO)
   FastDiv span_div, k_div;  // by the staged row length (kTile + K - 1) and by K
+  bool w_vec = false;       // taps loaded as 16-byte vectors along k (K a multiple of two)
   int64_t blocks = 0;
 };
 
@@ -117,25 +118,65 @@ __global__ void __launch_bounds__(kGroupedMaxWarps * 32)
         if (i < nx) xs[cc * s.xpitch + grouped_skew(i - cc * span)] = v[q];
       }
     }
-    // Taps: rows (cc, o) of K taps, o fastest among rows (oblock_ch is 8 or 16: a shift).
-    const int nw = cc_n * oblock_ch * K;
-    for (int i0 = tid; i0 < nw; i0 += kGroupedBatch * nthreads) {
-      float v[kGroupedBatch];
+    // Taps: rows (cc, o) of K taps, o fastest among rows (oblock_ch is 8 or 16: a shift); as
+    // 16-byte vectors along k where the weight's rows allow it (w_vec), else element by element.
+    if (s.w_vec) {
+      // Per staged channel: item i = (pair kp, channel o, half h), h fastest: two threads read
+      // one row's 32 consecutive bytes, and their stores (kV * opitch words apart) plus the
+      // 16 channels' land on distinct banks (fp32; bf16 two-way).
+      constexpr int kV = kVec16<T>;
+      const int kq = K / kV;  // vectors a row (even: w_vec)
+      const int items = kq * oblock_ch;
+      for (int cc = 0; cc < cc_n; ++cc) {
+        const T* wc = w + (c0 + cc) * p.w_sc;
+        float* wsc = ws + cc * K * s.opitch;
+        for (int i0 = tid; i0 < items; i0 += kGroupedBatch * nthreads) {
+          Vec<T, kV> v[kGroupedBatch];
 #pragma unroll
-      for (int q = 0; q < kGroupedBatch; ++q) {
-        const int i = i0 + q * nthreads;
-        const int row = s.k_div.div(i);
-        const int o = row & (oblock_ch - 1);
-        const int cc = row >> s.och_shift;
-        v[q] = (i < nw && o < och)
-                   ? to_float(w[o * p.w_so + (c0 + cc) * p.w_sc + (i - row * K) * p.w_sw]) : 0.f;
+          for (int q = 0; q < kGroupedBatch; ++q) {
+            const int i = i0 + q * nthreads;
+            const int o = (i >> 1) & (oblock_ch - 1);
+            const int kv = ((i >> (1 + s.och_shift)) << 1) | (i & 1);
+            if (i < items && o < och) {
+              v[q] = load_vec<T, kV>(wc + o * p.w_so + kv * kV);
+            } else {
+#pragma unroll
+              for (int e = 0; e < kV; ++e) v[q].v[e] = from_float<T>(0.f);
+            }
+          }
+#pragma unroll
+          for (int q = 0; q < kGroupedBatch; ++q) {
+            const int i = i0 + q * nthreads;
+            if (i >= items) break;
+            const int o = (i >> 1) & (oblock_ch - 1);
+            const int kv = ((i >> (1 + s.och_shift)) << 1) | (i & 1);
+            float* dst = wsc + kv * kV * s.opitch + o;
+#pragma unroll
+            for (int e = 0; e < kV; ++e) dst[e * s.opitch] = to_float(v[q].v[e]);
+          }
+        }
       }
+    } else {
+      const int nw = cc_n * oblock_ch * K;
+      for (int i0 = tid; i0 < nw; i0 += kGroupedBatch * nthreads) {
+        float v[kGroupedBatch];
 #pragma unroll
-      for (int q = 0; q < kGroupedBatch; ++q) {
-        const int i = i0 + q * nthreads;
-        const int row = s.k_div.div(i);
-        const int cc = row >> s.och_shift;
-        if (i < nw) ws[(cc * K + i - row * K) * s.opitch + (row & (oblock_ch - 1))] = v[q];
+        for (int q = 0; q < kGroupedBatch; ++q) {
+          const int i = i0 + q * nthreads;
+          const int row = s.k_div.div(i);
+          const int o = row & (oblock_ch - 1);
+          const int cc = row >> s.och_shift;
+          v[q] = (i < nw && o < och)
+                     ? to_float(w[o * p.w_so + (c0 + cc) * p.w_sc + (i - row * K) * p.w_sw])
+                     : 0.f;
+        }
+#pragma unroll
+        for (int q = 0; q < kGroupedBatch; ++q) {
+          const int i = i0 + q * nthreads;
+          const int row = s.k_div.div(i);
+          const int cc = row >> s.och_shift;
+          if (i < nw) ws[(cc * K + i - row * K) * s.opitch + (row & (oblock_ch - 1))] = v[q];
+        }
       }
     }
     __syncthreads();
@@ -235,6 +276,11 @@ inline bool grouped_plan(const ConvProblem& p, GroupedPlan& s) {
   s.xpitch = static_cast<int>((span + span / 32 + 4) / 4 * 4);
   s.span_div = FastDiv(static_cast<uint32_t>(span));
   s.k_div = FastDiv(static_cast<uint32_t>(p.KW));
+  // 16-byte tap vectors: unit tap stride, K a multiple of two vectors, the channel and output
+  // strides multiples of one, an aligned base (every row start is then aligned).
+  const int64_t v = 16 / p.elem_size;
+  s.w_vec = p.w_sw == 1 && p.KW % (2 * v) == 0 && p.w_sc % v == 0 && p.w_so % v == 0 &&
+            reinterpret_cast<uintptr_t>(p.w) % 16 == 0;
   s.opitch = static_cast<int>(block_ch + 4);  // a multiple of 4: float4 reads stay aligned
   const int64_t per_channel = (s.xpitch + p.KW * s.opitch) * static_cast<int64_t>(sizeof(float));
   if (per_channel > kGroupedSmemBudget) return false;
