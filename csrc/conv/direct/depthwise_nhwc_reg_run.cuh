@@ -56,9 +56,6 @@ inline int forced_variant() {
   return 0;
 }
 
-// Output planes (OH x OW) from which 16-bit 7x7 stride 1 takes the staged kernel by default.
-constexpr int64_t kStageMinPlane = 28 * 28;
-
 // The staged variant's tile (conv::conv2d_depthwise_nhwc_stage_kernel): 3 x 4 outputs, the
 // largest without spills in 128 registers (sm_90a ptxas: 4 x 4 and 2 x 8 spilled 90-130 bytes,
 // 2 x 6 20 bytes).
@@ -146,11 +143,11 @@ void launch(const ConvProblem& p, const Plan& plan, cudaStream_t stream) {
       conv::conv2d_depthwise_nhwc_reg_kernel<T, kK, kS, Small::kR, Small::kIW, false>;
   int forced = forced_variant();
   if constexpr (sizeof(T) == 2 && kK == 7 && kS == 1) {
-    // The staged kernel by default on output planes of 28x28 and up (H100, dw_layers, bf16,
-    // batch 16: 96ch 56x56 40.5 us against the big tile's 49.9, 192ch 28x28 22.9 against 33.6;
-    // on 14x14 and 7x7 planes the big tile stayed ahead: 20.8 against 19.6 is within noise at
-    // 384ch 14x14, 15.0 against 19.5 at 768ch 7x7).
-    const bool stage = forced == 3 || (forced == 0 && p.OH * p.OW >= kStageMinPlane);
+    // The staged kernel only when forced: since the taps are staged as 16-byte vectors the big
+    // tile leads on every ConvNeXt plane (H100, dw_layers, bf16, batch 16: 96ch 56x56 31.2 us
+    // against the staged kernel's 39.6, 192ch 28x28 20.8 against 22.2, 384ch 14x14 11.7 against
+    // 16.3, 768ch 7x7 7.8 against 15.4); before it the staged one led from 28x28 up.
+    const bool stage = forced == 3;
     if (stage && plan.shape.x_vec) return launch_stage<T, kK>(p, plan, stream);
   }
   if (forced == 3) forced = 0;  // no staged instance here: the rule
