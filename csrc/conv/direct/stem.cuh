@@ -50,7 +50,7 @@ constexpr int kStemThreads = kStemTx * kStemTy;  // 128
 constexpr int kStemTileW = kStemTx * kStemPx;    // 32 output columns
 constexpr int kStemTileH = kStemTy;              // 16 output rows
 constexpr int kStemMaxC = 4;
-constexpr int kStemBatch = 16;  // window loads a thread issues before storing the first
+constexpr int kStemBatch = 32;  // window loads a thread issues before storing the first
 constexpr int kStemMaxO = 64;   // output channels (all their taps staged at once)
 
 // The launch's geometry, planned on the host from the shape and the pointers alone.
