@@ -182,6 +182,8 @@ def test_auto_choice(dtype, channels_last):
         pytest.skip("the CPU-only build has no CUDA algorithm choice")
     x, w = _meta((16, 3, 224, 224), 16, 3, dtype, channels_last)
     assert torch_ops.algorithm("conv2d", x, w, None, 2, 1) == ALGO
+    x32, w32 = _meta((16, 3, 224, 224), 32, 3, dtype, channels_last)  # EfficientNet's stem
+    assert torch_ops.algorithm("conv2d", x32, w32, None, 2, 1) == ALGO
     x1, w1 = _meta((1, 1, 64, 64), 1, 3, dtype)
     assert torch_ops.algorithm("conv2d", x1, w1, None, 1, 1) != ALGO
     # 3 -> 64 3x3 stride 1 (VGG's first layer): stem_direct over NCHW, igemm over channels_last

@@ -145,13 +145,13 @@ Algo choose_auto(const ConvProblem& p) {
   if (depthwise_nchw_can_run(p)) return Algo::kDepthwiseNchw;
   // Image stems (1-4 input channels, 3x3 / 5x5 / 7x7, stride 1 or 2, up to 64 output channels):
   // direct, taps and window staged once a tile. H100, batch 16, 224x224 (benchmarks/
-  // stem_layers.py): MobileNetV3's 3 -> 16 3x3 s2 ran 31-45 us against igemm's 42-74; 3 -> 32
-  // fp32 47-50 against 65-83 (bf16 igemm 42-56 against 48-58 here); 3 -> 64 3x3 s1 over NCHW
-  // 129 / 153 us (fp32 / bf16) against 365 / 230; the 7x7 s2 and channels_last 3x3 s1 layers
-  // stay on igemm (89-220 us against 189-250 here).
+  // stem_layers.py, fp32 / bf16, NCHW and channels_last): MobileNetV3's 3 -> 16 3x3 s2 ran
+  // 20-28 us against igemm's 42-75 and cuDNN's 27-32; 3 -> 32 3x3 s2 31-40 us against igemm's
+  // 42-84; 3 -> 64 3x3 s1 over NCHW 128 / 131 us against igemm's 366 / 226. The 7x7 s2 layers
+  // (ResNet: igemm 89-192 us against 172-201 here) and channels_last 3 -> 64 3x3 s1 (126-220
+  // against 137-225) stay on igemm.
   if (!p.depthwise1() && stem_direct_can_run(p) &&
-      (p.O <= 16 || (p.elem_size == 4 && p.O <= 32) ||
-       (p.KH == 3 && p.stride_h == 1 && p.x_sw == 1) || !igemm_preferred(p))) {
+      (p.O <= 32 || (p.KH == 3 && p.stride_h == 1 && p.x_sw == 1) || !igemm_preferred(p))) {
     return Algo::kStemDirect;
   }
   // Dense channels (groups = 1, aligned O, sm_90; aligned C or a stem): the tensor cores.
