@@ -118,6 +118,31 @@ def can_run(name, x, w, b, stride, pad, c):
             return False
 
 
+def time_candidates(store, fn, ref, tol, reps, candidates, runnable):
+    """Checks and times gpukern's automatic choice and each forced algorithm of `candidates`
+    (names; runnable(name) says whether one can run the call) running fn(): store["err"][name]
+    (when store has "err"), store["status"][name] ("ok", "n/a" or "WRONG (err)") and
+    store["us"][name] (only for correct ones); "auto" is the automatic choice."""
+    for cand, name in [("auto", None)] + [(n, n) for n in candidates]:
+        if name is not None and not runnable(name):
+            store["status"][cand] = "n/a"
+            continue
+        setup = forced(name) if name is not None else None
+        if setup is None:
+            out = fn()
+        else:
+            with setup():
+                out = fn()
+        err = norm_rel_err(out, ref)
+        if "err" in store:
+            store["err"][cand] = err
+        if not err <= tol:
+            store["status"][cand] = f"WRONG ({err:.1e})"
+            continue
+        store["us"][cand] = timed_us(fn, reps, setup)
+        store["status"][cand] = "ok"
+
+
 def run_layer(label, c, hw, k, stride, dtype_name, args):
     dtype = getattr(torch, dtype_name)
     tol = TOL["float32_tf32" if dtype_name == "float32" and args.tf32 else dtype_name]
@@ -143,24 +168,8 @@ def run_layer(label, c, hw, k, stride, dtype_name, args):
         for label_t, bm in (("cudnn", False), ("cudnn.bm", True)):
             row["us"][label_t] = timed_us(conv_torch, args.reps, lambda bm=bm: _Cudnn(bm))
         row["us"]["torch best"] = min(row["us"]["cudnn"], row["us"]["cudnn.bm"])
-        candidates = [("auto", None)] + [(n, n) for n in args.algos]
-        for cand, name in candidates:
-            if name is not None and not can_run(name, x, w, b, stride, pad, c):
-                row["status"][cand] = "n/a"
-                continue
-            setup = forced(name) if name is not None else None
-            if setup is None:
-                out = conv_gk()
-            else:
-                with setup():
-                    out = conv_gk()
-            err = norm_rel_err(out, ref)
-            row["err"][cand] = err
-            if not err <= tol:
-                row["status"][cand] = f"WRONG ({err:.1e})"
-                continue
-            row["us"][cand] = timed_us(conv_gk, args.reps, setup)
-            row["status"][cand] = "ok"
+        time_candidates(row, conv_gk, ref, tol, args.reps, args.algos,
+                        lambda n: can_run(n, x, w, b, stride, pad, c))
         if args.act:
             run_fused(row, x, w, c, k, stride, pad, dtype, tol, args)
     torch.cuda.empty_cache()
@@ -192,22 +201,8 @@ def run_fused(row, x, w, c, k, stride, pad, dtype, tol, args):
     if fused_op is None:
         row["fused"]["status"]["auto"] = "no conv2d_fused in this build"
         return
-    for cand, name in [("auto", None)] + [(n, n) for n in args.algos]:
-        if name is not None and not can_run(name, x, w, b, stride, pad, c):
-            row["fused"]["status"][cand] = "n/a"
-            continue
-        setup = forced(name) if name is not None else None
-        if setup is None:
-            out = fused()
-        else:
-            with setup():
-                out = fused()
-        err = norm_rel_err(out, ref)
-        if not err <= tol:
-            row["fused"]["status"][cand] = f"WRONG ({err:.1e})"
-            continue
-        row["fused"]["us"][cand] = timed_us(fused, args.reps, setup)
-        row["fused"]["status"][cand] = "ok"
+    time_candidates(row["fused"], fused, ref, tol, args.reps, args.algos,
+                    lambda n: can_run(n, x, w, b, stride, pad, c))
 
 
 def cell(d_us, d_status, key):

@@ -31,8 +31,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import torch_ops  # noqa: E402
-from dw_nchw_layers import (ACTS, GRAPH_CALLS, TOL, _Cudnn, can_run, forced,  # noqa: E402
-                            norm_rel_err, timed_us)
+from dw_nchw_layers import (ACTS, GRAPH_CALLS, TOL, _Cudnn, can_run,  # noqa: E402
+                            norm_rel_err, time_candidates, timed_us)
 
 # (label, C, O, input plane, K, stride)
 LAYERS = [
@@ -76,22 +76,8 @@ def run_layer(label, c, o, hw, k, stride, dtype_name, fmt, args):
         for label_t, bm in (("cudnn", False), ("cudnn.bm", True)):
             row["us"][label_t] = timed_us(conv_torch, args.reps, lambda bm=bm: _Cudnn(bm))
         row["us"]["torch best"] = min(row["us"]["cudnn"], row["us"]["cudnn.bm"])
-        for cand, name in [("auto", None)] + [(n, n) for n in args.algos]:
-            if name is not None and not runnable(name, x, w, None, stride, pad):
-                row["status"][cand] = "n/a"
-                continue
-            setup = forced(name) if name is not None else None
-            if setup is None:
-                out = conv_gk()
-            else:
-                with setup():
-                    out = conv_gk()
-            err = row["err"][cand] = norm_rel_err(out, ref)
-            if not err <= tol:
-                row["status"][cand] = f"WRONG ({err:.1e})"
-                continue
-            row["us"][cand] = timed_us(conv_gk, args.reps, setup)
-            row["status"][cand] = "ok"
+        time_candidates(row, conv_gk, ref, tol, args.reps, args.algos,
+                        lambda n: runnable(n, x, w, None, stride, pad))
         if args.act:
             run_fused(row, x, w, o, stride, pad, dtype, tol, args, runnable)
     torch.cuda.empty_cache()
@@ -115,22 +101,8 @@ def run_fused(row, x, w, o, stride, pad, dtype, tol, args, runnable):
         row["fused"]["us"][label_t] = timed_us(unfused, args.reps, lambda bm=bm: _Cudnn(bm))
     row["fused"]["us"]["torch best"] = min(row["fused"]["us"]["cudnn"],
                                            row["fused"]["us"]["cudnn.bm"])
-    for cand, name in [("auto", None)] + [(n, n) for n in args.algos]:
-        if name is not None and not runnable(name, x, w, b, stride, pad):
-            row["fused"]["status"][cand] = "n/a"
-            continue
-        setup = forced(name) if name is not None else None
-        if setup is None:
-            out = fused()
-        else:
-            with setup():
-                out = fused()
-        err = norm_rel_err(out, ref)
-        if not err <= tol:
-            row["fused"]["status"][cand] = f"WRONG ({err:.1e})"
-            continue
-        row["fused"]["us"][cand] = timed_us(fused, args.reps, setup)
-        row["fused"]["status"][cand] = "ok"
+    time_candidates(row["fused"], fused, ref, tol, args.reps, args.algos,
+                    lambda n: runnable(n, x, w, b, stride, pad))
 
 
 def table(rows, algos, fused=False):

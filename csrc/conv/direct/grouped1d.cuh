@@ -29,6 +29,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "conv/direct/common2d.cuh"
 #include "conv/problem.h"
 #include "device/activation.cuh"
 #include "device/fastdiv.cuh"
@@ -237,18 +238,10 @@ __global__ void __launch_bounds__(kGroupedMaxWarps * 32)
         vals[j] = activate_k<kAct>(v);
       }
       T* yr = static_cast<T*>(p.y) + n * p.y_sn + oa * p.y_so;
-      const bool vec = p.y_sw == 1 && tb + kGroupedT <= OL &&
+      // A kT-element vector store where the row is unit-stride and the vector aligned.
+      const bool vec = p.y_sw == 1 &&
                        reinterpret_cast<uintptr_t>(yr + tb) % (kGroupedT * sizeof(T)) == 0;
-      if (vec) {
-        Vec<T, kGroupedT> out;
-#pragma unroll
-        for (int j = 0; j < kGroupedT; ++j) out.v[j] = from_float<T>(vals[j]);
-        store_vec<T, kGroupedT>(yr + tb, out);
-      } else {
-#pragma unroll
-        for (int j = 0; j < kGroupedT; ++j)
-          if (tb + j < OL) yr[(tb + j) * p.y_sw] = from_float<T>(vals[j]);
-      }
+      store_cols<T, kGroupedT>(yr, vals, tb, OL, p.y_sw, vec);
     }
   });
 }
