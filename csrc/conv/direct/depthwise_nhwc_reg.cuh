@@ -214,6 +214,15 @@ __device__ __forceinline__ void nhwc_reg_stage_taps(const ConvProblem& p, float*
   }
 }
 
+// The biases of channels c0 .. c0 + V - 1 (0 past valid or without a bias).
+template <typename T, int V>
+__device__ __forceinline__ void nhwc_reg_load_bias(const ConvProblem& p, int64_t c0, int valid,
+                                                   float (&bias)[V]) {
+#pragma unroll
+  for (int e = 0; e < V; ++e)
+    bias[e] = (p.b != nullptr && e < valid) ? to_float(ptr<T>(p.b)[(c0 + e) * p.b_s]) : 0.f;
+}
+
 // The epilogue of a tile of kR x kIW outputs from (oh0, ow0) of image n, channels c0 ..
 // c0 + valid - 1: y = act(acc [+ residual]) (acc holds the bias), specialised per activation
 // (one switch per tile, none per element).
@@ -363,9 +372,7 @@ __global__ void __launch_bounds__(NhwcRegTraits::kThreads, NhwcRegTraits::kMinBl
   const float* s_tap = s_w + tcl * V;
 
   float bias[V];
-#pragma unroll
-  for (int e = 0; e < V; ++e)
-    bias[e] = (p.b != nullptr && e < valid) ? to_float(ptr<T>(p.b)[(c0 + e) * p.b_s]) : 0.f;
+  nhwc_reg_load_bias<T, V>(p, c0, valid, bias);
 
 #pragma unroll 1
   for (int rep = 0; rep < s.reps; ++rep, g += s.tp) {
@@ -473,9 +480,7 @@ __global__ void __launch_bounds__(NhwcRegTraits::kThreads, NhwcRegTraits::kMinBl
   const Raw* s_tile = s_in + (qy * kR * IC + qx * kIW) * L + tcl;
 
   float bias[V];
-#pragma unroll
-  for (int e = 0; e < V; ++e)
-    bias[e] = (p.b != nullptr && e < valid) ? to_float(ptr<T>(p.b)[(c0 + e) * p.b_s]) : 0.f;
+  nhwc_reg_load_bias<T, V>(p, c0, valid, bias);
 
 #pragma unroll 1
   for (int rep = 0; rep < s.reps; ++rep) {

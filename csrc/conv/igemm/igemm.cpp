@@ -488,8 +488,10 @@ void run4(const ConvProblem& p, const at::Tensor& x4, const at::Tensor& w4,
     }
     const at::Tensor xc = as_nhwc(x4, 1);
     const bool y_direct = nhwc_strides(y4).has_value();
-    const at::Tensor yc = y_direct ? y4 : at::empty(y4.sizes(), y4.options().memory_format(
-                                                                     at::MemoryFormat::ChannelsLast));
+    const at::Tensor yc =
+        y_direct ? y4
+                 : at::empty(y4.sizes(),
+                             y4.options().memory_format(at::MemoryFormat::ChannelsLast));
     if (try_gemm(p, d, GemmForm::kNhwc, xc, w2, bc, residual, yc)) {
       if (!y_direct) nhwc_copy_to(yc, y4);
       return;
