@@ -10,9 +10,10 @@
 // lane l the outputs l * kT .. l * kT + kT - 1 of the tile): kO x kT fp32 accumulators a thread.
 // The group's input channels go through shared memory `staged` at a time (a pass):
 //   1. stage the pass's input rows (kBatch loads in flight a thread; the tile's window,
-//      kTile + K - 1 values a channel, zero outside the signal, stored with one skipped word every 32 so that lanes kT words apart hit
-//      different banks) and its taps, stored [c][k][o] with a row pitch of opitch floats (one
-//      broadcast float4 read gives 4 channels' tap);
+//      kTile + K - 1 values a channel, zero outside the signal, stored with one skipped word
+//      every 32 so that lanes kT words apart hit different banks) and its taps, stored [c][k][o]
+//      with a row pitch of opitch floats (one broadcast float4 read gives 4 channels' tap; 16-byte
+//      loads along k where the weight allows, two threads a 32-byte row segment);
 //   2. per channel and tap k: every thread's kO taps (kO / 4 float4 broadcasts), then
 //      kO x kT multiply-adds on a register window of kT inputs that slides by one shared read
 //      per tap.
