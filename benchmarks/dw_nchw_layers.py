@@ -231,6 +231,23 @@ def table(rows, algos, fused=False):
     return "\n".join(lines)
 
 
+def report(title, rows, args, table_of=None, **extra):
+    """The markdown tables (conv, and the fused block with --act; table_of(rows, algos, fused),
+    this file's table by default) to stdout and every number to --json: title, then "us per call
+    (...)"; extra goes into the JSON beside the rows."""
+    table_of = table_of or table
+    print(f"## {title}; us per call (CUDA graph of {GRAPH_CALLS} calls, L2 flushed before each "
+          f"replay, median of {args.reps})\n")
+    print(table_of(rows, args.algos))
+    if args.act:
+        print(f"\n## Fused block {args.act}(conv + bias): torch unfused against conv2d_fused\n")
+        print(table_of(rows, args.algos, fused=True))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(dict(device=torch.cuda.get_device_name(), batch=args.batch, reps=args.reps,
+                           **extra, rows=rows), f, indent=1)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--dtypes", nargs="+", default=["float32", "bfloat16"],
@@ -260,19 +277,9 @@ def main():
             print(f"# {r['layer']} {dtype_name}: torch {r['us']['torch best']:.1f} us, "
                   f"auto ({r['auto']}) {cell(r['us'], r['status'], 'auto')} us",
                   file=sys.stderr, flush=True)
-    name = torch.cuda.get_device_name()
-    print(f"## NCHW depthwise layers, {name}, batch {args.batch}, torch {torch.__version__}, "
-          f"{'TF32 allowed' if args.tf32 else 'true fp32'}; us per call (CUDA graph of "
-          f"{GRAPH_CALLS} calls, L2 flushed before each replay, median of {args.reps})\n")
-    print(table(rows, args.algos))
-    if args.act:
-        print(f"\n## Fused block {args.act}(conv + bias): torch unfused against conv2d_fused\n")
-        print(table(rows, args.algos, fused=True))
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(dict(device=name, batch=args.batch, reps=args.reps, tf32=args.tf32,
-                           rows=rows), f, indent=1)
-
+    report(f"NCHW depthwise layers, {torch.cuda.get_device_name()}, batch {args.batch}, torch "
+           f"{torch.__version__}, {'TF32 allowed' if args.tf32 else 'true fp32'}", rows, args,
+           tf32=args.tf32)
 
 if __name__ == "__main__":
     main()

@@ -20,7 +20,6 @@ calls replayed, L2 flushed before each replay, median of --reps. Writes a markdo
 --json PATH). Needs a GPU.
 """
 import argparse
-import json
 import os
 import sys
 
@@ -31,8 +30,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import torch_ops  # noqa: E402
-from dw_nchw_layers import (ACTS, GRAPH_CALLS, TOL, _Cudnn, can_run,  # noqa: E402
-                            norm_rel_err, time_candidates, timed_us)
+from dw_nchw_layers import (ACTS, TOL, _Cudnn, can_run, norm_rel_err,  # noqa: E402
+                            report, time_candidates, timed_us)
 
 # (label, C, O, input plane, K, stride)
 LAYERS = [
@@ -153,18 +152,8 @@ def main():
                 print(f"# {r['layer']} {dtype_name} {fmt}: torch {r['us']['torch best']:.1f} us,"
                       f" auto ({r['auto']}) {r['us'].get('auto', r['status'].get('auto'))}",
                       file=sys.stderr, flush=True)
-    name = torch.cuda.get_device_name()
-    print(f"## Image stems, {name}, batch {args.batch}, torch {torch.__version__}, fp32 with "
-          f"torch's default TF32 flags; us per call (CUDA graph of {GRAPH_CALLS} calls, L2 "
-          f"flushed before each replay, median of {args.reps})\n")
-    print(table(rows, args.algos))
-    if args.act:
-        print(f"\n## Fused block {args.act}(conv + bias): torch unfused against conv2d_fused\n")
-        print(table(rows, args.algos, fused=True))
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(dict(device=name, batch=args.batch, reps=args.reps, rows=rows), f, indent=1)
-
+    report(f"Image stems, {torch.cuda.get_device_name()}, batch {args.batch}, torch "
+           f"{torch.__version__}, fp32 with torch's default TF32 flags", rows, args, table)
 
 if __name__ == "__main__":
     main()
