@@ -179,7 +179,14 @@ def module_host_us(model, x, rounds=7, calls=2, sleep_ms=40.0):
 def variants(stock, x):
     yield "stock", stock
     yield "fx", torch.fx.symbolic_trace(copy.deepcopy(stock)) if _traceable(stock) else None
-    yield "swap", torch_ops.swap(copy.deepcopy(stock), example_inputs=x).model
+    res = torch_ops.swap(copy.deepcopy(stock), example_inputs=x)
+    if os.environ.get("GPUKERN_PRINT_SWAP"):
+        print(res.summary())
+        print(res.table())
+    yield "swap", res.model
+    # the layers the policy sends to torch kept converted (their per-call policy lookup)
+    yield "swap(no prune)", torch_ops.swap(copy.deepcopy(stock), example_inputs=x,
+                                           prune=False).model
     # gpukern on every depthwise layer and nothing else (host cost: gpukern's depthwise calls
     # against cuDNN's conv + bias)
     yield "swap(dw all)", torch_ops.swap(
@@ -188,7 +195,7 @@ def variants(stock, x):
     saved = list(policy.RULES)
     policy.RULES.clear()  # every layer decides torch (decisions are cached at the first call)
     try:
-        m = torch_ops.swap(copy.deepcopy(stock), example_inputs=x).model
+        m = torch_ops.swap(copy.deepcopy(stock), example_inputs=x, prune=False).model
         m(*x)
     finally:
         policy.RULES.extend(saved)

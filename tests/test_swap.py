@@ -146,3 +146,34 @@ def test_swap_skips_float64_on_cuda():
     res = torch_ops.swap(net)
     assert [n for n, _ in res.replaced] == ["1"]
     assert res.skipped == [("0", "float64 runs on CPU only in gpukern")]
+
+
+@pytest.mark.parametrize("device", DEVICE_PARAMS)
+def test_swap_prunes_layers_the_policy_sends_to_torch(device):
+    # CPU inputs run torch under swap's default cpu=False, so on CPU every decision is torch and
+    # every in-place layer goes back to its torch class; with cpu=True they all stay gpukern's.
+    # On CUDA, "rules" decides per layer; "all" never prunes.
+    x = torch.randn(2, 8, 24, device=device)
+    with torch.no_grad():
+        ref = _net(device).eval()(x)
+    for kwargs in ({}, {"cpu": True}, {"policy": "all"}, {"prune": False}):
+        net = _net(device).eval()
+        res = torch_ops.swap(net, fuse=False, example_inputs=(x,), **kwargs)
+        convs = [m for m in net.modules() if isinstance(m, (torch.nn.Conv1d, torch.nn.Conv2d))]
+        gk = [m for m in convs if type(m) in (torch_ops.nn.Conv1d, torch_ops.nn.Conv2d)]
+        assert len(res.replaced) + len(res.pruned) == 7, kwargs  # 5 Conv1d, 2 Conv2d
+        assert {id(m) for _, m in res.replaced} == {id(m) for m in gk}
+        for _, m in res.pruned:
+            assert type(m) in (torch.nn.Conv1d, torch.nn.Conv2d) and "_gk_fast" not in m.__dict__
+        keep_all = (kwargs.get("policy") == "all" or kwargs.get("prune") is False
+                    or (device == "cpu" and kwargs.get("cpu")))
+        if keep_all:
+            assert res.pruned == []
+        elif device == "cpu":
+            assert res.replaced == [] and len(res.pruned) == 7
+        rows = res.rows()
+        assert sum(r["reason"].startswith("pruned") for r in rows) == len(res.pruned)
+        assert all("pruned" in line for line in res.summary().splitlines()[-len(res.pruned):]) \
+            if res.pruned else True
+        with torch.no_grad():
+            torch.testing.assert_close(res.model(x), ref, rtol=1e-4, atol=1e-4)

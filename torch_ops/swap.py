@@ -36,7 +36,9 @@ What ``swap`` does, in order:
 5. ``example_inputs=(x, ...)`` runs ``result.model`` once on them under ``torch.inference_mode()``
    so every layer's decision for that signature is made (and, for ``"autotune"``, timed) now,
    before any ``torch.compile`` or CUDA graph capture; with it, residual adds whose operands
-   differ in shape are also recognised at fusion time. ``verbose=True`` prints
+   differ in shape are also recognised at fusion time, and (``prune=True``, the default) a layer
+   converted in place that the policy sends to torch for every example input is turned back into
+   its torch class: a host-bound model (batch 1) then pays no per-call policy lookup for it. ``verbose=True`` prints
    :meth:`SwapResult.table`: per layer its name, input shape, chosen path (gpukern's algorithm,
    or torch) and the ops fused into it.
 
@@ -86,7 +88,9 @@ class SwapResult:
     ``named_modules`` order; ``layer`` is the layer object itself (its torch class is kept in
     ``original_class``). ``fused``: :class:`torch_ops.fuse.Block` per fused block (``name``,
     ``module``, ``parts``: the names of what it replaced, ``fused``: e.g. "bn+add+relu").
-    ``skipped``: ``(qualified_name, reason)`` for every torch convolution left alone. ``notes``:
+    ``skipped``: ``(qualified_name, reason)`` for every torch convolution left alone.
+    ``pruned``: ``(qualified_name, layer)`` for every layer converted and then turned back
+    because the policy chose torch for all the example inputs (``swap(..., prune=True)``). ``notes``:
     how fusion went (e.g. why it did not happen). ``len(result)`` is the number of layers
     converted in place (as before fusion existed); ``len(result.fused)`` the fused blocks.
     """
@@ -98,6 +102,7 @@ class SwapResult:
     fused: list = dataclasses.field(default_factory=list)
     notes: List[str] = dataclasses.field(default_factory=list)
     policy: str = "rules"
+    pruned: List[Tuple[str, torch.nn.Module]] = dataclasses.field(default_factory=list)
     _undo_slots: list = dataclasses.field(default_factory=list, repr=False)
     _hooks: list = dataclasses.field(default_factory=list, repr=False)
 
@@ -127,6 +132,8 @@ class SwapResult:
                  f"{self.policy!r}"]
         lines += [f"  note: {n}" for n in self.notes]
         lines += [f"  skipped {name or '<root>'}: {reason}" for name, reason in self.skipped]
+        lines += [f"  pruned {name or '<root>'}: torch for every example input, left a torch layer"
+                  for name, _ in self.pruned]
         return "\n".join(lines)
 
     def rows(self) -> List[dict]:
@@ -137,9 +144,13 @@ class SwapResult:
         layers = [(b.name, b.module, b.fused) for b in self.fused]
         running = None if self.model is None else {id(m) for m in self.model.modules()}
         layers += [(n, m, "") for n, m in self.replaced if running is None or id(m) in running]
-        for name, m, fused in layers:
+        for name, m, fused in layers + [(n, m, None) for n, m in self.pruned]:
             kind = _policy.layer_kind(m.in_channels, m.out_channels, m.groups, m.kernel_size)
             base = dict(layer=name or "<root>", kind=kind, fused=fused or "-")
+            if fused is None:
+                out.append(dict(base, input="-", path="torch", reason="pruned: the policy chose "
+                                "torch for every example input"))
+                continue
             decided = _policy.decisions(m)
             if not decided:
                 base.update(input="-", path="-", reason="decided at the first call")
@@ -202,6 +213,22 @@ def skip_reason(module: torch.nn.Module) -> Optional[str]:
     return None
 
 
+def _prune(result: SwapResult) -> None:
+    """Turn back into torch's class every layer converted in place whose decisions (made by the
+    example inputs) all say torch: it would run torch's convolution anyway, and the converted
+    layer's per-call policy lookup is host time a host-bound model pays for nothing."""
+    kept = []
+    for name, layer in result.replaced:
+        decided = _policy.decisions(layer)
+        if decided and all(d.path == "torch" for d in decided.values()):
+            layer.__class__ = result.original_class.pop(id(layer))
+            _policy.unregister(layer)
+            result.pruned.append((name, layer))
+        else:
+            kept.append((name, layer))
+    result.replaced = kept
+
+
 def _channels_last_inputs(module, args, kwargs):
     """Forward pre-hook: 4-D tensor inputs to channels_last."""
     def cl(v):
@@ -236,7 +263,7 @@ def swap(model: torch.nn.Module,
          filter: Optional[Callable[[str, torch.nn.Module], bool]] = None,  # noqa: A002
          cpu: bool = False, *, fuse: bool = True, policy: str = "rules",
          channels_last: Union[bool, str] = "auto", verbose: bool = False,
-         example_inputs: Optional[tuple] = None) -> SwapResult:
+         example_inputs: Optional[tuple] = None, prune: bool = True) -> SwapResult:
     """Run ``model``'s convolutions on gpukern where that is faster, fusing Conv -> BatchNorm ->
     residual add -> activation blocks (module docstring: what happens, in order).
 
@@ -260,6 +287,11 @@ def swap(model: torch.nn.Module,
       channel-mixing layers, which cuDNN and gpukern run faster over NHWC), else nothing.
       ``result.notes`` says what was done.
     - ``example_inputs``: a tuple of inputs to run once after swapping (decisions made now).
+    - ``prune`` (default True; with ``example_inputs`` and a policy other than ``"all"``): a
+      layer converted in place whose every decision for the example inputs is torch is turned
+      back into its torch class (listed in ``result.pruned``), so it costs a host-bound model
+      nothing per call; other input shapes then run torch on it too. ``prune=False`` keeps it
+      converted, deciding again for each new input signature.
     - ``verbose=True``: print the per-layer table (:meth:`SwapResult.table`).
 
     Returns a :class:`SwapResult`.
@@ -343,6 +375,8 @@ def swap(model: torch.nn.Module,
     if example_inputs is not None:
         with torch.inference_mode():
             target(*example_inputs)
+        if prune and policy != "all":
+            _prune(result)
     if verbose:
         print(result.summary())
         print(result.table())
