@@ -83,7 +83,7 @@ def _src(rows, files, what):
 
 
 #: The features a cell is split on (rule_key's fields), and how deep the splits go.
-FEATURES = ("out_px", "in_ch", "out_ch", "taps")
+FEATURES = ("out_px", "in_ch", "out_ch", "taps", "m_px")
 MAX_DEPTH = 3
 #: A plain convolution (no fused epilogue) goes to gpukern only where it also saves at least this
 #: much GPU time per call: its only gain is kernel time, while its host cost per call is above
@@ -91,10 +91,18 @@ MAX_DEPTH = 3
 #: against ~20 us per cudnn_convolution), which decides whenever the model is host-bound (batch
 #: 1, and most eager models at batch 16).
 MIN_SAVED_US = 5.0
+#: Layer kinds exempt from MIN_SAVED_US: gpukern's host cost per call is at or below cuDNN's.
+#: Depthwise: benchmarks/profile_models.py --split, ConvNeXt-T batch 1 (host-bound), every
+#: depthwise layer on gpukern ("swap(dw all)") against stock, H100: host time 0.97-1.01x of
+#: stock's in fp32 / bf16, NCHW / channels_last, with 1.25x less GPU time; per call
+#: (h100_host_overhead.md) gpukern's depthwise op 11-15 us against F.conv2d's 11-12 (NCHW) and
+#: 17-20 (channels_last).
+HOST_CHEAP_KINDS = ("depthwise",)
 
 
 def _fast(p, margin):
-    return p["speedup"] >= margin and (p["fused"] or p["saved"] >= MIN_SAVED_US)
+    return p["speedup"] >= margin and (p["fused"] or p["kind"] in HOST_CHEAP_KINDS
+                                       or p["saved"] >= MIN_SAVED_US)
 
 
 def _split(pts, margin):
@@ -133,15 +141,18 @@ def _leaves(pts, margin, depth=0):
 
 def _bounds(rows, whole, fused):
     """Inclusive (min, max) per feature over the leaf's rows, None where the leaf spans the
-    whole cell's range on that side (no bound needed). For plain convolutions also the smallest
-    measured batch-wide output (m_px, the GEMM's M: smaller calls, e.g. batch 1, save less GPU
-    time than the host time they add)."""
+    whole cell's range on that side (no bound needed); m_px (the batch-wide output, the GEMM's
+    M) has no upper bound, and for plain convolutions its smallest measured value is always the
+    lower bound: smaller calls (a batch below the census's) save less GPU time than the host
+    time they may add."""
     out = {}
     for f in FEATURES:
         lo, hi = min(p[f] for p in rows), max(p[f] for p in rows)
         out[f] = (None if lo == min(p[f] for p in whole) else lo,
                   None if hi == max(p[f] for p in whole) else hi)
-    out["m_px"] = (None if fused else min(p["m_px"] for p in rows), None)
+    # m_px: no upper bound (a larger batch keeps a layer's gains); for plain convolutions the
+    # smallest measured value is always the lower bound.
+    out["m_px"] = (min(p["m_px"] for p in rows) if not fused else out["m_px"][0], None)
     return out
 
 
@@ -151,7 +162,7 @@ def derive(meas, margin=policy.MARGIN):
     for key, speedup, count, name, saved in meas:
         cell = tuple(key[k] for k in CELL)
         cells.setdefault(cell, []).append(
-            dict({f: key[f] for f in FEATURES}, m_px=key["m_px"], fused=key["fused"],
+            dict({f: key[f] for f in FEATURES}, kind=key["kind"], fused=key["fused"],
                  speedup=speedup, count=count, file=name, saved=saved))
     rules = []
     for cell, pts in sorted(cells.items(), key=lambda kv: tuple(str(v) for v in kv[0])):
@@ -165,7 +176,7 @@ def derive(meas, margin=policy.MARGIN):
                                out_ch_min=b["out_ch"][0], out_ch_max=b["out_ch"][1],
                                m_px_min=b["m_px"][0], m_px_max=b["m_px"][1],
                                taps_min=b["taps"][0], taps_max=b["taps"][1])
-        nobounds = {f: (None, None) for f in FEATURES + ("m_px",)}
+        nobounds = {f: (None, None) for f in FEATURES}
         leaves = _leaves(pts, margin)
         if len(leaves) == 1 and not leaves[0][1]:
             rules.append(rule("torch", nobounds, _src(pts, files, "")))

@@ -105,25 +105,26 @@ FUSED_ACTS = ("relu", "relu6", "silu", "gelu", "gelu_tanh", "hardswish", "sigmoi
 # ---------------------------------------------------------------------------------------------
 # The models
 
-def build(name, gpu):
-    """(model in eval mode, example inputs, what the input is). Random weights, no downloads."""
+def build(name, gpu, batch=None):
+    """(model in eval mode, example inputs, what the input is). Random weights, no downloads.
+    ``batch`` replaces the GPU batch (16 images, 8 Conformer utterances, 4 waveforms)."""
     torch.manual_seed(0)
     g = torch.Generator().manual_seed(0)
     if name == "conformer":
         from torchaudio.models import Conformer
         model = Conformer(input_dim=144, num_heads=4, ffn_dim=576, num_layers=16,
                           depthwise_conv_kernel_size=31)
-        b, t = (8, 1024) if gpu else (1, 48)
+        b, t = (batch or 8, 1024) if gpu else (1, 48)
         inputs = (torch.randn(b, t, 144, generator=g), torch.full((b,), t, dtype=torch.int64))
         return model.eval(), inputs, f"{b}x{t}x144"
     if name == "wav2vec2":
         from torchaudio.models import wav2vec2_base
-        b, n = (4, 64000) if gpu else (1, 4000)
+        b, n = (batch or 4, 64000) if gpu else (1, 4000)
         return wav2vec2_base().eval(), (torch.randn(b, n, generator=g),), f"{b}x{n} samples"
     import torchvision.models as tvm
     ctor = {"resnet50": tvm.resnet50, "mobilenet_v3_large": tvm.mobilenet_v3_large,
             "convnext_tiny": tvm.convnext_tiny}[name]
-    b, s = (16, 224) if gpu else (1, 64)
+    b, s = (batch or 16, 224) if gpu else (1, 64)
     return ctor(weights=None).eval(), (torch.randn(b, 3, s, s, generator=g),), f"{b}x3x{s}x{s}"
 
 
@@ -880,6 +881,9 @@ def main(argv=None):
                    help="keep the other models' results already in <out>/<name>_layers.json "
                         "(a census split over several commands; the info is this run's)")
     p.add_argument("--no-plot", action="store_true")
+    p.add_argument("--batch", type=int, default=None,
+                   help="batch of every model's input on the GPU (default: 16 images, 8 "
+                        "Conformer utterances, 4 waveforms; 1 for the latency rules)")
     args = p.parse_args(argv)
 
     if args.device == "cuda" and not torch.cuda.is_available():
@@ -910,7 +914,8 @@ def main(argv=None):
         timing=(f"CUDA graph of up to {GRAPH_CALLS} calls, L2 flushed by reading before each "
                 f"replay, median of {reps} replays" if args.gpu
                 else f"CPU wall clock, median of {reps}"),
-        tol=TOL, time=time.strftime("%F %T"), git=_git_rev(), argv=sys.argv[1:], inputs={})
+        tol=TOL, time=time.strftime("%F %T"), git=_git_rev(), argv=sys.argv[1:], inputs={},
+        batch=args.batch)
     if args.gpu:
         info["gpu"] = torch.cuda.get_device_name()
     info["device_name"] = info.get("gpu") or f"CPU ({platform.processor() or platform.machine()})"
@@ -938,7 +943,7 @@ def main(argv=None):
     for name in args.models:
         t0 = time.perf_counter()
         try:
-            model, inputs, described = build(name, args.gpu)
+            model, inputs, described = build(name, args.gpu, args.batch)
         except ImportError as e:
             print(f"{name}: skipped ({e})")
             continue
