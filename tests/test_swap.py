@@ -177,3 +177,53 @@ def test_swap_prunes_layers_the_policy_sends_to_torch(device):
             if res.pruned else True
         with torch.no_grad():
             torch.testing.assert_close(res.model(x), ref, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("device", DEVICE_PARAMS)
+def test_swap_converts_parametrized_convs(device):
+    # weight_norm (torch.nn.utils.parametrize), as wav2vec2's positional conv: converted to a
+    # class that keeps the parametrization's weight property and runs gpukern's convolution.
+    from torch.nn.utils.parametrizations import weight_norm
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(weight_norm(torch.nn.Conv1d(8, 8, 5, padding=2, groups=2), dim=2),
+                              torch.nn.GELU(),
+                              weight_norm(torch.nn.Conv2d(1, 4, 3))).to(device).eval()
+
+    def run(model):
+        with torch.no_grad():
+            y = model[1](model[0](x1))
+            return y, model[2](x2)
+
+    x1, x2 = torch.randn(2, 8, 40, device=device), torch.randn(2, 1, 9, 9, device=device)
+    ref = run(net)
+    keys = sorted(net.state_dict())
+    parametrized = [type(net[0]), type(net[2])]
+    res = torch_ops.swap(net, cpu=True, policy="all")
+    assert [n for n, _ in res.replaced] == ["0", "2"] and res.skipped == []
+    for m, base, gk in ((net[0], torch.nn.Conv1d, torch_ops.nn.Conv1d),
+                        (net[2], torch.nn.Conv2d, torch_ops.nn.Conv2d)):
+        assert isinstance(m, gk) and isinstance(m, base)
+        assert torch.nn.utils.parametrize.is_parametrized(m, "weight")
+    assert sorted(net.state_dict()) == keys
+    for got, want in zip(run(net), ref):
+        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
+    # The parametrization is live: a new weight_g changes the output, as in torch's layer.
+    with torch.no_grad():
+        net[0].parametrizations.weight.original0.mul_(2)
+    torch.testing.assert_close(run(net)[0], torch.nn.functional.gelu(
+        torch.nn.functional.conv1d(x1, net[0].weight, net[0].bias, padding=2, groups=2)),
+        rtol=1e-4, atol=1e-4)
+    assert torch_ops.unswap(net) == 2 and [type(net[0]), type(net[2])] == parametrized
+    res = torch_ops.swap(net, cpu=True)
+    res.restore()
+    assert [type(net[0]), type(net[2])] == parametrized
+
+
+def test_swap_leaves_other_conv_subclasses_alone():
+    class Custom(torch.nn.Conv1d):  # a subclass with its own forward is not converted
+        def forward(self, x):
+            return super().forward(x) + 1
+
+    net = torch.nn.Sequential(Custom(2, 2, 3))
+    res = torch_ops.swap(net)
+    assert res.replaced == [] and "may override its forward" in res.skipped[0][1]

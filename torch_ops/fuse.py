@@ -45,7 +45,7 @@ import torch.fx
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .nn import FUSED_CLASS, GPUKERN_CLASS, _FusedConvNd
+from .nn import FUSED_CLASS, GPUKERN_CLASS, _FusedConvNd, torch_class_of
 
 __all__ = ["Block", "fuse_fx", "fuse_sequential", "module_activation"]
 
@@ -94,7 +94,7 @@ class _Tracer(torch.fx.Tracer):
     """symbolic_trace's tracer, with gpukern's modules kept as leaves (a model swapped before)."""
 
     def is_leaf_module(self, m: nn.Module, qualname: str) -> bool:
-        if type(m) in GPUKERN_CLASS.values() or isinstance(m, _FusedConvNd):
+        if torch_class_of(type(m)) is not None or isinstance(m, _FusedConvNd):
             return True
         return super().is_leaf_module(m, qualname)
 

@@ -32,6 +32,7 @@ from typing import Optional, TypeVar
 
 import torch
 import torch.nn.functional as F
+import torch.nn.utils.parametrize  # noqa: F401  (its module name, for _parametrized_base)
 
 from . import functional as gk
 from . import policy as _policy
@@ -145,6 +146,52 @@ class Conv2d(_FromModule, torch.nn.Conv2d):
 
 # torch class -> gpukern class, for swap().
 GPUKERN_CLASS = {torch.nn.Conv1d: Conv1d, torch.nn.Conv2d: Conv2d}
+
+
+def _parametrized_base(cls: type) -> Optional[type]:
+    """The torch conv class under a class made by ``torch.nn.utils.parametrize`` (e.g.
+    ``nn.utils.parametrizations.weight_norm``: wav2vec2's positional conv), else None. Such a
+    class (``Parametrized<Conv>``, one per module) adds only the parametrized tensors' properties
+    and the (de)serialisation hooks to the exact torch class; its forward is torch's."""
+    bases = cls.__bases__
+    if (len(bases) != 1 or bases[0] not in GPUKERN_CLASS
+            or cls.__name__ != f"Parametrized{bases[0].__name__}"
+            or cls.__module__ != torch.nn.utils.parametrize.__name__):
+        return None
+    plain = {"__getstate__", "__deepcopy__", "__module__", "__doc__", "__dict__", "__weakref__",
+             "__slotnames__",  # copyreg caches it on the class at the first deepcopy
+             "_gk_converted_class"}
+    if all(k in plain or isinstance(v, property) for k, v in vars(cls).items()):
+        return bases[0]
+    return None
+
+
+def gpukern_class(cls: type) -> Optional[type]:
+    """The gpukern class :func:`torch_ops.swap` converts a layer of class ``cls`` to, or None:
+    ``torch_ops.nn.Conv1d`` / ``Conv2d`` for the exact torch classes; for a parametrized one
+    (:func:`_parametrized_base`) a subclass of both, made once per class, whose ``weight`` is the
+    parametrization's (recomputed per call, as torch's layer does) and whose convolution is
+    gpukern's. ``_gk_torch_class_of`` names the class to turn back into."""
+    if cls in GPUKERN_CLASS:
+        return GPUKERN_CLASS[cls]
+    base = _parametrized_base(cls)
+    if base is None:
+        return None
+    made = cls.__dict__.get("_gk_converted_class")
+    if made is None:
+        made = type(f"Gpukern{cls.__name__}", (cls, GPUKERN_CLASS[base]),
+                    {"_gk_torch_class_of": cls, "__module__": __name__})
+        cls._gk_converted_class = made
+    return made
+
+
+def torch_class_of(cls: type) -> Optional[type]:
+    """The torch class a gpukern class made by :func:`gpukern_class` came from (None for other
+    classes)."""
+    for torch_cls, gk_cls in GPUKERN_CLASS.items():
+        if cls is gk_cls:
+            return torch_cls
+    return cls.__dict__.get("_gk_torch_class_of")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -74,7 +74,7 @@ import torch
 from . import _checks
 from . import policy as _policy
 from .fastpath import fast_path_reason, has_fast_path
-from .nn import GPUKERN_CLASS
+from .nn import GPUKERN_CLASS, gpukern_class, torch_class_of
 
 __all__ = ["swap", "unswap", "SwapResult", "skip_reason"]
 
@@ -180,9 +180,9 @@ class SwapResult:
 def skip_reason(module: torch.nn.Module) -> Optional[str]:
     """None if :func:`swap` can convert ``module``, else a one-line reason why not."""
     cls = type(module)
-    if cls in GPUKERN_CLASS.values():
+    if torch_class_of(cls) is not None:
         return "already a gpukern layer"
-    if cls not in GPUKERN_CLASS:
+    if gpukern_class(cls) is None:
         for base in GPUKERN_CLASS:
             if isinstance(module, base):
                 return (f"{cls.__module__}.{cls.__qualname__} subclasses "
@@ -354,14 +354,14 @@ def swap(model: torch.nn.Module,
             if not isinstance(module, tuple(GPUKERN_CLASS)) or id(module) in seen:
                 continue
             seen.add(id(module))
-            if type(module) in GPUKERN_CLASS.values():
+            if torch_class_of(type(module)) is not None:
                 continue
             reason = reason_of(name, module)
             if reason is not None:
                 result.skipped.append((name, reason))
                 continue
             result.original_class[id(module)] = type(module)
-            module.__class__ = GPUKERN_CLASS[type(module)]
+            module.__class__ = gpukern_class(type(module))
             _policy.register(module, policy, cpu)
             result.replaced.append((name, module))
 
@@ -386,10 +386,9 @@ def swap(model: torch.nn.Module,
 def unswap(model: torch.nn.Module) -> int:
     """Turn every ``torch_ops.nn`` layer of ``model`` converted in place back into its torch
     class; returns how many. (Fused blocks are not undone: use :meth:`SwapResult.restore`.)"""
-    back = {v: k for k, v in GPUKERN_CLASS.items()}
     n = 0
     for module in model.modules():
-        cls = back.get(type(module))
+        cls = torch_class_of(type(module))
         if cls is not None:
             module.__class__ = cls
             _policy.unregister(module)
