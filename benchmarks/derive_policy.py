@@ -141,18 +141,16 @@ def _leaves(pts, margin, depth=0):
 
 def _bounds(rows, whole, fused):
     """Inclusive (min, max) per feature over the leaf's rows, None where the leaf spans the
-    whole cell's range on that side (no bound needed); m_px (the batch-wide output, the GEMM's
-    M) has no upper bound, and for plain convolutions its smallest measured value is always the
-    lower bound: smaller calls (a batch below the census's) save less GPU time than the host
-    time they may add."""
+    whole cell's range on that side (no bound needed). For plain convolutions the smallest
+    measured batch-wide output (m_px, the GEMM's M) is always a lower bound: smaller calls (a
+    batch below the census's) save less GPU time than the host time they may add."""
     out = {}
     for f in FEATURES:
         lo, hi = min(p[f] for p in rows), max(p[f] for p in rows)
         out[f] = (None if lo == min(p[f] for p in whole) else lo,
                   None if hi == max(p[f] for p in whole) else hi)
-    # m_px: no upper bound (a larger batch keeps a layer's gains); for plain convolutions the
-    # smallest measured value is always the lower bound.
-    out["m_px"] = (min(p["m_px"] for p in rows) if not fused else out["m_px"][0], None)
+    if not fused:
+        out["m_px"] = (min(p["m_px"] for p in rows), out["m_px"][1])
     return out
 
 
@@ -196,6 +194,19 @@ def derive(meas, margin=policy.MARGIN):
     return rules
 
 
+def misplaced(rules, meas, margin=policy.MARGIN):
+    """The measured rows the derived table sends to gpukern although they were not fast enough
+    (speedup below the margin, or a plain convolution saving under MIN_SAVED_US): each
+    (file, key, speedup). Empty for a table that holds to the measurements it came from."""
+    out = []
+    for key, speedup, _count, name, saved in meas:
+        fast = _fast(dict(speedup=speedup, fused=key["fused"], kind=key["kind"], saved=saved),
+                     margin)
+        if not fast and policy.lookup(key, rules)[0] == "gpukern":
+            out.append((name, key, speedup))
+    return out
+
+
 def render(rules):
     lines = ["RULES: List[Rule] = ["]
     for r in rules:
@@ -231,7 +242,14 @@ def main(argv=None):
     p.add_argument("--policy-file", default=os.path.join(
         os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "torch_ops", "policy.py"))
     args = p.parse_args(argv)
-    rules = derive(measurements(args.census, args.arch), args.margin)
+    meas = measurements(args.census, args.arch)
+    rules = derive(meas, args.margin)
+    bad = misplaced(rules, meas, args.margin)
+    for name, key, speedup in bad:
+        print(f"derive_policy: a gpukern rule covers a slow measured row: {name} {key} "
+              f"{speedup:.2f}x", file=sys.stderr)
+    if bad:
+        return 1
     text = render(rules)
     n_gk = sum(r.path == "gpukern" for r in rules)
     if args.write:
