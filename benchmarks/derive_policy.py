@@ -51,12 +51,15 @@ def _arch(info, forced):
     return f"sm_{m.group(1)}"
 
 
-def measurements(paths, arch=None):
-    """[(cell dict, out_px, speedup, count, file)] for every timed row of the census files."""
+def measurements(paths, arch=None, skip_batch1=False):
+    """[(cell dict, out_px, speedup, count, file)] for every timed row of the census files
+    (``skip_batch1``: not those of a batch-1 census, ``layers.py --batch 1``)."""
     out = []
     for path in paths:
         with open(path) as f:
             data = json.load(f)
+        if skip_batch1 and data["info"].get("batch") == 1:
+            continue
         a = _arch(data["info"], arch)
         name = os.path.basename(path)
         for r in data["rows"]:
@@ -84,7 +87,7 @@ def _src(rows, files, what):
 
 #: The features a cell is split on (rule_key's fields), and how deep the splits go.
 FEATURES = ("out_px", "in_ch", "out_ch", "taps", "m_px")
-MAX_DEPTH = 3
+MAX_DEPTH = 4
 #: A plain convolution (no fused epilogue) goes to gpukern only where it also saves at least this
 #: much GPU time per call: its only gain is kernel time, while its host cost per call is above
 #: cuDNN's (benchmarks/profile_models.py --cpu-top: ~33 us of self CPU time per igemm call
@@ -100,12 +103,12 @@ MIN_SAVED_US = 5.0
 HOST_CHEAP_KINDS = ("depthwise",)
 
 
-def _fast(p, margin):
-    return p["speedup"] >= margin and (p["fused"] or p["kind"] in HOST_CHEAP_KINDS
+def _fast(p, margin, cheap=HOST_CHEAP_KINDS):
+    return p["speedup"] >= margin and (p["fused"] or p["kind"] in cheap
                                        or p["saved"] >= MIN_SAVED_US)
 
 
-def _split(pts, margin):
+def _split(pts, margin, cheap):
     """The best single split of a mixed region: (feature, threshold) such that the rows with
     feature <= threshold and those above are separated, chosen to put the most fast calls into a
     side holding only fast rows, else to make both sides purest (fewest slow calls among the
@@ -116,9 +119,9 @@ def _split(pts, margin):
         for t in values[:-1]:
             sides = ([p for p in pts if p[f] <= t], [p for p in pts if p[f] > t])
             pure = max((sum(p["count"] for p in side) for side in sides
-                        if all(_fast(p, margin) for p in side)), default=0)
-            mixed = sum(min(sum(p["count"] for p in side if _fast(p, margin)),
-                            sum(p["count"] for p in side if not _fast(p, margin)))
+                        if all(_fast(p, margin, cheap) for p in side)), default=0)
+            mixed = sum(min(sum(p["count"] for p in side if _fast(p, margin, cheap)),
+                            sum(p["count"] for p in side if not _fast(p, margin, cheap)))
                         for side in sides)
             score = (pure, -mixed)
             if best_score is None or score > best_score:
@@ -126,17 +129,17 @@ def _split(pts, margin):
     return best
 
 
-def _leaves(pts, margin, depth=0):
+def _leaves(pts, margin, cheap, depth=0):
     """[(rows, all fast)] of a recursive split of pts (module docstring)."""
-    fast = [p for p in pts if _fast(p, margin)]
+    fast = [p for p in pts if _fast(p, margin, cheap)]
     if len(fast) == len(pts) or not fast or depth == MAX_DEPTH:
         return [(pts, len(fast) == len(pts))]
-    cut = _split(pts, margin)
+    cut = _split(pts, margin, cheap)
     if cut is None:
         return [(pts, False)]
     f, t = cut
-    return (_leaves([p for p in pts if p[f] <= t], margin, depth + 1)
-            + _leaves([p for p in pts if p[f] > t], margin, depth + 1))
+    return (_leaves([p for p in pts if p[f] <= t], margin, cheap, depth + 1)
+            + _leaves([p for p in pts if p[f] > t], margin, cheap, depth + 1))
 
 
 def _bounds(rows, whole, fused):
@@ -154,8 +157,9 @@ def _bounds(rows, whole, fused):
     return out
 
 
-def derive(meas, margin=policy.MARGIN):
-    """The rule list for the measurements (module docstring)."""
+def derive(meas, margin=policy.MARGIN, cheap=HOST_CHEAP_KINDS):
+    """The rule list for the measurements (module docstring); ``cheap``: the layer kinds exempt
+    from MIN_SAVED_US (none for the compiled table)."""
     cells = collections.OrderedDict()
     for key, speedup, count, name, saved in meas:
         cell = tuple(key[k] for k in CELL)
@@ -175,7 +179,7 @@ def derive(meas, margin=policy.MARGIN):
                                m_px_min=b["m_px"][0], m_px_max=b["m_px"][1],
                                taps_min=b["taps"][0], taps_max=b["taps"][1])
         nobounds = {f: (None, None) for f in FEATURES}
-        leaves = _leaves(pts, margin)
+        leaves = _leaves(pts, margin, cheap)
         if len(leaves) == 1 and not leaves[0][1]:
             rules.append(rule("torch", nobounds, _src(pts, files, "")))
             continue
@@ -194,21 +198,21 @@ def derive(meas, margin=policy.MARGIN):
     return rules
 
 
-def misplaced(rules, meas, margin=policy.MARGIN):
+def misplaced(rules, meas, margin=policy.MARGIN, cheap=HOST_CHEAP_KINDS):
     """The measured rows the derived table sends to gpukern although they were not fast enough
     (speedup below the margin, or a plain convolution saving under MIN_SAVED_US): each
     (file, key, speedup). Empty for a table that holds to the measurements it came from."""
     out = []
     for key, speedup, _count, name, saved in meas:
         fast = _fast(dict(speedup=speedup, fused=key["fused"], kind=key["kind"], saved=saved),
-                     margin)
+                     margin, cheap)
         if not fast and policy.lookup(key, rules)[0] == "gpukern":
             out.append((name, key, speedup))
     return out
 
 
-def render(rules):
-    lines = ["RULES: List[Rule] = ["]
+def render(rules, name="RULES"):
+    lines = [f"{name}: List[Rule] = ["]
     for r in rules:
         ch = "".join(f", {f}={getattr(r, f)!r}" for f in
                      ("in_ch_min", "in_ch_max", "out_ch_min", "out_ch_max", "m_px_min",
@@ -244,20 +248,30 @@ def main(argv=None):
     args = p.parse_args(argv)
     meas = measurements(args.census, args.arch)
     rules = derive(meas, args.margin)
-    bad = misplaced(rules, meas, args.margin)
+    # The table torch.compile'd layers use: plain convolutions of every kind held to
+    # MIN_SAVED_US (see COMPILED_RULES in torch_ops/policy.py), from the batched censuses only
+    # (the smallest measured m_px bounds each rule: batch-1 calls run torch), fused rows dropped
+    # (compiled, a fused block is decided by the conv-alone rules).
+    plain = [m for m in measurements(args.census, args.arch, skip_batch1=True)
+             if not m[0]["fused"]]
+    compiled = derive(plain, args.margin, cheap=())
+    bad = misplaced(rules, meas, args.margin) + misplaced(compiled, plain, args.margin, ())
     for name, key, speedup in bad:
         print(f"derive_policy: a gpukern rule covers a slow measured row: {name} {key} "
               f"{speedup:.2f}x", file=sys.stderr)
     if bad:
         return 1
-    text = render(rules)
+    text = render(rules) + "\n" + render(compiled, "COMPILED_RULES")
     n_gk = sum(r.path == "gpukern" for r in rules)
+    n_gk_c = sum(r.path == "gpukern" for r in compiled)
     if args.write:
         write(args.policy_file, text)
-        print(f"wrote {len(rules)} rules ({n_gk} gpukern) to {args.policy_file}")
+        print(f"wrote {len(rules)} rules ({n_gk} gpukern) and {len(compiled)} compiled rules "
+              f"({n_gk_c} gpukern) to {args.policy_file}")
     else:
         print(text)
-        print(f"# {len(rules)} rules, {n_gk} gpukern")
+        print(f"# {len(rules)} rules, {n_gk} gpukern; {len(compiled)} compiled rules, "
+              f"{n_gk_c} gpukern")
     return 0
 
 
