@@ -424,6 +424,7 @@ def test_rules_decide_per_signature_and_compile(cpu_follows_policy, monkeypatch)
     rule = gk_policy.Rule("cpu", "conv2d", "stem", "1", "float32", "contiguous", None, 64,
                           None, "gpukern", "test rule")
     monkeypatch.setattr(gk_policy, "RULES", [rule])
+    monkeypatch.setattr(gk_policy, "COMPILED_RULES", [rule])  # the compiled table
     result = torch_ops.swap(model, policy="rules")
     block = result.fused[0].module
     with torch.inference_mode():
@@ -458,6 +459,7 @@ def test_compiled_rules_follow_batch_size_under_dynamic_shapes(cpu_follows_polic
     rule = gk_policy.Rule("cpu", "conv2d", "stem", "1", "float32", "contiguous", None, None,
                           None, "gpukern", "test rule", m_px_min=128)
     monkeypatch.setattr(gk_policy, "RULES", [rule])
+    monkeypatch.setattr(gk_policy, "COMPILED_RULES", [rule])  # the compiled table
     result = torch_ops.swap(model, policy="rules")
     graphs = []
 
