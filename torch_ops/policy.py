@@ -33,7 +33,7 @@ sequence). Under capture the same holds. So, for ``policy="autotune"``, run the 
 input shape before compiling or capturing it (``swap(..., example_inputs=...)`` does that);
 for ``"rules"`` nothing is needed.
 
-The rule table (``RULES``) is generated: ``python3 benchmarks/derive_policy.py CENSUS.json ...
+The rule tables (``RULES``, and ``COMPILED_RULES`` for torch.compile) are generated: ``python3 benchmarks/derive_policy.py CENSUS.json ...
 --write`` rewrites the block between the GENERATED markers from one or more census files of
 ``benchmarks/layers.py`` (``python3 benchmarks/derive_policy.py --help``). Each rule says where
 it comes from (file, how many measured layers, their speedup range). A derived rule sends a cell
@@ -109,17 +109,21 @@ class Rule:
         return True
 
 
-# The table: the layer census benchmarks/results/h100_layers.json (NVIDIA H100 80GB HBM3, after
-# the 1x1 layers moved to cuBLASLt), benchmarks/layers.py over resnet50, mobilenet_v3_large,
-# convnext_tiny, conformer and wav2vec2 (float32 with torch's default TF32 flags and bfloat16; NCHW
-# and channels_last), torch 2.11, cuDNN 9.19, derived by
-#   python3 benchmarks/derive_policy.py benchmarks/results/h100_layers.json --write
+# The tables: the layer censuses benchmarks/results/h100_layers.json (NVIDIA H100 80GB HBM3;
+# batch 16 images, 8 Conformer utterances, 4 waveforms), h100_b1_layers.json (batch 1) and
+# h100_b16a_layers.json (Conformer and wav2vec2 at batch 16), benchmarks/layers.py over resnet50,
+# mobilenet_v3_large, convnext_tiny, conformer and wav2vec2 (float32 with torch's default TF32
+# flags and bfloat16; NCHW and channels_last), torch 2.11, cuDNN 9.19, derived by
+#   python3 benchmarks/derive_policy.py benchmarks/results/h100_layers.json \
+#       benchmarks/results/h100_b1_layers.json benchmarks/results/h100_b16a_layers.json --write
 # (per cell a small decision tree; a leaf goes to gpukern only where every layer in it was at
-# least MARGIN faster and, for a plain convolution, saved at least derive_policy.MIN_SAVED_US per
-# call; see benchmarks/derive_policy.py). Only the gpukern rules matter (anything unmatched runs
-# torch); the torch rules document the measured cells. float16 was not measured: it runs torch
-# under "rules". Earlier tables also used an H200 census (h200_layers_nodw.json); its dense rows
-# predate the cuBLASLt 1x1 path, so this one is the H100's alone.
+# least MARGIN faster and, for a plain convolution other than depthwise, saved at least
+# derive_policy.MIN_SAVED_US per call; see benchmarks/derive_policy.py, which also checks that
+# no measured slower layer falls under a gpukern rule, as tests/test_policy_table.py does).
+# RULES serve eager calls; COMPILED_RULES (plain convolutions only, every kind held to
+# MIN_SAVED_US, batched censuses only) serve calls traced by torch.compile
+# (_compiled_rules_choice). Only the gpukern rules matter (anything unmatched runs torch); the
+# torch rules document the measured cells. float16 was not measured: it runs torch under "rules".
 # BEGIN GENERATED RULES
 RULES: List[Rule] = [
     Rule('sm_90', 'conv1d', 'dense1x1', '1', 'bfloat16', 'contiguous', False, None, None, 'torch',
