@@ -33,9 +33,10 @@ sequence). Under capture the same holds. So, for ``policy="autotune"``, run the 
 input shape before compiling or capturing it (``swap(..., example_inputs=...)`` does that);
 for ``"rules"`` nothing is needed.
 
-The rule tables (``RULES``, and ``COMPILED_RULES`` for torch.compile) are generated: ``python3 benchmarks/derive_policy.py CENSUS.json ...
---write`` rewrites the block between the GENERATED markers from one or more census files of
-``benchmarks/layers.py`` (``python3 benchmarks/derive_policy.py --help``). Each rule says where
+The rule tables (``RULES``, and ``COMPILED_RULES`` for torch.compile) are generated:
+``python3 benchmarks/derive_policy.py CENSUS.json ... --write`` rewrites the block between the
+GENERATED markers from one or more census files of ``benchmarks/layers.py``
+(``python3 benchmarks/derive_policy.py --help``). Each rule says where
 it comes from (file, how many measured layers, their speedup range). A derived rule sends a cell
 (arch, op, kind, stride, dtype, layout, fused) to gpukern only where every measured layer in it
 was at least ``MARGIN`` times faster on gpukern; a cell with mixed results is split at one output

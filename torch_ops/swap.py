@@ -38,8 +38,8 @@ What ``swap`` does, in order:
    before any ``torch.compile`` or CUDA graph capture; with it, residual adds whose operands
    differ in shape are also recognised at fusion time, and (``prune=True``, the default) a layer
    converted in place that the policy sends to torch for every example input is turned back into
-   its torch class: a host-bound model (batch 1) then pays no per-call policy lookup for it. ``verbose=True`` prints
-   :meth:`SwapResult.table`: per layer its name, input shape, chosen path (gpukern's algorithm,
+   its torch class: a host-bound model (batch 1) then pays no per-call policy lookup for it.
+   ``verbose=True`` prints :meth:`SwapResult.table`: per layer its name, input shape, chosen path (gpukern's algorithm,
    or torch) and the ops fused into it.
 
 state_dict: a fused model's ``state_dict`` differs from the original's: each fused block holds
@@ -90,8 +90,8 @@ class SwapResult:
     ``module``, ``parts``: the names of what it replaced, ``fused``: e.g. "bn+add+relu").
     ``skipped``: ``(qualified_name, reason)`` for every torch convolution left alone.
     ``pruned``: ``(qualified_name, layer)`` for every layer converted and then turned back
-    because the policy chose torch for all the example inputs (``swap(..., prune=True)``). ``notes``:
-    how fusion went (e.g. why it did not happen). ``len(result)`` is the number of layers
+    because the policy chose torch for all the example inputs (``swap(..., prune=True)``).
+    ``notes``: how fusion went (e.g. why it did not happen). ``len(result)`` is the number of layers
     converted in place (as before fusion existed); ``len(result.fused)`` the fused blocks.
     """
 
