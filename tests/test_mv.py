@@ -240,7 +240,12 @@ def test_mv_algorithm_query():
     assert torch_ops.algorithm("mv", sb[:1024, :6].t(), sv[:1024]) == "rows"
     assert torch_ops.algorithm("mv", sb[:512, :64].t(), sv[:512]) == "rows"  # 2^15
     assert torch_ops.algorithm("mv", sb[:513, :64].t(), sv[:513]) == "cols_short"
-    assert torch_ops.algorithm("mv", sb[:63, :6].t(), sv[:63]) != "rows"  # N 63
+    assert torch_ops.algorithm("mv", sb[:63, :16].t(), sv[:63]) != "rows"  # N 63, M * N > 576
+    # Tiny column-major 16-bit problems (M >= 2, M * N <= 576): rows.
+    assert torch_ops.algorithm("mv", sb[:24, :24].t(), sv[:24]) == "rows"
+    assert torch_ops.algorithm("mv", sb[:4, :4].t(), sv[:4]) == "rows"
+    assert torch_ops.algorithm("mv", sb[:25, :24].t(), sv[:25]) != "rows"  # 600 elements
+    assert torch_ops.algorithm("mv", _meta(24, 24).t(), _meta(24)) != "rows"  # fp32
     tall = torch.empty(4, 4096, device="meta", dtype=torch.bfloat16).t()  # 4096 x 4
     assert torch_ops.algorithm("mv", tall, sv[:4]) != "rows"
     tall = torch.empty(64, 257, device="meta", dtype=torch.bfloat16).t()  # 257 x 64: M 257

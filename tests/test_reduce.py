@@ -581,6 +581,12 @@ def test_reduce_algorithm_query():
     assert q("sum", _meta(12, 1 << 18, dtype=torch.bfloat16), 0) == "col_vec"
     assert q("sum", _meta(17, 1 << 18, dtype=torch.bfloat16), 0) == "col_vec"
     assert q("sum", _meta(16, 1 << 18), 0) == "col_vec"
+    # 16-bit column sums of <= 96 rows and <= 24576 outputs: col (a thread per output).
+    assert q("sum", _meta(64, 4096, dtype=torch.bfloat16), 0) == "col"
+    assert q("mean", _meta(96, 24576, dtype=torch.float16), 0) == "col"
+    assert q("sum", _meta(97, 4096, dtype=torch.bfloat16), 0) == "col_vec"  # 97 rows
+    assert q("sum", _meta(64, 24584, dtype=torch.bfloat16), 0) == "col_vec"  # 24584 outputs
+    assert q("sum", _meta(64, 4096), 0) == "col_vec"  # fp32 keeps col_vec
     assert q("sum", _meta(1500, 512), -1) == "row"  # one round of a warp per row
     assert q("sum", _meta(4096, 1), -1) == "copy"  # one element per output
     assert q("mean", _meta(1, 4096, dtype=torch.bfloat16), 0) == "copy"

@@ -102,6 +102,9 @@ MvAlgo vec_or(MvAlgo vec, MvAlgo scalar, const MvProblem& s) {
 // The automatic choice: one rule per line, in priority order, each with the H200 measurement
 // behind it (forced algorithms, us, torch = torch.mv; "sweep": the size sweep's torch / ours;
 // docs/performance.md, mv). Row-major rows are N elements, row_bytes long.
+// Column-major 16-bit problems up to this many elements run the rows kernel (choose_auto).
+constexpr int64_t kTinyRowsMaxElems = 576;
+
 MvAlgo choose_auto(const MvProblem& s) {
   const int64_t row_bytes = s.N * s.elem_size;
   const bool f32 = s.elem_size == 4;
@@ -125,6 +128,12 @@ MvAlgo choose_auto(const MvProblem& s) {
   // 200 x 160 1.8 vs 2.8 (benchmarks/algos.py; fp32 keeps cols_short). Tall ones lost on rows
   // (quick sweep: A.t bf16 4096 x 4 8.7 us against torch's 1.9, 1536 x 16 4.0 against 2.3).
   if (s.s0 == 1 && s.elem_size == 2 && s.M * s.N <= (1 << 15) && s.M <= 256 && s.N >= 64)
+    return A::kRows;
+  // Tiny column-major 16-bit problems (M * N <= 576, M >= 2): H100, benchmarks/algos.py over the
+  // quick sweep's A.t bf16 points: rows 1.2-1.5 us where cols_short took 2.0-5.6 (torch 1.8-2.2),
+  // e.g. 4 x 4 1.2 against 5.6, 24 x 24 1.5 against 5.4; points below 0.97x torch 55 -> 48 of
+  // 278, none new. (M = 1 keeps its path: 1 x 64 ran 4.5 on rows against 1.3.)
+  if (s.s0 == 1 && s.elem_size == 2 && s.M >= 2 && s.M * s.N <= kTinyRowsMaxElems)
     return A::kRows;
   // A.t 256 x 256: rows 2.0 vs cols_vec 2.8, cols_short 5.7 (bf16); 2.3 vs 2.5, 3.9 (fp32).
   if (s.s0 == 1 && s.M > 128 && s.M <= 256 && s.N > 16 && s.N <= 256) return A::kRows;

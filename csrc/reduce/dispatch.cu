@@ -138,6 +138,9 @@ constexpr int64_t kSegMaxSmallCols = int64_t{1} << 18;
 // benchmarks/algos.py).
 constexpr int64_t kSegMaxTinyCols = int64_t{1} << 16;
 constexpr int64_t kSegMaxOutputs = 128;
+// 16-bit column sums up to this many reduced rows and outputs run col rather than col_vec.
+constexpr int64_t kColFewRows = 96;
+constexpr int64_t kColFewRowsMaxOutputs = 24576;
 
 // Full reduction of nvec 16-byte vectors: small (one block) rather than flat, up to two rounds of
 // 512 threads x 8 vectors for floats, one round of 256 x 8 for integers.
@@ -188,6 +191,15 @@ RedAlgo choose_auto(const ReduceLayout& L, const RedInput& in) {
   // 10.6), nor fp32 (its shapes disagreed).
   if (in.elem_size == 2 && L.R > 12 && L.R <= 16 && L.n_out >= (int64_t{1} << 17) &&
       L.n_out < (int64_t{1} << 20))
+    return RedAlgo::kCol;
+  // Few reduced rows (<= 96) of a 16-bit row of <= 24576 outputs: a thread per output, not
+  // col_vec's vector of outputs with the rows split over a workspace. H100, benchmarks/algos.py
+  // over the quick sweep's bf16 column sums (2-D, over dim 0): col 1.8-2.5 us where col_vec took
+  // 2.6-4.0 (torch 2.0-3.3), e.g. [64, 4096] 2.0 against 3.2, [16, 65536] within noise of
+  // col_vec; points below 0.97x torch 70 -> 42 of 278, none new (24 rows ran col_vec 1.9-2.2
+  // against col 2.4-3.2, both at or above torch).
+  if (in.elem_size == 2 && L.R <= kColFewRows && L.n_out <= kColFewRowsMaxOutputs &&
+      can_run(RedAlgo::kColVec, L, in))
     return RedAlgo::kCol;
   // Contiguous outputs, aligned rows: a 16-byte vector of outputs per thread.
   if (can_run(RedAlgo::kColVec, L, in)) return RedAlgo::kColVec;
