@@ -131,7 +131,7 @@ MvAlgo choose_auto(const MvProblem& s) {
     return A::kRows;
   // Tiny column-major 16-bit problems (M * N <= 576, M >= 2): H100, benchmarks/algos.py over the
   // quick sweep's A.t bf16 points: rows 1.2-1.5 us where cols_short took 2.0-5.6 (torch 1.8-2.2),
-  // e.g. 4 x 4 1.2 against 5.6, 24 x 24 1.5 against 5.4; points below 0.97x torch 55 -> 48 of
+  // e.g. 4 x 4 1.2 against 5.6, 24 x 24 1.5 against 5.4; points below 0.97x torch 55 -> 47 of
   // 278, none new. (M = 1 keeps its path: 1 x 64 ran 4.5 on rows against 1.3.)
   if (s.s0 == 1 && s.elem_size == 2 && s.M >= 2 && s.M * s.N <= kTinyRowsMaxElems)
     return A::kRows;
