@@ -4,6 +4,8 @@ csrc/mv/dispatch.cu). Benchmark tooling only: it measures, it changes nothing.
 
     python3 benchmarks/algos.py [--family reduce mv] [--dtypes bf16 fp32] [--shapes sweep]
                                 [--json results/algos.json]
+    python3 benchmarks/algos.py --from-sweep results/h100_sweep_quick9.json --dtypes bf16 \
+                                [--below 0.97] [--max-elems 16777216] [--list]
 
 Shapes: the sweep's (benchmarks/sweep.py) rows/cols/A/A.t layouts at the sizes where the first
 H200 sweep found gpukern below 0.97x, plus neighbours. Each point: the output of every algorithm
@@ -108,6 +110,30 @@ def run_point(family, layout, a, b, dtype, tol):
     return row
 
 
+def sweep_shapes(path, dtypes, max_elems, below=None):
+    """[(layout, a, b)] of a sweep JSON's 2-D points that algos.py can run: the sum family's
+    rows / cols (the reduce kernels are the same for mean, amax, amin) and mv's A / A.t, for the
+    series of the given dtypes (bf16, fp32), at most max_elems elements, and with a speedup under
+    `below` if given. Sorted, without duplicates."""
+    with open(path) as f:
+        points = json.load(f)["points"]
+    out = set()
+    for p in points:
+        layout, dt = (p["series"].split() + [""])[:2]
+        if dt not in dtypes or len(p["shape"]) != 2:
+            continue
+        if not ((p["family"] == "sum" and layout in ("rows", "cols")) or
+                (p["family"] == "mv" and layout in ("A", "A.t"))):
+            continue
+        a, b = (int(v) for v in p["shape"])
+        if a * b > max_elems or a * b == 0:
+            continue
+        if below is not None and not (p.get("speedup") and p["speedup"] < below):
+            continue
+        out.add((layout, a, b))
+    return sorted(out)
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--family", nargs="+", default=["reduce", "mv"], choices=["reduce", "mv"])
@@ -116,6 +142,13 @@ def main():
     p.add_argument("--shapes", nargs="+", default=None,
                    help="instead of the built-in lists: LAYOUT:AxB, e.g. cols:16x4096 A.t:6x1024 "
                         "(rows/cols for reduce, A/A.t for mv)")
+    p.add_argument("--from-sweep", default=None, metavar="SWEEP.json",
+                   help="instead of the built-in lists: the 2-D rows/cols (sum) and A/A.t (mv) "
+                        "points of a benchmarks/sweep.py JSON, of the --dtypes, up to "
+                        "--max-elems elements (--below X: only those under X times torch)")
+    p.add_argument("--max-elems", type=int, default=1 << 24)
+    p.add_argument("--below", type=float, default=None)
+    p.add_argument("--list", action="store_true", help="print the shapes and exit")
     args = p.parse_args()
     given = None
     if args.shapes:
@@ -124,6 +157,14 @@ def main():
             layout, ab = spec.split(":")
             a, b = (int(v) for v in ab.split("x"))
             given.append((layout, a, b))
+    if args.from_sweep:
+        given = sweep_shapes(args.from_sweep, args.dtypes, args.max_elems, args.below)
+    if args.list:
+        keep = {"reduce": ("rows", "cols"), "mv": ("A", "A.t")}
+        for layout, a, b in given or []:
+            if any(layout in keep[f] for f in args.family):
+                print(f"{layout}:{a}x{b}")
+        return
     if not torch.cuda.is_available():
         sys.exit("algos.py: needs a CUDA device")
     torch.backends.cuda.matmul.allow_tf32 = False

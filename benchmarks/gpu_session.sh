@@ -13,7 +13,8 @@
 #              --quick or --families sum mv), stopping new points after $SWEEP_BUDGET seconds
 #              (default: $SWEEP_TIMEOUT - 60) and killed at $SWEEP_TIMEOUT (default 540)
 #     algos    benchmarks/algos.py: every reduce / mv algorithm forced on the sweep's slow shapes
-#              ($ALGOS_ARGS)
+#              ($ALGOS_ARGS; e.g. "--from-sweep benchmarks/results/h100_sweep_quick9.json
+#              --dtypes bf16" for every 2-D point of a sweep)
 #     models   benchmarks/models.py ($MODELS_ARGS)
 #     igemm    benchmarks/igemm_layers.py (the tensor-core path's tile configurations, $IGEMM_ARGS)
 #     census   benchmarks/layers.py, the layer census ($CENSUS_ARGS)
