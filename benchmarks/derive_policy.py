@@ -79,6 +79,11 @@ def measurements(paths, arch=None, skip_batch1=False):
     return out
 
 
+def compiled_measurements(paths, arch=None):
+    """The rows COMPILED_RULES is derived from: plain convolutions of the batched censuses."""
+    return [m for m in measurements(paths, arch, skip_batch1=True) if not m[0]["fused"]]
+
+
 def _src(rows, files, what):
     sp = [p["speedup"] for p in rows]
     return (f"{'+'.join(sorted(files))}: {len(rows)} layer(s){what}, gpukern/torch "
@@ -252,8 +257,7 @@ def main(argv=None):
     # MIN_SAVED_US (see COMPILED_RULES in torch_ops/policy.py), from the batched censuses only
     # (the smallest measured m_px bounds each rule: batch-1 calls run torch), fused rows dropped
     # (compiled, a fused block is decided by the conv-alone rules).
-    plain = [m for m in measurements(args.census, args.arch, skip_batch1=True)
-             if not m[0]["fused"]]
+    plain = compiled_measurements(args.census, args.arch)
     compiled = derive(plain, args.margin, cheap=())
     bad = misplaced(rules, meas, args.margin) + misplaced(compiled, plain, args.margin, ())
     for name, key, speedup in bad:

@@ -118,6 +118,13 @@ def can_run(name, x, w, b, stride, pad, c):
             return False
 
 
+def time_cudnn(row, conv_torch, reps):
+    """row["us"]: cuDNN with benchmark off and on, and the better of the two ("torch best")."""
+    for label_t, bm in (("cudnn", False), ("cudnn.bm", True)):
+        row["us"][label_t] = timed_us(conv_torch, reps, lambda bm=bm: _Cudnn(bm))
+    row["us"]["torch best"] = min(row["us"]["cudnn"], row["us"]["cudnn.bm"])
+
+
 def time_candidates(store, fn, ref, tol, reps, candidates, runnable):
     """Checks and times gpukern's automatic choice and each forced algorithm of `candidates`
     (names; runnable(name) says whether one can run the call) running fn(): store["err"][name]
@@ -165,9 +172,7 @@ def run_layer(label, c, hw, k, stride, dtype_name, args):
 
     with torch.inference_mode():
         row["err"]["torch"] = norm_rel_err(conv_torch(), ref)
-        for label_t, bm in (("cudnn", False), ("cudnn.bm", True)):
-            row["us"][label_t] = timed_us(conv_torch, args.reps, lambda bm=bm: _Cudnn(bm))
-        row["us"]["torch best"] = min(row["us"]["cudnn"], row["us"]["cudnn.bm"])
+        time_cudnn(row, conv_torch, args.reps)
         time_candidates(row, conv_gk, ref, tol, args.reps, args.algos,
                         lambda n: can_run(n, x, w, b, stride, pad, c))
         if args.act:

@@ -31,7 +31,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import torch_ops  # noqa: E402
 from dw_nchw_layers import (ACTS, TOL, _Cudnn, can_run, norm_rel_err,  # noqa: E402
-                            report, time_candidates, timed_us)
+                            report, time_candidates, time_cudnn, timed_us)
 
 # (label, C, O, input plane, K, stride)
 LAYERS = [
@@ -72,9 +72,7 @@ def run_layer(label, c, o, hw, k, stride, dtype_name, fmt, args):
 
     with torch.inference_mode():
         row["err"]["torch"] = norm_rel_err(conv_torch(), ref)
-        for label_t, bm in (("cudnn", False), ("cudnn.bm", True)):
-            row["us"][label_t] = timed_us(conv_torch, args.reps, lambda bm=bm: _Cudnn(bm))
-        row["us"]["torch best"] = min(row["us"]["cudnn"], row["us"]["cudnn.bm"])
+        time_cudnn(row, conv_torch, args.reps)
         time_candidates(row, conv_gk, ref, tol, args.reps, args.algos,
                         lambda n: runnable(n, x, w, None, stride, pad))
         if args.act:
