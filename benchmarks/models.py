@@ -244,6 +244,9 @@ def run_model(name, args, device, gpu, batch=None, fmt="contiguous"):
                 torch._dynamo.reset()  # once per mode: every variant's compiled code stays valid
                 for vname, model, ctx, report in variants:
                     note = ""
+                    tuned = getattr(report, "tuned", None)
+                    if mode == "eager" and tuned:  # swap's end-to-end check: what it kept
+                        note = f"kept '{tuned['choice']}'"
                     if mode != "eager" and vname != "stock" and args.max_slowdown > 0:
                         slow = eager_ms[vname] / eager_ms["stock"]
                         if slow > args.max_slowdown:
@@ -298,6 +301,7 @@ def run_model(name, args, device, gpu, batch=None, fmt="contiguous"):
                         variant=vname, ms=ms, speedup=None, max_abs_vs_stock=None,
                         rel_vs_stock=None, rel_vs_fp64=None, stock_rel_vs_fp64=stock_rel64,
                         agree=None, note=note, replaced=swapped,
+                        tuned=getattr(report, "tuned", None),
                         fused=None if report is None or isinstance(report, int)
                         else len(report.fused), convs_depthwise=dw,
                         convs_other=other, convs_fast=fast_total,

@@ -604,6 +604,12 @@ def test_models_cuda(name, dtype, pol):
     rows = result.rows()
     if pol != "all":
         assert all(r["path"] != "-" for r in rows), result.table()
+    # the end-to-end check runs for "rules" only, and its choice is one of the timed ones
+    tuned = result.tuned
+    assert (tuned is not None) == (pol == "rules")
+    if tuned is not None:
+        assert tuned["choice"] in tuned["ms"] and "rules" in tuned["ms"]
+        assert any(n.startswith("end-to-end check") for n in result.notes)
 
 
 @CUDA_ONLY
@@ -643,3 +649,80 @@ def test_fused_op_used_on_cuda_when_present():
     assert log.gpukern() == ["gpukern::conv2d_fused"]
     _close(out, ref)
 
+
+
+# ---------------------------------------------------------------------------------------------
+# swap's end-to-end check (torch_ops.tune), with a stand-in timer on CPU
+
+class _FusedAndPlain(nn.Module):
+    """A fused block (conv -> bn -> relu) and a plain conv converted in place."""
+
+    def __init__(self):
+        super().__init__()
+        self.block = ModuleAct("relu")
+        self.plain = nn.Conv2d(8, 8, 1)
+
+    def forward(self, x):
+        return self.plain(self.block(x))
+
+
+@pytest.mark.parametrize("times,choice", [
+    ({"rules": 2.0, "fused": 1.5, "all": 1.6, "torch": 2.5}, "fused"),
+    ({"rules": 2.0, "fused": 1.97, "all": 1.99, "torch": 2.5}, "rules"),  # within SWITCH
+    ({"rules": 2.0, "fused": 2.1, "all": 1.2, "torch": 2.5}, "all"),
+    ({"rules": 2.0, "fused": 2.1, "all": 2.2, "torch": 1.0}, "torch"),
+])
+def test_end_to_end_check_keeps_the_fastest_configuration(cpu_follows_policy, monkeypatch,
+                                                           times, choice):
+    from torch_ops import tune
+    monkeypatch.setattr(tune, "DEVICE_TYPES", ("cpu",))
+    monkeypatch.setattr(gk_policy, "RULES", [])  # the table: torch for everything
+    torch.manual_seed(0)
+    model = _randomize_bn(_FusedAndPlain()).eval()
+    x = torch.randn(2, 4, 10, 10)
+    with torch.inference_mode():
+        ref = model(x)
+    result = torch_ops.swap(model, cpu=True, example_inputs=(x,), prune=False)
+    assert result.tuned is None  # CPU example inputs: swap does not time anything
+    block = result.model.get_submodule("block.conv")
+    plain = result.model.get_submodule("plain")
+    layers = [block, plain]
+    configs = tune.configurations(layers)
+    assert list(configs) == ["rules", "fused", "all"]  # "torch" is the rules' configuration
+    assert [list(c[id(block)].values()) for c in configs.values()] == [[False], [True], [True]]
+    assert [list(c[id(plain)].values()) for c in configs.values()] == [[False], [False], [True]]
+    seen = []
+
+    def timer(ls, cfgs, forward):
+        seen.append(sorted(cfgs))
+        for cfg in cfgs.values():  # each configuration runs and gives the stock answer
+            tune._apply(ls, cfg)
+            _close(forward(), ref)
+        tune._apply(ls, cfgs["rules"])
+        return {n: times[n] for n in cfgs}
+
+    with torch.inference_mode():
+        out = tune.tune_end_to_end(layers, lambda: result.model(x), timer=timer)
+    assert seen == [["all", "fused", "rules"]]
+    want = choice if choice in configs else "rules"
+    assert out["choice"] == want
+    gk = {"rules": (False, False), "fused": (True, False), "all": (True, True)}[want]
+    for layer, on in zip(layers, gk):
+        assert list(layer._gk_fast.values()) == [on]
+        (decision,) = gk_policy.decisions(layer).values()
+        assert decision.path == ("gpukern" if on else "torch")
+        if want != "rules" and on:
+            assert decision.reason.startswith("swap's end-to-end check")
+    with torch.inference_mode():
+        _close(result.model(x), ref)
+
+
+def test_end_to_end_check_only_with_rules_on_cuda_inputs(cpu_follows_policy, monkeypatch):
+    from torch_ops import tune
+    calls = []
+    monkeypatch.setattr(tune, "tune_end_to_end", lambda *a, **k: calls.append(1))
+    x = torch.randn(2, 4, 10, 10)
+    for kwargs in ({}, {"policy": "autotune"}, {"policy": "all"}, {"tune": False}):
+        torch_ops.swap(_randomize_bn(_FusedAndPlain()).eval(), cpu=True, example_inputs=(x,),
+                       **kwargs)
+    assert calls == []  # CPU inputs: never timed

@@ -39,6 +39,10 @@ What ``swap`` does, in order:
    differ in shape are also recognised at fusion time, and (``prune=True``, the default) a layer
    converted in place that the policy sends to torch for every example input is turned back into
    its torch class: a host-bound model (batch 1) then pays no per-call policy lookup for it.
+   Before pruning, for ``policy="rules"`` on CUDA inputs, ``tune=True`` (the default) times the
+   whole model on the example inputs under the rule table's choices and three alternatives
+   (every fused block on gpukern, every layer on gpukern, every layer on torch) and keeps the
+   fastest for those signatures (:mod:`torch_ops.tune`).
    ``verbose=True`` prints :meth:`SwapResult.table`: per layer its name, input shape, chosen path (gpukern's algorithm,
    or torch) and the ops fused into it.
 
@@ -91,6 +95,8 @@ class SwapResult:
     ``skipped``: ``(qualified_name, reason)`` for every torch convolution left alone.
     ``pruned``: ``(qualified_name, layer)`` for every layer converted and then turned back
     because the policy chose torch for all the example inputs (``swap(..., prune=True)``).
+    ``tuned``: the end-to-end check's result (``{"choice": configuration, "ms": {configuration:
+    ms per forward}}``, :mod:`torch_ops.tune`), or None where it did not run.
     ``notes``: how fusion went (e.g. why it did not happen). ``len(result)`` is the number of layers
     converted in place (as before fusion existed); ``len(result.fused)`` the fused blocks.
     """
@@ -103,6 +109,7 @@ class SwapResult:
     notes: List[str] = dataclasses.field(default_factory=list)
     policy: str = "rules"
     pruned: List[Tuple[str, torch.nn.Module]] = dataclasses.field(default_factory=list)
+    tuned: Optional[dict] = None
     _undo_slots: list = dataclasses.field(default_factory=list, repr=False)
     _hooks: list = dataclasses.field(default_factory=list, repr=False)
 
@@ -229,6 +236,24 @@ def _prune(result: SwapResult) -> None:
     result.replaced = kept
 
 
+def _on_cuda(inputs: tuple) -> bool:
+    return any(isinstance(v, torch.Tensor) and v.is_cuda for v in inputs)
+
+
+def _tune_end_to_end(result: SwapResult, target: torch.nn.Module, example_inputs: tuple) -> None:
+    """swap's end-to-end check (torch_ops.tune) over the converted and fused layers."""
+    from . import tune as _tune
+    layers = [m for _, m in result.replaced] + [b.module for b in result.fused]
+    with torch.inference_mode():
+        tuned = _tune.tune_end_to_end(layers, lambda: target(*example_inputs))
+    if tuned is None:
+        return
+    result.tuned = tuned
+    times = ", ".join(f"{n} {ms:.3f}" for n, ms in tuned["ms"].items())
+    result.notes.append(f"end-to-end check on the example inputs (ms per forward: {times}): "
+                        f"kept '{tuned['choice']}'")
+
+
 def _channels_last_inputs(module, args, kwargs):
     """Forward pre-hook: 4-D tensor inputs to channels_last."""
     def cl(v):
@@ -263,7 +288,8 @@ def swap(model: torch.nn.Module,
          filter: Optional[Callable[[str, torch.nn.Module], bool]] = None,  # noqa: A002
          cpu: bool = False, *, fuse: bool = True, policy: str = "rules",
          channels_last: Union[bool, str] = "auto", verbose: bool = False,
-         example_inputs: Optional[tuple] = None, prune: bool = True) -> SwapResult:
+         example_inputs: Optional[tuple] = None, prune: bool = True,
+         tune: bool = True) -> SwapResult:
     """Run ``model``'s convolutions on gpukern where that is faster, fusing Conv -> BatchNorm ->
     residual add -> activation blocks (module docstring: what happens, in order).
 
@@ -292,6 +318,13 @@ def swap(model: torch.nn.Module,
       back into its torch class (listed in ``result.pruned``), so it costs a host-bound model
       nothing per call; other input shapes then run torch on it too. ``prune=False`` keeps it
       converted, deciding again for each new input signature.
+    - ``tune`` (default True; with CUDA ``example_inputs`` and ``policy="rules"``): time the whole
+      model on the example inputs with the rule table's choices, with every fused block on
+      gpukern, with every layer on gpukern and with every layer on torch, and keep the fastest
+      (the table's unless another is at least 3% faster) for those input signatures
+      (:mod:`torch_ops.tune`; ``result.tuned`` and ``result.notes`` give the times). The table
+      judges each layer by its GPU time alone; a host-bound model gains from the launches a
+      fused block saves even where its kernel is no faster.
     - ``verbose=True``: print the per-layer table (:meth:`SwapResult.table`).
 
     Returns a :class:`SwapResult`.
@@ -375,6 +408,8 @@ def swap(model: torch.nn.Module,
     if example_inputs is not None:
         with torch.inference_mode():
             target(*example_inputs)
+        if tune and policy == "rules" and _on_cuda(example_inputs):
+            _tune_end_to_end(result, target, example_inputs)
         if prune and policy != "all":
             _prune(result)
     if verbose:

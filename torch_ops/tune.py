@@ -1,0 +1,165 @@
+"""swap's end-to-end check: the rule table's choices against whole-model alternatives, timed on
+the example inputs.
+
+The rule table (:mod:`torch_ops.policy`) decides each layer from the GPU time of that layer alone
+(the census's graph-replayed times). An eager model is often host-bound instead: MobileNetV3 on
+an H100 takes about as long per forward at batch 16 as at batch 1, and there a fused block that
+runs one gpukern kernel where torch's sequence runs two or three saves a launch's host time even
+when its kernel is no faster. So ``swap(model, example_inputs=...)`` (``policy="rules"``, CUDA
+inputs) times the whole model on those inputs under a few configurations of the layers' choices
+for the example signatures:
+
+- ``rules``: as the table decided;
+- ``fused``: every fused block that runs gpukern's fused op on gpukern, the rest as the table;
+- ``all``: every converted layer on gpukern;
+- ``torch``: every layer on torch (BatchNorm still folded into the fused blocks).
+
+Each configuration is warmed up, then timed in interleaved rounds (the order rotated each round):
+CUDA events around a few back-to-back forwards issued with the GPU idle, so that host time counts
+where the model is host-bound; per configuration the median. A configuration whose single call is
+over ``PRESCREEN`` times the rules' is dropped without the rounds (gpukern's general kernels on
+layers the table keeps on torch can be many times slower). The table's choice stays unless another
+configuration is at least ``1 / SWITCH`` times faster; the choice is applied to the example
+signatures only (other input signatures keep deciding by the table), each decision's reason says
+so, ``result.notes`` lists the times and ``result.tuned`` holds them.
+"""
+import statistics
+import time
+from typing import Callable, Dict, List, Optional
+
+import torch
+
+from . import policy as _policy
+
+__all__ = ["CONFIGURATIONS", "tune_end_to_end"]
+
+CONFIGURATIONS = ("rules", "fused", "all", "torch")
+#: Another configuration replaces the rules' choices only when its median forward time is at most
+#: this fraction of theirs (the run-to-run spread of a host-bound model's forward is a few %).
+SWITCH = 0.97
+#: Timed rounds per configuration (interleaved) and the target length of one timed sample.
+ROUNDS = 7
+SAMPLE_MS = 10.0
+#: Configurations whose single warmed-up call is over this multiple of the rules' are not timed.
+PRESCREEN = 1.5
+#: The device types whose decided signatures the check covers (tests add "cpu").
+DEVICE_TYPES = ("cuda",)
+
+
+def _cuda_keys(layer) -> List[tuple]:
+    return [k for k in layer.__dict__.get("_gk_fast", {})
+            if getattr(k[3], "type", None) in DEVICE_TYPES]
+
+
+def _signature(key: tuple) -> tuple:
+    """The decision cache's signature of an eager-cache key (policy._eager_choice's form)."""
+    shape, strides, dtype, device, has_res = key
+    return (tuple(shape), tuple(strides), dtype, f"{device.type}:{device.index}", has_res)
+
+
+def configurations(layers) -> Dict[str, Dict[int, Dict[tuple, bool]]]:
+    """{configuration name: {id(layer): {eager-cache key: gpukern?}}} over the CUDA signatures
+    the layers have decided; configurations equal to an earlier one are left out."""
+    from .nn import _FusedConvNd
+    byid = {id(layer): layer for layer in layers}
+    rules = {}
+    for layer in layers:
+        keys = _cuda_keys(layer)
+        if keys:
+            rules[id(layer)] = {k: bool(layer._gk_fast[k]) for k in keys}
+
+    def fused_op(i):
+        return isinstance(byid[i], _FusedConvNd) and byid[i]._gk_runs_fused_op()
+
+    cands = {
+        "fused": {i: {k: v or fused_op(i) for k, v in d.items()} for i, d in rules.items()},
+        "all": {i: dict.fromkeys(d, True) for i, d in rules.items()},
+        "torch": {i: dict.fromkeys(d, False) for i, d in rules.items()},
+    }
+    out = {"rules": rules}
+    for name in CONFIGURATIONS[1:]:
+        if all(cands[name] != seen for seen in out.values()):
+            out[name] = cands[name]
+    return out
+
+
+def _apply(layers, config) -> None:
+    for layer in layers:
+        choices = config.get(id(layer))
+        if choices:
+            layer._gk_fast.update(choices)
+
+
+def _forward_ms(forward: Callable[[], object], reps: int) -> float:
+    torch.cuda.synchronize()
+    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    a.record()
+    for _ in range(reps):
+        forward()
+    b.record()
+    b.synchronize()
+    return a.elapsed_time(b) / reps
+
+
+def _single_ms(forward: Callable[[], object]) -> float:
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    forward()
+    torch.cuda.synchronize()
+    return (time.perf_counter() - t0) * 1e3
+
+
+def time_configurations(layers, configs: Dict[str, Dict[int, bool]],
+                        forward: Callable[[], object]) -> Dict[str, float]:
+    """{name: median ms per forward} of the configurations timed (module docstring); the
+    layers are left in the rules' configuration."""
+    single = {}
+    for name, config in configs.items():
+        _apply(layers, config)
+        for _ in range(2):
+            forward()
+        single[name] = min(_single_ms(forward) for _ in range(2))
+    timed = [n for n in configs if n == "rules" or single[n] <= PRESCREEN * single["rules"]]
+    reps = max(1, min(10, round(SAMPLE_MS / max(single["rules"], 1e-3))))
+    samples = {n: [] for n in timed}
+    for r in range(ROUNDS):
+        for name in timed[r % len(timed):] + timed[:r % len(timed)]:
+            _apply(layers, configs[name])
+            samples[name].append(_forward_ms(forward, reps))
+    _apply(layers, configs["rules"])
+    return {n: statistics.median(v) for n, v in samples.items()}
+
+
+def choose(times: Dict[str, float]) -> str:
+    """The configuration to keep: the fastest, where it beats the rules' by SWITCH."""
+    best = min(times, key=times.get)
+    return best if times[best] <= SWITCH * times["rules"] else "rules"
+
+
+def _record(layers, configs, choice: str, times: Dict[str, float]) -> None:
+    """Apply the chosen configuration to the example signatures and rewrite their decisions."""
+    config = configs[choice]
+    _apply(layers, config)
+    reason = (f"swap's end-to-end check: '{choice}' ran {times[choice]:.3f} ms per forward "
+              f"against the rule table's {times['rules']:.3f}")
+    for layer in layers:
+        for k, gk in config.get(id(layer), {}).items():
+            if gk == configs["rules"][id(layer)][k]:
+                continue
+            algo = _policy._algorithm(layer, k[0], k[1], k[2]) if gk else None
+            layer._gk_decisions[_signature(k)] = _policy.Decision(
+                "gpukern" if gk else "torch", reason, algorithm=algo)
+
+
+def tune_end_to_end(layers, forward: Callable[[], object],
+                    timer: Optional[Callable] = None) -> Optional[dict]:
+    """Time the configurations of ``layers`` (swapped layers decided on CUDA example inputs) with
+    ``forward`` (one forward of the model on them), keep the best (module docstring). Returns
+    ``{"choice": name, "ms": {name: ms}}``, or None when there was nothing to choose."""
+    configs = configurations(layers)
+    if len(configs) < 2:
+        return None
+    times = (timer or time_configurations)(layers, configs, forward)
+    choice = choose(times)
+    _record(layers, configs, choice, times)
+    return {"choice": choice, "ms": times}
