@@ -176,7 +176,14 @@ def _extension():
     archs = "-DGPUKERN_CUDA_ARCHS=" + ",".join(_cuda_arch_codes())
     # cuBLASLt: the 1x1 convolutions' GEMMs (csrc/conv/igemm/blas.cpp); torch's CUDA build ships
     # and loads the same library.
-    return CUDAExtension("torch_ops._C", sources + _sources("*.cu"), include_dirs=include_dirs,
+    cu = _sources("*.cu")
+    # The implicit-GEMM tile / cluster tuning experiment (csrc/conv/igemm/igemm_variants.cu,
+    # benchmarks/igemm_variants.py): linked only with GPUKERN_IGEMM_VARIANTS=1 (eight more CUTLASS
+    # kernels to compile; the dispatch finds them through a weak symbol, so the other files'
+    # flags, and their objects, stay the same either way).
+    if os.environ.get("GPUKERN_IGEMM_VARIANTS", "0") != "1" or not igemm_defs:
+        cu = [f for f in cu if os.path.basename(f) != "igemm_variants.cu"]
+    return CUDAExtension("torch_ops._C", sources + cu, include_dirs=include_dirs,
                          libraries=["cublasLt"], py_limited_api=True,
                          extra_compile_args={
                              "cxx": cxx + ["-DGPUKERN_WITH_CUDA", archs] + igemm_defs,

@@ -8,7 +8,8 @@ extractor and the encoder's grouped positional Conv1d; batch 4 x 64000 samples o
 benchmarks/layers.py builds it). ``--models`` also takes wav2vec2_fe (the feature extractor
 alone), mobilenet_v3 (the same MobileNetV3-Large, the older name) and resnet18. Each runs stock, after the default
 ``torch_ops.swap(model)`` ("swap": Conv -> BatchNorm -> add -> activation blocks fused, the
-per-layer rule table choosing gpukern or torch, the model run is ``result.model``), after
+per-layer rule table choosing gpukern or torch, then swap's end-to-end check on the example input
+keeping the fastest configuration; the model run is ``result.model``), after
 ``torch_ops.swap(model, policy="all")`` ("swap(all)": the same blocks, gpukern on every layer),
 optionally after ``torch_ops.swap(model, filter=torch_ops.has_fast_path, policy="all")``
 ("swap(fast)": only the layers gpukern has a specialised kernel for) and under
@@ -379,8 +380,10 @@ def markdown(rows, env):
     lines = [f"# Real models, stock vs gpukern ({env['device']})", "",
              f"torch {env['torch']}, CUDA {env['cuda']}, gpukern CUDA kernels: "
              f"{env['gpukern_cuda']} ({env['archs'] or '-'}); compile: {env['compile']}", "",
-             "Variants: stock = torch; swap = `torch_ops.swap(model)` (fused blocks, the rule "
-             "table picking gpukern or torch per layer); swap(all) = `swap(model, "
+             "Variants: stock = torch; swap = `torch_ops.swap(model, example_inputs=x)` (fused "
+             "blocks, the rule table picking gpukern or torch per layer, then swap's end-to-end "
+             "check keeping the table's choices or a faster configuration: the note column "
+             "says which, `kept '<configuration>'`); swap(all) = `swap(model, "
              "policy=\"all\")` (fused blocks, gpukern on every layer); swap(fast) = "
              "`swap(model, filter=torch_ops.has_fast_path, policy=\"all\")` (only the "
              "depthwise / single-channel stride-1 layers gpukern has specialised kernels for); "

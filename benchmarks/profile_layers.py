@@ -22,6 +22,10 @@ LAYERS = [
     ("resnet50 3x3 512->512 7x7", 16, 512, 7, 512, 3, 1, 1),
     ("resnet50 3x3 64->64 56x56", 16, 64, 56, 64, 3, 1, 1),
     ("resnet50 1x1 64->64 56x56", 16, 64, 56, 64, 1, 1, 0),
+    ("resnet50 1x1 2048->512 7x7", 16, 2048, 7, 512, 1, 1, 0),
+    ("resnet50 1x1 64->256 56x56", 16, 64, 56, 256, 1, 1, 0),
+    ("mobilenet 1x1 160->960 7x7", 16, 160, 7, 960, 1, 1, 0),
+    ("mobilenet 1x1 16->16 112x112", 16, 16, 112, 16, 1, 1, 0),
 ]
 
 
@@ -45,17 +49,21 @@ def kernel_table(fn, calls):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--calls", type=int, default=20)
+    ap.add_argument("--no-bias", action="store_true", help="convolutions without bias")
+    ap.add_argument("--layers", nargs="+", default=None, help="layer names (default: all)")
     args = ap.parse_args()
     if not torch.cuda.is_available():
         sys.exit("needs a CUDA GPU")
     print(f"# kernels per call on {torch.cuda.get_device_name()} (torch.profiler, "
           f"average over {args.calls} calls, us)")
     for name, n, c, h, o, k, stride, padding in LAYERS:
+        if args.layers and name not in args.layers:
+            continue
         for dtype in (torch.bfloat16, torch.float32):
             for cl in (True, False):
                 x = torch.randn(n, c, h, h, device="cuda").to(dtype)
                 w = (torch.randn(o, c, k, k, device="cuda") / (c * k * k) ** 0.5).to(dtype)
-                b = torch.randn(o, device="cuda").to(dtype)
+                b = None if args.no_bias else torch.randn(o, device="cuda").to(dtype)
                 if cl:
                     x = x.contiguous(memory_format=torch.channels_last)
                     w = w.contiguous(memory_format=torch.channels_last)

@@ -316,8 +316,9 @@ def _blas_expected(shape, dtype, layout, bias):
         return True  # NHWC pixel rows (a single-pixel plane reads as either layout)
     if layout == "strided":
         return False  # a channel slice: neither uniform pixel rows nor an NCHW plane stride
-    # NCHW planes from 14x14 up: no bias, or fp32 (the bias as a pass after the GEMM)
-    return (not bias or dtype == torch.float32) and hw >= 196
+    # NCHW planes from 14x14 up: no bias, or fp32, or 16-bit with O <= 64 or planes under 28x28
+    # (the bias as a pass after the GEMM; forms.cpp pass16_rule)
+    return (not bias or dtype == torch.float32 or o <= 64 or hw < 784) and hw >= 196
 
 
 @pytest.mark.parametrize("shape", POINTWISE, ids=lambda s: f"n{s[0]}c{s[1]}_{s[2]}x{s[3]}_o{s[4]}")
@@ -325,7 +326,8 @@ def _blas_expected(shape, dtype, layout, bias):
 @pytest.mark.parametrize("layout", ["nchw", "cl"])
 def test_pointwise_fused_epilogues(shape, dtype, layout, gemm_lib):
     """The fused op on 1x1 layers: bias, residual and each activation cuBLASLt's epilogue has
-    (none, relu) or not (silu, hardswish: the CUTLASS GEMM), against the unfused float64
+    (none, relu) or not (silu, hardswish: the CUTLASS GEMM, or cuBLASLt and an activation pass
+    over NHWC on small planes, forms.cpp rows_act_pass), against the unfused float64
     sequence; the configuration the query names is the one the rule picks."""
     n, c, h, wd, o = shape
     gen = torch.Generator().manual_seed(17)
@@ -519,8 +521,9 @@ def test_cuda_graph_capture(config):
 # The automatic configuration (igemm.cpp bucket_of, stems and 1x1 GEMMs), as the query names it:
 # (N, C, H, W, O, K, stride, padding) -> the name. A query without a GPU answers for 132 SMs.
 CONFIG_RULE = [
-    ((16, 512, 7, 7, 512, 3, 1, 1), "small_64x64"),      # 28 tiles of 128x128: a fifth of the SMs
-    ((16, 512, 14, 14, 512, 3, 2, 1), "small_64x64"),    # stride 2 to 7x7: the same grid
+    ((16, 512, 7, 7, 512, 3, 1, 1), "medium_64x128"),    # 28 tiles of 128x128, O >= 256
+    ((16, 512, 14, 14, 512, 3, 2, 1), "medium_64x128"),  # stride 2 to 7x7: the same grid
+    ((16, 128, 7, 7, 128, 3, 1, 1), "small_64x64"),      # 7 tiles, O < 256
     ((16, 64, 56, 56, 64, 3, 1, 1), "narrow_128x64"),    # O = 64
     ((2, 64, 14, 14, 64, 3, 1, 1), "small_64x64"),       # O = 64, 4 tiles
     ((16, 256, 14, 14, 256, 3, 1, 1), "medium_64x128"),  # 50 tiles: under half the SMs
@@ -581,3 +584,87 @@ def test_fused_epilogue_each_config(monkeypatch):
                         out = torch_ops.conv2d_fused(xx, w, b, 1, 1, 1, 1, act, r)
                     err = _rel_err(out, fn(ref + r.double()))
                     assert err <= REL_TOL[dtype], (dtype, cfg, act, err)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=str)
+def test_nchw_filter_cache_follows_the_weight(dtype):
+    """An NCHW filter's OHWI copy is remembered between calls (igemm.cpp cached_nhwc_filter):
+    in-place updates of the weight, a new tensor at the same address, another view of the same
+    storage and a call under inference mode must all be seen, never a stale copy."""
+    gen = torch.Generator().manual_seed(5)
+    x = _rand(2, 64, 12, 12, dtype=dtype, gen=gen)
+    w = _rand(64, 64, 3, 3, dtype=dtype, gen=gen) / 24.0
+    tol = REL_TOL[dtype]
+
+    def check(weight):
+        out = _run("conv2d", x, weight, None, 1, 1, 1)
+        assert _rel_err(out, _ref(x, weight, None, 1, 1, 1)) <= tol
+
+    check(w)
+    check(w)  # from the cache
+    w.mul_(-2.0)  # in place: a new version
+    check(w)
+    w.data = _rand(64, 64, 3, 3, dtype=dtype, gen=gen) / 24.0  # new storage behind the tensor
+    check(w)
+    big = _rand(128, 64, 3, 3, dtype=dtype, gen=gen) / 24.0
+    check(big[:64])  # two views of one storage
+    check(big[64:])
+    del w
+    w2 = _rand(64, 64, 3, 3, dtype=dtype, gen=gen) / 24.0  # may reuse the freed block
+    check(w2)
+    with torch.inference_mode():
+        wi = _rand(64, 64, 3, 3, dtype=dtype, gen=gen) / 24.0  # no version counter
+        check(wi)
+        wi.mul_(0.5)
+        check(wi)
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):  # another stream converts for itself
+        check(w2)
+    torch.cuda.synchronize()
+
+
+@pytest.mark.parametrize("pass16", ["0", "1"], ids=["cutlass", "pass"])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
+def test_nchw_fused_16bit_both_forms(pass16, dtype, monkeypatch):
+    """16-bit NCHW 1x1 fused blocks run either the CUTLASS NCHW GEMM with the epilogue inside or
+    cuBLASLt's batched GEMM and the epilogue pass (GPUKERN_IGEMM_PASS16 forces each): both match
+    the float64 sequence, with bias, residual and an activation cuBLASLt lacks."""
+    monkeypatch.setenv("GPUKERN_IGEMM_PASS16", pass16)
+    gen = torch.Generator().manual_seed(23)
+    for n, c, h, wd, o in ((2, 64, 14, 14, 128), (3, 16, 28, 29, 48), (1, 32, 20, 20, 72)):
+        x = _rand(n, c, h, wd, dtype=dtype, gen=gen)
+        w = _rand(o, c, 1, 1, dtype=dtype, gen=gen) / c ** 0.5
+        b = _rand(o, dtype=dtype, gen=gen)
+        ref = _ref(x, w, b, 1, 0, 1)
+        r = _rand(*ref.shape, dtype=dtype, gen=gen)
+        for res in (None, r):
+            for act, fn in (("none", lambda t: t), ("relu", F.relu), ("hardswish", F.hardswish)):
+                with torch_ops.force_algorithm("conv2d", "igemm"):
+                    out = torch_ops.conv2d_fused(x, w, b, 1, 0, 1, 1, act, res)
+                want = fn(ref + (0 if res is None else res.double()))
+                assert out.is_contiguous()
+                assert _rel_err(out, want) <= REL_TOL[dtype], (n, c, h, wd, o, act, res is None)
+
+
+@pytest.mark.parametrize("rowpass", ["0", "1"], ids=["cutlass", "pass"])
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_cl_fused_activation_both_forms(rowpass, dtype, monkeypatch):
+    """channels_last 1x1 fused blocks with an activation cuBLASLt's epilogue lacks run either the
+    CUTLASS NHWC GEMM with it inside or cuBLASLt (bias, residual) and an activation pass
+    (GPUKERN_IGEMM_ROWPASS forces each): both match the float64 sequence."""
+    monkeypatch.setenv("GPUKERN_IGEMM_ROWPASS", rowpass)
+    gen = torch.Generator().manual_seed(29)
+    for n, c, h, wd, o in ((2, 80, 14, 14, 200), (3, 16, 9, 11, 16), (4, 24, 1, 1, 72)):
+        x = _rand(n, c, h, wd, dtype=dtype, gen=gen).contiguous(memory_format=torch.channels_last)
+        w = _rand(o, c, 1, 1, dtype=dtype, gen=gen) / c ** 0.5
+        b = _rand(o, dtype=dtype, gen=gen)
+        ref = _ref(x, w, b, 1, 0, 1)
+        r = _rand(*ref.shape, dtype=dtype, gen=gen).contiguous(memory_format=torch.channels_last)
+        for res in (None, r):
+            for act, fn in (("hardswish", F.hardswish), ("silu", F.silu),
+                            ("hardsigmoid", F.hardsigmoid), ("gelu", F.gelu)):
+                with torch_ops.force_algorithm("conv2d", "igemm"):
+                    out = torch_ops.conv2d_fused(x, w, b, 1, 0, 1, 1, act, res)
+                want = fn(ref + (0 if res is None else res.double()))
+                assert out.is_contiguous(memory_format=torch.channels_last)
+                assert _rel_err(out, want) <= REL_TOL[dtype], (n, c, h, wd, o, act, res is None)

@@ -190,6 +190,7 @@ ConvProblem make_conv_problem(const ConvArgs& a, const at::Tensor& x, const at::
   p.x_sn = x.stride(0);
   p.x_sc = x.stride(1);
   p.x_sw = x.stride(x.dim() - 1);
+  p.w_tensor = &w;
   p.w_so = w.stride(0);
   p.w_sc = w.stride(1);
   p.w_sw = w.stride(w.dim() - 1);

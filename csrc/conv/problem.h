@@ -32,6 +32,10 @@ struct ConvProblem {
   int64_t elem_size = 0;  // bytes per element of x, w, b and y (one dtype)
   const void* x = nullptr;
   const void* w = nullptr;
+  // The caller's weight tensor (an at::Tensor*, alive for the call; set by make_conv_problem),
+  // so that a path may remember a converted copy of it across calls (igemm.cpp
+  // cached_nhwc_filter); nullptr when the problem was built without one.
+  const void* w_tensor = nullptr;
   const void* b = nullptr;  // nullptr: no bias
   void* y = nullptr;
   // The fused epilogue (the conv*_fused ops): y = act(conv + bias + residual). act: an

@@ -77,6 +77,10 @@ extern const IgemmKernel kIgemmF16Large, kIgemmF16Small, kIgemmF16Medium,
     kIgemmF16Narrow;  // igemm_f16.cu
 extern const IgemmKernel kIgemmTf32Large, kIgemmTf32Small, kIgemmTf32Medium,
     kIgemmTf32Narrow;  // igemm_tf32.cu
+// The tile / cluster tuning experiment (igemm_variants.cu, benchmarks/igemm_variants.py): the
+// variant of dtype d named `name`, or nullptr. A weak symbol: null unless setup.py links
+// igemm_variants.cu (GPUKERN_IGEMM_VARIANTS=1 in its environment).
+__attribute__((weak)) const IgemmKernel* igemm_variant(IgemmDtype d, const char* name);
 #endif
 
 // ---- 1x1 convolutions as plain GEMMs (conv/igemm/gemm_<dtype>.cu) ----------------------------

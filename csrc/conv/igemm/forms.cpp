@@ -3,6 +3,10 @@
 
 #if defined(GPUKERN_WITH_CUDA) && defined(GPUKERN_WITH_CUTLASS)
 #include <ATen/cuda/CUDAContext.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdlib>
 
 #include "conv/epilogue.h"
 #include "conv/igemm/im2col.h"
@@ -41,11 +45,47 @@ static int blas_dtype(const ConvProblem& p, IgemmDtype d) {
 // Whether a kImages GEMM (NCHW planes; cuBLASLt's bias would be per column there, which its
 // epilogue does not have) can take this epilogue: in cuBLASLt's own (no bias, act none / relu),
 // or, in fp32, as a pass after a plain GEMM.
+// 16-bit: whether the pass replaces the CUTLASS NCHW GEMM (pass16_rule below); the environment's
+// GPUKERN_IGEMM_PASS16=1 / 0 forces it on / off (benchmarks/nchw_fused.py; read on every call).
+static bool pass16(const ConvProblem& p);
+
 static bool images_epilogue_ok(const ConvProblem& p, IgemmDtype d, bool has_bias, bool& pass) {
   pass = false;
   if (!has_bias && conv::blas_act_supported(p.act)) return true;
-  pass = d == IgemmDtype::kTf32;
+  pass = d == IgemmDtype::kTf32 || pass16(p);
   return pass;
+}
+
+// The CUTLASS NCHW GEMM (one GEMM per image, 128x128 tiles over O x pixels) wastes most of its
+// tile where O or the plane is small; the pass costs a read and a write of y (and a read of the
+// residual). Measured on an H100 (benchmarks/nchw_fused.py: bf16, batch 16, the 1x1 blocks of
+// ResNet-50 and MobileNetV3-Large, census timing; us, CUTLASS / cuBLASLt + pass / torch's
+// unfused sequence): the pass wins where O <= 64 (64->64 at 56x56 relu 16.2 / 12.9 / 17.7,
+// 16->16 at 112x112 + residual 48.7 / 15.7 / 21.6) or the plane is under 28x28 (256->1024 at
+// 14x14 + residual + relu 51.3 / 19.9 / 31.5, 112->672 hardswish 23.0 / 15.2 / 38.7); CUTLASS
+// wins or ties above (64->256 at 56x56 + residual 36.2 / 38.6, 256->128 at 56x56 19.4 / 21.9,
+// 512->128 at 28x28 10.2 / 11.8; 120 outputs at 28x28 8.5 / 7.6 the one loss of the rule).
+// The kRows form's activation pass (BlasPlan::act_pass) against the CUTLASS NHWC GEMM with the
+// activation inside. Measured on an H100 (benchmarks/nchw_fused.py --layout cl: MobileNetV3-Large's
+// blocks with hardswish / hardsigmoid, batch 16, census timing; us, CUTLASS / cuBLASLt + pass /
+// torch's unfused sequence): the pass wins on 14x14 and 7x7 planes (80->200 hardswish fp32 9.5 /
+// 8.3 / 10.2, bf16 6.7 / 6.0 / 10.5; 160->960 at 7x7 fp32 10.0 / 9.0 / 11.9) except the wide fp32
+// ones (80->480 at 14x14 9.6 / 11.3, 112->672 13.9 / 15.0), and where O <= 64 (16->16 at 112x112
+// fp32 60.6 / 26.0 / 42.2); CUTLASS on 28x28 planes (40->240 fp32 14.2 / 14.9, bf16 10.8 / 15.9)
+// and on single-pixel planes (squeeze-excitation 120->480 hardsigmoid fp32 4.1 / 5.7).
+// GPUKERN_IGEMM_ROWPASS=1 / 0 forces it on / off (read on every call).
+static bool rows_act_pass(const ConvProblem& p, IgemmDtype d) {
+  if (const char* env = std::getenv("GPUKERN_IGEMM_ROWPASS")) return env[0] == '1';
+  const int64_t hw = p.OH * p.OW;
+  if (hw <= 1) return false;
+  return p.O <= 64 || (hw <= 196 && (d != IgemmDtype::kTf32 || p.O <= 256 || hw <= 49));
+}
+
+static bool pass16_rule(const ConvProblem& p) { return p.O <= 64 || p.OH * p.OW < 784; }
+
+static bool pass16(const ConvProblem& p) {
+  if (const char* env = std::getenv("GPUKERN_IGEMM_PASS16")) return env[0] == '1';
+  return pass16_rule(p);
 }
 
 // The cuBLASLt GEMM (conv/igemm/blas.h) a 1x1 layer runs as, from its sizes and the strides of x
@@ -75,7 +115,11 @@ std::optional<BlasPlan> blas_gemm_of(const ConvProblem& p, IgemmDtype d,
   const int64_t y_rows = pixel_rows_ld(p.N, p.O, p.H, p.W, ys);
   const int64_t x_plane = plane_ld(p.C, p.H, p.W, xs);
   const int64_t y_plane = plane_ld(p.O, p.H, p.W, ys);
-  const bool rows_ok = x_rows > 0 && y_rows > 0 && conv::blas_act_supported(p.act);
+  const bool rows_fit = x_rows > 0 && y_rows > 0;
+  // An activation cuBLASLt lacks: after the GEMM as a pass (rows_act_pass below), else the CUTLASS
+  // GEMM with the activation in its epilogue.
+  const bool act_pass = rows_fit && !conv::blas_act_supported(p.act) && rows_act_pass(p, d);
+  const bool rows_ok = rows_fit && (conv::blas_act_supported(p.act) || act_pass);
   // kImages: the bias would be per column there, which cuBLASLt's epilogue does not have, and
   // cuBLASLt 13 offered no algorithm for the same GEMM in row order (CUBLASLT_ORDER_ROW, where
   // the bias is per row) for fp32 or bf16 on an H100 (benchmarks/blas_paths.py): an NCHW 1x1
@@ -86,6 +130,10 @@ std::optional<BlasPlan> blas_gemm_of(const ConvProblem& p, IgemmDtype d,
                                             : !rows_ok && HW >= kBlasMinImagePlane);
   if (!images) {
     if (!rows_ok) return std::nullopt;
+    if (act_pass) {
+      plan.act_pass = true;
+      g.act = 0;
+    }
     g.trans_a = true;
     g.a = {p.C, p.O, w_ld, 0};
     g.b = {p.C, p.N * HW, x_rows, 0};
@@ -144,13 +192,11 @@ ConvProblem subsampled_problem(const ConvProblem& p, const at::Tensor& xs) {
   return q;
 }
 
-// The epilogue pass after a plain cuBLASLt GEMM (BlasPlan::epilogue_pass; fp32 only): y =
+// The epilogue pass after a plain cuBLASLt GEMM (BlasPlan::epilogue_pass): y =
 // act(y + bias + residual) in place, over y4's strides.
 static void blas_epilogue_pass(const ConvProblem& p, const at::Tensor& bias,
                                const at::Tensor& residual, const at::Tensor& y4,
                                cudaStream_t stream) {
-  TORCH_INTERNAL_ASSERT(y4.scalar_type() == at::kFloat, "gpukern::conv: igemm epilogue pass on ",
-                        y4.scalar_type());
   ConvProblem q;
   q.N = y4.size(0);
   q.O = y4.size(1);
@@ -161,7 +207,6 @@ static void blas_epilogue_pass(const ConvProblem& p, const at::Tensor& bias,
   q.y_so = y4.stride(1);
   q.y_sh = y4.stride(2);
   q.y_sw = y4.stride(3);
-  q.elem_size = 4;
   q.act = p.act;
   if (bias.defined()) {
     q.b = bias.const_data_ptr();
@@ -174,7 +219,13 @@ static void blas_epilogue_pass(const ConvProblem& p, const at::Tensor& bias,
     q.r_sh = residual.stride(2);
     q.r_sw = residual.stride(3);
   }
-  conv_epilogue_run<float>(q, stream, true);
+  switch (y4.scalar_type()) {
+    case at::kFloat: q.elem_size = 4; return conv_epilogue_run<float>(q, stream, true);
+    case at::kHalf: q.elem_size = 2; return conv_epilogue_run<__half>(q, stream, true);
+    case at::kBFloat16: q.elem_size = 2; return conv_epilogue_run<__nv_bfloat16>(q, stream, true);
+    default:
+      TORCH_INTERNAL_ASSERT(false, "gpukern::conv: igemm epilogue pass on ", y4.scalar_type());
+  }
 }
 
 // Runs a BlasPlan: the GEMM (with cuBLASLt's epilogue, or plain and then the pass). False when
@@ -197,6 +248,7 @@ bool run_blas_plan(const ConvProblem& p, const BlasPlan& plan, const void* a, co
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream(g.device).stream();
   if (!conv::blas_gemm_run(g, ptrs, stream)) return false;
   if (plan.epilogue_pass) blas_epilogue_pass(p, bias, rc, y4, stream);
+  if (plan.act_pass) blas_epilogue_pass(p, at::Tensor(), at::Tensor(), y4, stream);
   return true;
 }
 

@@ -76,6 +76,9 @@ at::Tensor prepared_residual(const std::optional<at::Tensor>& residual, const at
 struct BlasPlan {
   conv::BlasGemm g;
   bool epilogue_pass = false;
+  // The kRows form with an activation cuBLASLt's epilogue lacks (silu, hardswish, ...): the GEMM
+  // with its bias and residual epilogue, then a pass applying the activation alone in place.
+  bool act_pass = false;
   // The cols form only: y's planes are not 16-byte aligned (an odd conv1d output length), so the
   // GEMM writes an aligned [N, O, Lp] temporary that is copied into y (cuBLASLt ran an unaligned
   // D at a tenth of the aligned speed: wav2vec2's 512 -> 512 layers, L = 6399, on an H100).

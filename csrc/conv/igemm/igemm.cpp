@@ -12,6 +12,7 @@
 #include <limits>
 #include <mutex>
 #include <unordered_map>
+#include <vector>
 
 #include "core/checks.h"
 
@@ -49,6 +50,13 @@ constexpr int64_t kMaxTmaStride = 8;  // TMA im2col: element (traversal) strides
 constexpr int64_t kQuerySmCount = 132;
 
 const IgemmKernel& kernel_for(IgemmDtype d, IgemmBucket b) {
+  // The tuning experiment (igemm_variants.cu, linked only into a build made with
+  // GPUKERN_IGEMM_VARIANTS=1): GPUKERN_IGEMM_VARIANT=<name> replaces the kernel of its dtype.
+  if (conv::igemm_variant != nullptr) {
+    if (const char* v = std::getenv("GPUKERN_IGEMM_VARIANT")) {
+      if (const IgemmKernel* var = conv::igemm_variant(d, v)) return *var;
+    }
+  }
   const int i = static_cast<int>(b);  // kLarge, kSmall, kMedium, kNarrow
   static const IgemmKernel* const table[3][4] = {
       {&conv::kIgemmBf16Large, &conv::kIgemmBf16Small, &conv::kIgemmBf16Medium,
@@ -83,6 +91,12 @@ int64_t sm_count() {
 //   22.6 / 20.3;
 // - large ahead from 98 tiles: 3x3 s2 128->128 to 28x28 12.3 / 17.2 / 13.3 / 15.7 / 17.0; 3x3
 //   256->256 at 56x56, batch 64, 380 / 735 / 475 / 605 / 453.
+// Measured again on an H100 (benchmarks/igemm_variants.py, census timing: graph of 20 calls, L2
+// flushed, channels_last, no bias; small / medium / torch, bf16 then fp32): the 28-tile layers
+// with O = 512 run faster in 64x128 tiles there: 3x3 512->512 at 7x7 16.9 / 15.1 / 14.3 and
+// 31.0 / 26.3 / 20.4 (TF32 medium without its cluster), its stride-2 twin 15.9 / 15.1 / 13.8 and
+// 30.6 / 27.3 / 20.0. So grids of at most a quarter of the SMs take medium tiles when O >= 256
+// (two or more 128-wide N tiles), small ones below.
 // GPUKERN_IGEMM_CONFIG=large|small|medium|narrow in the environment overrides it (benchmarks;
 // read on every call).
 IgemmBucket bucket_of(const ConvProblem& p) {
@@ -96,7 +110,7 @@ IgemmBucket bucket_of(const ConvProblem& p) {
   if (M <= kSmallGemmRows) return IgemmBucket::kSmall;
   const int64_t sms = sm_count();
   const int64_t tiles = ((M + 127) / 128) * ((p.O + 127) / 128);
-  if (4 * tiles <= sms) return IgemmBucket::kSmall;
+  if (4 * tiles <= sms) return p.O >= 256 ? IgemmBucket::kMedium : IgemmBucket::kSmall;
   if (p.O <= 64) return IgemmBucket::kNarrow;
   return 2 * tiles <= sms ? IgemmBucket::kMedium : IgemmBucket::kLarge;
 }
@@ -197,6 +211,94 @@ int64_t round_up(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
 at::Tensor as_nhwc(const at::Tensor& t, int64_t c_multiple) {
   if (t.size(1) % c_multiple == 0 && nhwc_strides(t)) return t;
   return to_nhwc(t, c_multiple);
+}
+
+// The filter as as_nhwc makes it, remembered per filter tensor: a model's weights do not change
+// from call to call, and converting an NCHW [O, C, KH, KW] filter to OHWI on every call cost
+// 2.9-3.5 us for ResNet-50's 64 -> 64 3x3 filter and 8.9-9.0 us for its 512 -> 512 one on an
+// H100 (benchmarks/profile_layers.py), as long as a small layer's convolution.
+// An entry is the converted copy of one view of one storage (storage, offset, sizes, strides,
+// dtype, data pointer) at one version of its version counter, made on one stream: an in-place
+// update of the weight bumps the version, `.data =` or `set_` changes the storage or pointer, a
+// freed storage fails the weak reference (which also keeps its address from being reused by a
+// new storage while the entry lives), and a call on another stream converts again (the copy's
+// readiness is ordered on its own stream only). Not cached: inference tensors (no version
+// counter: created under torch.inference_mode, their in-place updates are invisible) and calls
+// made while the stream is being captured into a CUDA graph (the conversion is then only
+// recorded, not run). Bounded (kMaxFilters entries, kMaxFilterBytes of copies; a full cache
+// starts over); thread-safe.
+at::Tensor cached_nhwc_filter(const at::Tensor& w, int64_t c_multiple) {
+  if (w.size(1) % c_multiple == 0 && nhwc_strides(w)) return w;
+  constexpr size_t kMaxFilters = 256;
+  constexpr int64_t kMaxFilterBytes = int64_t{256} << 20;
+  if (w.is_inference()) return to_nhwc(w, c_multiple);
+  const cudaStream_t stream = at::cuda::getCurrentCUDAStream(w.device().index()).stream();
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(stream, &capture) != cudaSuccess ||
+      capture != cudaStreamCaptureStatusNone) {
+    (void)cudaGetLastError();
+    return to_nhwc(w, c_multiple);
+  }
+  struct Entry {
+    c10::weak_intrusive_ptr<c10::StorageImpl> storage;
+    int64_t offset;
+    std::vector<int64_t> sizes, strides;
+    at::ScalarType dtype;
+    const void* data;
+    uint32_t version;
+    int64_t c_multiple;
+    cudaStream_t stream;
+    at::Tensor converted;
+  };
+  static std::mutex mu;
+  static std::unordered_map<const void*, std::vector<Entry>> cache;  // by StorageImpl
+  static size_t entries = 0;
+  static int64_t bytes = 0;
+  c10::StorageImpl* impl = w.storage().unsafeGetStorageImpl();
+  const uint32_t version = w.unsafeGetTensorImpl()->version_counter().current_version();
+  auto same = [&](const Entry& e) {
+    return !e.storage.expired() && e.offset == w.storage_offset() && e.sizes == w.sizes().vec() &&
+           e.strides == w.strides().vec() && e.dtype == w.scalar_type() &&
+           e.data == w.const_data_ptr() && e.version == version && e.c_multiple == c_multiple &&
+           e.stream == stream;
+  };
+  {
+    const std::lock_guard<std::mutex> lock(mu);
+    const auto it = cache.find(impl);
+    if (it != cache.end()) {
+      for (const Entry& e : it->second) {
+        if (same(e)) return e.converted;
+      }
+    }
+  }
+  at::Tensor converted = to_nhwc(w, c_multiple);
+  const int64_t nbytes = converted.numel() * static_cast<int64_t>(converted.element_size());
+  const std::lock_guard<std::mutex> lock(mu);
+  if (entries >= kMaxFilters || bytes + nbytes > kMaxFilterBytes) {
+    cache.clear();
+    entries = 0;
+    bytes = 0;
+  }
+  auto& list = cache[impl];
+  // Entries of this storage that no longer match (a newer version, a freed storage): replaced.
+  const auto stale = std::remove_if(list.begin(), list.end(), [&](const Entry& e) {
+    const bool old = e.storage.expired() || e.data != w.const_data_ptr() ||
+                     (e.offset == w.storage_offset() && e.sizes == w.sizes().vec() &&
+                      e.strides == w.strides().vec() && e.c_multiple == c_multiple &&
+                      e.stream == stream);
+    if (old) {
+      --entries;
+      bytes -= e.converted.numel() * static_cast<int64_t>(e.converted.element_size());
+    }
+    return old;
+  });
+  list.erase(stale, list.end());
+  list.push_back(Entry{w.storage().getWeakStorageImpl(), w.storage_offset(), w.sizes().vec(),
+                       w.strides().vec(), w.scalar_type(), w.const_data_ptr(), version,
+                       c_multiple, stream, converted});
+  ++entries;
+  bytes += nbytes;
+  return converted;
 }
 
 // Whether run4 takes the 1x1 GEMM form (and igemm_config_name says "gemm_1x1"): pointwise, C
@@ -513,7 +615,7 @@ void run4(const ConvProblem& p, const at::Tensor& x4, const at::Tensor& w4,
            "igemm: the problem is outside the path (igemm_can_run is false)");
   const IgemmKernel& k = kernel_for(d, bucket_of(p));
   const at::Tensor xc = as_nhwc(x4, align);
-  const at::Tensor wc = as_nhwc(w4, align);
+  const at::Tensor wc = cached_nhwc_filter(w4, align);
   ip.C = static_cast<int>(xc.size(1));
   const auto xs = *nhwc_strides(xc);
   ip.x_sn = xs[0];
@@ -642,7 +744,19 @@ void igemm_run(const ConvProblem& p, const at::Tensor& x) {
     return at::from_blob(const_cast<void*>(data), sizes, strides, opts);
   };
   const at::Tensor x4 = view(p.x, {p.N, p.C, p.H, p.W}, {p.x_sn, p.x_sc, p.x_sh, p.x_sw});
-  const at::Tensor w4 = view(p.w, {p.O, p.C, p.KH, p.KW}, {p.w_so, p.w_sc, p.w_sh, p.w_sw});
+  at::Tensor w4 = view(p.w, {p.O, p.C, p.KH, p.KW}, {p.w_so, p.w_sc, p.w_sh, p.w_sw});
+  // The caller's weight itself where it is the same view (what cached_nhwc_filter keys on: a
+  // from_blob view is a new storage every call).
+  if (p.w_tensor != nullptr) {
+    const at::Tensor& w = *static_cast<const at::Tensor*>(p.w_tensor);
+    at::Tensor wt = w.dim() == 3 ? w.unsqueeze(2) : w;
+    bool same = wt.dim() == 4 && wt.scalar_type() == w4.scalar_type() &&
+                wt.const_data_ptr() == p.w && wt.device() == x.device();
+    for (int d = 0; same && d < 4; ++d) {
+      same = wt.size(d) == w4.size(d) && (w4.size(d) == 1 || wt.stride(d) == w4.stride(d));
+    }
+    if (same) w4 = wt;
+  }
   const at::Tensor y4 = view(p.y, {p.N, p.O, p.OH, p.OW}, {p.y_sn, p.y_so, p.y_sh, p.y_sw});
   std::optional<at::Tensor> b, r;
   if (p.b != nullptr) b = view(p.b, {p.O}, {p.b_s});

@@ -41,14 +41,16 @@ namespace gpukern {
 namespace conv {
 
 // Element: cutlass::bfloat16_t, cutlass::half_t or float (TF32 math). Tile M x N x K in elements.
-template <class Element, int TileM, int TileN, int TileK>
+template <class Element, int TileM, int TileN, int TileK, int ClusterM = 1, int ClusterN = 1>
 struct IgemmConv {
   using ElementAcc = float;
   using ElementCompute = float;
   // 16-byte TMA accesses: 8 16-bit or 4 fp32 elements.
   static constexpr int kAlign = 128 / cutlass::sizeof_bits<Element>::value;
   using TileShape = cute::Shape<cute::Int<TileM>, cute::Int<TileN>, cute::Shape<cute::Int<TileK>>>;
-  using ClusterShape = cute::Shape<cute::_1, cute::_1, cute::_1>;
+  // ClusterM x ClusterN CTAs per cluster: the filter tile (B) multicast to the ClusterM CTAs
+  // along M, the activation tile (A) to the ClusterN along N.
+  using ClusterShape = cute::Shape<cute::Int<ClusterM>, cute::Int<ClusterN>, cute::_1>;
 
   using Fusion = cutlass::epilogue::fusion::LinCombPerColBiasEltAct<
       RuntimeActivation, Element /*out*/, ElementCompute, Element /*bias*/, Element /*source*/,
