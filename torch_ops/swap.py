@@ -321,7 +321,7 @@ def swap(model: torch.nn.Module,
     - ``tune`` (default True; with CUDA ``example_inputs`` and ``policy="rules"``): time the whole
       model on the example inputs with the rule table's choices, with every fused block on
       gpukern, with every layer on gpukern and with every layer on torch, and keep the fastest
-      (the table's unless another is at least 3% faster) for those input signatures
+      (a tie keeps the table's) for those input signatures
       (:mod:`torch_ops.tune`; ``result.tuned`` and ``result.notes`` give the times). The table
       judges each layer by its GPU time alone; a host-bound model gains from the launches a
       fused block saves even where its kernel is no faster.
