@@ -257,3 +257,23 @@ def test_errors():
         ops._nhwc_copy_to(src, torch.empty(2, 3, 8, 1, device="cuda").expand(2, 3, 8, 8))
     with pytest.raises(RuntimeError, match="gpukern::nhwc_copy_to: expected dst on a CUDA"):
         ops._nhwc_copy_to(src, torch.empty(2, 3, 8, 8))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_padded_channel_stride_odd_planes(dtype):
+    """Planes of an odd pixel count behind an even channel stride (each channel plane padded by
+    one element): the 16-bit tiled kernels move such NCHW sides as 4-byte pixel pairs, the last
+    pixel of each plane alone; both directions, exact, nothing outside the view written."""
+    for n, c, h, w in [(2, 24, 5, 7), (3, 64, 7, 9), (1, 130, 11, 13)]:
+        hw = h * w
+        base = _data(n, c, hw + 1, dtype=dtype)
+        x = torch.as_strided(base, (n, c, h, w), (c * (hw + 1), hw + 1, w, 1))
+        assert x.stride(1) % 2 == 0 and hw % 2 == 1
+        _check_to_nhwc(x, 1)
+        _check_to_nhwc(x, 8)
+        out_base = torch.full((n, c, hw + 1), -7.0, dtype=dtype, device="cuda")
+        dst = torch.as_strided(out_base, (n, c, h, w), (c * (hw + 1), hw + 1, w, 1))
+        src = _data(n, c, h, w, dtype=dtype)
+        ops._nhwc_copy_to(src.contiguous(memory_format=torch.channels_last), dst)
+        assert torch.equal(dst, src)
+        assert torch.all(out_base[:, :, hw] == -7.0)
