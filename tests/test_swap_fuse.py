@@ -726,3 +726,18 @@ def test_end_to_end_check_only_with_rules_on_cuda_inputs(cpu_follows_policy, mon
         torch_ops.swap(_randomize_bn(_FusedAndPlain()).eval(), cpu=True, example_inputs=(x,),
                        **kwargs)
     assert calls == []  # CPU inputs: never timed
+
+
+@pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA device and the CUDA build of gpukern")
+def test_end_to_end_check_skips_models_in_training_mode(monkeypatch):
+    from torch_ops import tune
+    calls = []
+    monkeypatch.setattr(tune, "tune_end_to_end", lambda *a, **k: calls.append(1))
+    x = torch.randn(2, 4, 10, 10, device="cuda")
+    model = _randomize_bn(_FusedAndPlain()).cuda().eval()
+    model.block.bn.train()  # one submodule in training mode: its forwards update running stats
+    result = torch_ops.swap(model, example_inputs=(x,))
+    assert calls == [] and result.tuned is None
+    assert any("training mode" in n for n in result.notes)
+    torch_ops.swap(_randomize_bn(_FusedAndPlain()).cuda().eval(), example_inputs=(x,))
+    assert calls == [1]

@@ -318,7 +318,8 @@ def swap(model: torch.nn.Module,
       back into its torch class (listed in ``result.pruned``), so it costs a host-bound model
       nothing per call; other input shapes then run torch on it too. ``prune=False`` keeps it
       converted, deciding again for each new input signature.
-    - ``tune`` (default True; with CUDA ``example_inputs`` and ``policy="rules"``): time the whole
+    - ``tune`` (default True; with CUDA ``example_inputs``, ``policy="rules"`` and a model
+      entirely in eval mode, whose forwards change no state): time the whole
       model on the example inputs with the rule table's choices, with every fused block on
       gpukern, with every layer on gpukern and with every layer on torch, and keep the fastest
       (a tie keeps the table's) for those input signatures
@@ -409,7 +410,12 @@ def swap(model: torch.nn.Module,
         with torch.inference_mode():
             target(*example_inputs)
         if tune and policy == "rules" and _on_cuda(example_inputs):
-            _tune_end_to_end(result, target, example_inputs)
+            if any(m.training for m in target.modules()):
+                # its forwards may update state (BatchNorm's running statistics in train mode)
+                result.notes.append("end-to-end check skipped: the model (or a submodule) is in "
+                                    "training mode")
+            else:
+                _tune_end_to_end(result, target, example_inputs)
         if prune and policy != "all":
             _prune(result)
     if verbose:
