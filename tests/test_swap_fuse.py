@@ -726,6 +726,13 @@ def test_end_to_end_check_only_with_rules_on_cuda_inputs(cpu_follows_policy, mon
         torch_ops.swap(_randomize_bn(_FusedAndPlain()).eval(), cpu=True, example_inputs=(x,),
                        **kwargs)
     assert calls == []  # CPU inputs: never timed
+    # what counts as a model whose forwards change state: a BatchNorm in training mode, not the
+    # training flag of the containers torch.fx builds around an eval-mode model's leaves
+    from torch_ops.swap import _updates_state
+    gm = torch.fx.symbolic_trace(tvm.resnet18(weights=None).eval())
+    assert any(m.training for m in gm.modules()) and not _updates_state(gm)
+    gm.get_submodule("layer1.0.bn1").train()
+    assert _updates_state(gm)
 
 
 @pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA device and the CUDA build of gpukern")
@@ -735,9 +742,13 @@ def test_end_to_end_check_skips_models_in_training_mode(monkeypatch):
     monkeypatch.setattr(tune, "tune_end_to_end", lambda *a, **k: calls.append(1))
     x = torch.randn(2, 4, 10, 10, device="cuda")
     model = _randomize_bn(_FusedAndPlain()).cuda().eval()
-    model.block.bn.train()  # one submodule in training mode: its forwards update running stats
+    model.block.bn.train()  # a BatchNorm in training mode: its forwards update running stats
     result = torch_ops.swap(model, example_inputs=(x,))
     assert calls == [] and result.tuned is None
     assert any("training mode" in n for n in result.notes)
-    torch_ops.swap(_randomize_bn(_FusedAndPlain()).cuda().eval(), example_inputs=(x,))
+    # an fx-traced eval model (its GraphModule's containers are in training mode) is checked
+    model = tvm.resnet18(weights=None).cuda().eval()
+    torch_ops.swap(model, example_inputs=(torch.randn(1, 3, 32, 32, device="cuda"),))
     assert calls == [1]
+    torch_ops.swap(_randomize_bn(_FusedAndPlain()).cuda().eval(), example_inputs=(x,))
+    assert calls == [1, 1]

@@ -236,6 +236,14 @@ def _prune(result: SwapResult) -> None:
     result.replaced = kept
 
 
+def _updates_state(model: torch.nn.Module) -> bool:
+    """Whether a forward of `model` changes its state: a BatchNorm in training mode tracking
+    running statistics. (Not `training` itself: torch.fx's GraphModule builds its container
+    modules afresh, in training mode, around an eval-mode model's leaves.)"""
+    return any(isinstance(m, torch.nn.modules.batchnorm._BatchNorm) and m.training
+               and m.track_running_stats for m in model.modules())
+
+
 def _on_cuda(inputs: tuple) -> bool:
     return any(isinstance(v, torch.Tensor) and v.is_cuda for v in inputs)
 
@@ -318,8 +326,8 @@ def swap(model: torch.nn.Module,
       back into its torch class (listed in ``result.pruned``), so it costs a host-bound model
       nothing per call; other input shapes then run torch on it too. ``prune=False`` keeps it
       converted, deciding again for each new input signature.
-    - ``tune`` (default True; with CUDA ``example_inputs``, ``policy="rules"`` and a model
-      entirely in eval mode, whose forwards change no state): time the whole
+    - ``tune`` (default True; with CUDA ``example_inputs``, ``policy="rules"`` and no BatchNorm
+      in training mode, whose running statistics each forward would change): time the whole
       model on the example inputs with the rule table's choices, with every fused block on
       gpukern, with every layer on gpukern and with every layer on torch, and keep the fastest
       (a tie keeps the table's) for those input signatures
@@ -410,10 +418,9 @@ def swap(model: torch.nn.Module,
         with torch.inference_mode():
             target(*example_inputs)
         if tune and policy == "rules" and _on_cuda(example_inputs):
-            if any(m.training for m in target.modules()):
-                # its forwards may update state (BatchNorm's running statistics in train mode)
-                result.notes.append("end-to-end check skipped: the model (or a submodule) is in "
-                                    "training mode")
+            if _updates_state(target):
+                result.notes.append("end-to-end check skipped: a BatchNorm in training mode "
+                                    "(each forward would update its running statistics)")
             else:
                 _tune_end_to_end(result, target, example_inputs)
         if prune and policy != "all":
