@@ -6,8 +6,6 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
-#include <cstdlib>
-
 #include "conv/epilogue.h"
 #include "conv/igemm/im2col.h"
 
@@ -42,13 +40,25 @@ static int blas_dtype(const ConvProblem& p, IgemmDtype d) {
   return d == IgemmDtype::kTf32 ? 2 : (p.elem_size == 2 && d == IgemmDtype::kF16 ? 1 : 0);
 }
 
+// 16-bit NCHW blocks with a bias or an activation cuBLASLt lacks: cuBLASLt's batched GEMM and
+// the epilogue pass (true) or the CUTLASS NCHW GEMM with the epilogue inside (false). The CUTLASS
+// GEMM (one GEMM per image, 128x128 tiles over O x pixels) wastes most of its tile where O or the
+// plane is small; the pass costs a read and a write of y (and a read of the residual). Measured
+// on an H100 (benchmarks/nchw_fused.py: bf16, batch 16, the 1x1 blocks of ResNet-50 and
+// MobileNetV3-Large, census timing; us, CUTLASS / cuBLASLt + pass / torch's unfused sequence):
+// the pass wins where O <= 64 (64->64 at 56x56 relu 16.2 / 12.9 / 17.7, 16->16 at 112x112 +
+// residual 48.7 / 15.7 / 21.6) or the plane is under 28x28 (256->1024 at 14x14 + residual + relu
+// 51.3 / 19.9 / 31.5, 112->672 hardswish 23.0 / 15.2 / 38.7); CUTLASS wins or ties above (64->256
+// at 56x56 + residual 36.2 / 38.6, 256->128 at 56x56 19.4 / 21.9, 512->128 at 28x28 10.2 / 11.8;
+// 120 outputs at 28x28 8.5 / 7.6 the one loss of the rule). GPUKERN_IGEMM_PASS16=1 / 0 forces it.
+static bool pass16(const ConvProblem& p) {
+  const int env = env_switch("GPUKERN_IGEMM_PASS16");
+  return env >= 0 ? env == 1 : p.O <= 64 || p.OH * p.OW < 784;
+}
+
 // Whether a kImages GEMM (NCHW planes; cuBLASLt's bias would be per column there, which its
 // epilogue does not have) can take this epilogue: in cuBLASLt's own (no bias, act none / relu),
-// or, in fp32, as a pass after a plain GEMM.
-// 16-bit: whether the pass replaces the CUTLASS NCHW GEMM (pass16_rule below); the environment's
-// GPUKERN_IGEMM_PASS16=1 / 0 forces it on / off (benchmarks/nchw_fused.py; read on every call).
-static bool pass16(const ConvProblem& p);
-
+// or as a pass after a plain GEMM (fp32 always, 16-bit where pass16 says).
 static bool images_epilogue_ok(const ConvProblem& p, IgemmDtype d, bool has_bias, bool& pass) {
   pass = false;
   if (!has_bias && conv::blas_act_supported(p.act)) return true;
@@ -56,15 +66,6 @@ static bool images_epilogue_ok(const ConvProblem& p, IgemmDtype d, bool has_bias
   return pass;
 }
 
-// The CUTLASS NCHW GEMM (one GEMM per image, 128x128 tiles over O x pixels) wastes most of its
-// tile where O or the plane is small; the pass costs a read and a write of y (and a read of the
-// residual). Measured on an H100 (benchmarks/nchw_fused.py: bf16, batch 16, the 1x1 blocks of
-// ResNet-50 and MobileNetV3-Large, census timing; us, CUTLASS / cuBLASLt + pass / torch's
-// unfused sequence): the pass wins where O <= 64 (64->64 at 56x56 relu 16.2 / 12.9 / 17.7,
-// 16->16 at 112x112 + residual 48.7 / 15.7 / 21.6) or the plane is under 28x28 (256->1024 at
-// 14x14 + residual + relu 51.3 / 19.9 / 31.5, 112->672 hardswish 23.0 / 15.2 / 38.7); CUTLASS
-// wins or ties above (64->256 at 56x56 + residual 36.2 / 38.6, 256->128 at 56x56 19.4 / 21.9,
-// 512->128 at 28x28 10.2 / 11.8; 120 outputs at 28x28 8.5 / 7.6 the one loss of the rule).
 // The kRows form's activation pass (BlasPlan::act_pass) against the CUTLASS NHWC GEMM with the
 // activation inside. Measured on an H100 (benchmarks/nchw_fused.py --layout cl: MobileNetV3-Large's
 // blocks with hardswish / hardsigmoid, batch 16, census timing; us, CUTLASS / cuBLASLt + pass /
@@ -73,19 +74,13 @@ static bool images_epilogue_ok(const ConvProblem& p, IgemmDtype d, bool has_bias
 // ones (80->480 at 14x14 9.6 / 11.3, 112->672 13.9 / 15.0), and where O <= 64 (16->16 at 112x112
 // fp32 60.6 / 26.0 / 42.2); CUTLASS on 28x28 planes (40->240 fp32 14.2 / 14.9, bf16 10.8 / 15.9)
 // and on single-pixel planes (squeeze-excitation 120->480 hardsigmoid fp32 4.1 / 5.7).
-// GPUKERN_IGEMM_ROWPASS=1 / 0 forces it on / off (read on every call).
+// GPUKERN_IGEMM_ROWPASS=1 / 0 forces it.
 static bool rows_act_pass(const ConvProblem& p, IgemmDtype d) {
-  if (const char* env = std::getenv("GPUKERN_IGEMM_ROWPASS")) return env[0] == '1';
+  const int env = env_switch("GPUKERN_IGEMM_ROWPASS");
+  if (env >= 0) return env == 1;
   const int64_t hw = p.OH * p.OW;
   if (hw <= 1) return false;
   return p.O <= 64 || (hw <= 196 && (d != IgemmDtype::kTf32 || p.O <= 256 || hw <= 49));
-}
-
-static bool pass16_rule(const ConvProblem& p) { return p.O <= 64 || p.OH * p.OW < 784; }
-
-static bool pass16(const ConvProblem& p) {
-  if (const char* env = std::getenv("GPUKERN_IGEMM_PASS16")) return env[0] == '1';
-  return pass16_rule(p);
 }
 
 // The cuBLASLt GEMM (conv/igemm/blas.h) a 1x1 layer runs as, from its sizes and the strides of x

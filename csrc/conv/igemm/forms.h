@@ -37,17 +37,17 @@ inline bool pointwise(const ConvProblem& p) {
 
 // GPUKERN_IGEMM_GEMM=0 in the environment sends 1x1 layers and stems to the conv kernel instead
 // of the GEMM forms (benchmarks compare the two; read on every call).
-inline bool gemm_enabled() {
-  const char* gemm_env = std::getenv("GPUKERN_IGEMM_GEMM");
-  return gemm_env == nullptr || std::strcmp(gemm_env, "0") != 0;
+// A benchmark switch from the environment, read on every call: -1 unset, 0 for "0", else 1.
+inline int env_switch(const char* name) {
+  const char* env = std::getenv(name);
+  return env == nullptr ? -1 : std::strcmp(env, "0") != 0;
 }
+
+inline bool gemm_enabled() { return env_switch("GPUKERN_IGEMM_GEMM") != 0; }
 
 // GPUKERN_IGEMM_BLAS=0 in the environment sends 1x1 layers to the CUTLASS GEMMs instead of
 // cuBLASLt (benchmarks compare the two; read on every call).
-inline bool blas_enabled() {
-  const char* env = std::getenv("GPUKERN_IGEMM_BLAS");
-  return env == nullptr || std::strcmp(env, "0") != 0;
-}
+inline bool blas_enabled() { return env_switch("GPUKERN_IGEMM_BLAS") != 0; }
 
 
 // Smallest NCHW plane (H * W) that runs the batched cuBLASLt form (kImages): on an H100, batch 16,

@@ -6,6 +6,7 @@
 #include <ATen/ATen.h>
 
 #include <algorithm>
+#include <iterator>
 #include <array>
 #include <cstdlib>
 #include <cstring>
@@ -225,8 +226,8 @@ at::Tensor as_nhwc(const at::Tensor& t, int64_t c_multiple) {
 // readiness is ordered on its own stream only). Not cached: inference tensors (no version
 // counter: created under torch.inference_mode, their in-place updates are invisible) and calls
 // made while the stream is being captured into a CUDA graph (the conversion is then only
-// recorded, not run). Bounded (kMaxFilters entries, kMaxFilterBytes of copies; a full cache
-// starts over); thread-safe.
+// recorded, not run). Copies of freed weights are dropped at the next insertion. Bounded
+// (kMaxFilters entries, kMaxFilterBytes of copies; a full cache starts over); thread-safe.
 at::Tensor cached_nhwc_filter(const at::Tensor& w, int64_t c_multiple) {
   if (w.size(1) % c_multiple == 0 && nhwc_strides(w)) return w;
   constexpr size_t kMaxFilters = 256;
@@ -239,65 +240,69 @@ at::Tensor cached_nhwc_filter(const at::Tensor& w, int64_t c_multiple) {
     (void)cudaGetLastError();
     return to_nhwc(w, c_multiple);
   }
-  struct Entry {
-    c10::weak_intrusive_ptr<c10::StorageImpl> storage;
+  // What a copy is of (every field but the version).
+  struct View {
     int64_t offset;
     std::vector<int64_t> sizes, strides;
     at::ScalarType dtype;
     const void* data;
-    uint32_t version;
     int64_t c_multiple;
     cudaStream_t stream;
+    bool operator==(const View& o) const {
+      return offset == o.offset && sizes == o.sizes && strides == o.strides &&
+             dtype == o.dtype && data == o.data && c_multiple == o.c_multiple &&
+             stream == o.stream;
+    }
+  };
+  struct Entry {
+    c10::weak_intrusive_ptr<c10::StorageImpl> storage;
+    View view;
+    uint32_t version;
     at::Tensor converted;
   };
   static std::mutex mu;
-  static std::unordered_map<const void*, std::vector<Entry>> cache;  // by StorageImpl
-  static size_t entries = 0;
+  static std::unordered_map<const c10::StorageImpl*, std::vector<Entry>> cache;
   static int64_t bytes = 0;
-  c10::StorageImpl* impl = w.storage().unsafeGetStorageImpl();
+  const c10::StorageImpl* impl = w.storage().unsafeGetStorageImpl();
+  const View view{w.storage_offset(), w.sizes().vec(), w.strides().vec(), w.scalar_type(),
+                  w.const_data_ptr(), c_multiple, stream};
   const uint32_t version = w.unsafeGetTensorImpl()->version_counter().current_version();
-  auto same = [&](const Entry& e) {
-    return !e.storage.expired() && e.offset == w.storage_offset() && e.sizes == w.sizes().vec() &&
-           e.strides == w.strides().vec() && e.dtype == w.scalar_type() &&
-           e.data == w.const_data_ptr() && e.version == version && e.c_multiple == c_multiple &&
-           e.stream == stream;
-  };
   {
     const std::lock_guard<std::mutex> lock(mu);
     const auto it = cache.find(impl);
     if (it != cache.end()) {
       for (const Entry& e : it->second) {
-        if (same(e)) return e.converted;
+        if (!e.storage.expired() && e.view == view && e.version == version) return e.converted;
       }
     }
   }
   at::Tensor converted = to_nhwc(w, c_multiple);
-  const int64_t nbytes = converted.numel() * static_cast<int64_t>(converted.element_size());
+  auto nbytes = [](const at::Tensor& t) {
+    return t.numel() * static_cast<int64_t>(t.element_size());
+  };
   const std::lock_guard<std::mutex> lock(mu);
-  if (entries >= kMaxFilters || bytes + nbytes > kMaxFilterBytes) {
+  // Dropped: copies of freed storages (their memory goes back at once, not when the cache fills)
+  // and an older version of this view.
+  size_t entries = 0;
+  for (auto it = cache.begin(); it != cache.end();) {
+    auto& list = it->second;
+    list.erase(std::remove_if(list.begin(), list.end(),
+                              [&](const Entry& e) {
+                                const bool drop = e.storage.expired() ||
+                                                  (it->first == impl && e.view == view);
+                                if (drop) bytes -= nbytes(e.converted);
+                                return drop;
+                              }),
+               list.end());
+    entries += list.size();
+    it = list.empty() ? cache.erase(it) : std::next(it);
+  }
+  if (entries >= kMaxFilters || bytes + nbytes(converted) > kMaxFilterBytes) {
     cache.clear();
-    entries = 0;
     bytes = 0;
   }
-  auto& list = cache[impl];
-  // Entries of this storage that no longer match (a newer version, a freed storage): replaced.
-  const auto stale = std::remove_if(list.begin(), list.end(), [&](const Entry& e) {
-    const bool old = e.storage.expired() || e.data != w.const_data_ptr() ||
-                     (e.offset == w.storage_offset() && e.sizes == w.sizes().vec() &&
-                      e.strides == w.strides().vec() && e.c_multiple == c_multiple &&
-                      e.stream == stream);
-    if (old) {
-      --entries;
-      bytes -= e.converted.numel() * static_cast<int64_t>(e.converted.element_size());
-    }
-    return old;
-  });
-  list.erase(stale, list.end());
-  list.push_back(Entry{w.storage().getWeakStorageImpl(), w.storage_offset(), w.sizes().vec(),
-                       w.strides().vec(), w.scalar_type(), w.const_data_ptr(), version,
-                       c_multiple, stream, converted});
-  ++entries;
-  bytes += nbytes;
+  cache[impl].push_back(Entry{w.storage().getWeakStorageImpl(), view, version, converted});
+  bytes += nbytes(converted);
   return converted;
 }
 
