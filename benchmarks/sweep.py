@@ -21,10 +21,14 @@ Each point: gpukern's output is checked against torch in float64 (norm-relative 
 benchmarks/cases.py's tolerance per dtype, the one benchmarks/run.py applies; torch's own error is
 recorded beside it); a wrong or failing output is reported and not timed. Then both are timed the
 same way in the same run, with benchmarks/timing.py's helpers: a first estimate (one call between
-events, median of 3) picks the method for the point, the same for every side: below ~40 us per
+events, the least of 5) picks the method for the point, the same for every side: below ~40 us per
 call, a CUDA graph of 50-100 calls replayed (time_cuda_graph: no launch gaps; inputs stay in L2),
 else one call between CUDA events with the L2 flushed by reading before each (time_cuda, median
 of 20). If a graph cannot be captured, every side of that point is timed with events instead.
+(The least, because host noise only lengthens a reading.) Then every point whose speedup came
+out below 1.1x is timed again (--recheck ROUNDS, default 5): ROUNDS rounds, gpukern and each
+baseline one after the other in every round, the same method for all; each side's median over the rounds replaces the first pass, which the JSON keeps as "first".
+A single noisy reading then neither flags a point nor clears it.
 speedup = torch's time / gpukern's time; for the convolutions torch's time is the faster of
 F.conv*d with cudnn.benchmark off and on (allow_tf32 off, as run.py). Points below 0.97x are
 flagged SLOW.
@@ -76,6 +80,8 @@ GRAPH_BELOW_US = 40.0  # estimated call time under which a point is timed by gra
 FLAG_BELOW = 0.97
 EVENT_REPS = 20
 CHECKPOINT_S = 60.0
+RECHECK_ROUNDS = 5
+RECHECK_BELOW = 1.1  # first-pass speedups under this are timed again (both sides, interleaved)
 REDUCE_OPS = ("sum", "mean", "amax")
 FAMILIES = REDUCE_OPS + ("mv", "conv1d", "conv2d")
 DTYPES = {"bfloat16": torch.bfloat16, "float32": torch.float32, "float16": torch.float16}
@@ -267,38 +273,90 @@ def _with_flag(flag, fn):
 
 
 def _estimate_us(fn):
-    """One call between CUDA events, median of 3 after a warm-up (no flush): only to pick the
-    method, host launch cost included."""
+    """One call between CUDA events, the least of 5 after a warm-up (no flush): only to pick the
+    method, host launch cost included. The least, not the median: host noise only lengthens a
+    reading (the quick sweep of 2026-11-26 picked events+flush for 2 us calls whose median of 3
+    read 100-500 us)."""
     fn()
     torch.cuda.synchronize()
     ts = []
-    for _ in range(3):
+    for _ in range(5):
         s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         s.record()
         fn()
         e.record()
         e.synchronize()
         ts.append(s.elapsed_time(e) * 1e3)
-    return statistics.median(ts)
+    return min(ts)
+
+
+def pick_method(sides):
+    """(method name, graph calls or None, estimate_us): the same method for every side."""
+    est = max(_with_flag(flag, lambda: _estimate_us(fn)) for fn, flag in sides.values())
+    if est < GRAPH_BELOW_US:
+        calls = 100 if est < 20 else 50
+        return f"graph{calls}", calls, est
+    return "events+flush", None, est
+
+
+def time_one(fn, flag, calls):
+    """One side, one way: graph replay of `calls` calls, or events with the L2 flushed."""
+    if calls:
+        return _with_flag(flag, lambda: time_cuda_graph(fn, calls=calls))
+    return _with_flag(flag, lambda: time_cuda(fn, reps=EVENT_REPS))
 
 
 def time_sides(sides, device):
     """sides: {name: (fn, flag)} -> ({name: ms}, method, estimate_us), every side the same way."""
     if device == "cpu":
         return {k: time_cpu(fn) for k, (fn, _) in sides.items()}, "wall", None
-    est = max(_with_flag(flag, lambda: _estimate_us(fn)) for fn, flag in sides.values())
-    if est < GRAPH_BELOW_US:
-        calls = 100 if est < 20 else 50
+    method, calls, est = pick_method(sides)
+    if calls:
         try:
-            return ({k: _with_flag(flag, lambda: time_cuda_graph(fn, calls=calls))
-                     for k, (fn, flag) in sides.items()}, f"graph{calls}", est)
+            return ({k: time_one(fn, flag, calls) for k, (fn, flag) in sides.items()}, method,
+                    est)
         except RuntimeError:  # not capturable: every side with events
             torch.cuda.synchronize()
             method = "events+flush (no graph)"
-    else:
-        method = "events+flush"
-    return ({k: _with_flag(flag, lambda: time_cuda(fn, reps=EVENT_REPS))
-             for k, (fn, flag) in sides.items()}, method, est)
+    return ({k: time_one(fn, flag, None) for k, (fn, flag) in sides.items()}, method, est)
+
+
+def recheck(p: Point, row, device, rounds):
+    """A point's timing again, `rounds` rounds with the sides interleaved (gpukern, then each
+    baseline, in every round), the method picked again; every side's median over the rounds
+    replaces the first pass's times (kept under "first"). For the points whose first speedup is
+    near or below the flag, so that one noisy reading neither flags nor clears a point."""
+    built = make(p, device)
+    sides = {"gpukern": (built.ours, None)}
+    sides.update(built.baselines)
+    method, calls, est = pick_method(sides)
+    if calls is None and row["method"] == "events+flush (no graph)":
+        method = row["method"]
+    per = {k: [] for k in sides}
+    try:
+        for _ in range(rounds):
+            for k, (fn, flag) in sides.items():
+                per[k].append(time_one(fn, flag, calls))
+    except RuntimeError:  # a graph that cannot be captured: keep the first pass
+        torch.cuda.synchronize()
+        return row
+    row["first"] = {k: row[k] for k in ("method", "estimate_us", "ours_ms", "baselines_ms",
+                                         "speedup")}
+    times = {k: statistics.median(v) for k, v in per.items()}
+    row["method"], row["estimate_us"] = f"{method} x{rounds}", est
+    row["ours_ms"] = times.pop("gpukern")
+    row["baselines_ms"] = times
+    _set_speedup(row, built.bytes)
+    return row
+
+
+def _set_speedup(row, nbytes):
+    times = row["baselines_ms"]
+    best = min(times, key=times.get)
+    row["best"], row["torch_ms"] = best, times[best]
+    row["speedup"] = times[best] / row["ours_ms"] if row["ours_ms"] > 0 else None
+    row["ours_GBps"] = nbytes / (row["ours_ms"] * 1e-3) / 1e9 if row["ours_ms"] > 0 else None
+    row["status"] = "SLOW" if row["speedup"] is not None and row["speedup"] < FLAG_BELOW else "ok"
 
 
 def measure(p: Point, device):
@@ -335,11 +393,7 @@ def measure(p: Point, device):
     row["method"], row["estimate_us"] = method, est
     row["ours_ms"] = times.pop("gpukern")
     row["baselines_ms"] = times
-    best = min(times, key=times.get)
-    row["best"], row["torch_ms"] = best, times[best]
-    row["speedup"] = times[best] / row["ours_ms"] if row["ours_ms"] > 0 else None
-    row["ours_GBps"] = built.bytes / (row["ours_ms"] * 1e-3) / 1e9 if row["ours_ms"] > 0 else None
-    row["status"] = "SLOW" if row["speedup"] is not None and row["speedup"] < FLAG_BELOW else "ok"
+    _set_speedup(row, built.bytes)
     return row
 
 
@@ -520,6 +574,9 @@ def main(argv=None):
     p.add_argument("--name", default=None, help="file stem (default: the GPU's short name; cpu)")
     p.add_argument("--device", choices=["cuda", "cpu"], default=None)
     p.add_argument("--list", action="store_true", help="print the point counts and exit")
+    p.add_argument("--recheck", type=int, default=RECHECK_ROUNDS, metavar="ROUNDS",
+                   help=f"time the points below {RECHECK_BELOW}x again in ROUNDS interleaved "
+                        f"rounds, medians (default {RECHECK_ROUNDS}; 0: no recheck)")
     p.add_argument("--from-json", default=None, help="write the .md and .png again from a JSON")
     args = p.parse_args(argv)
 
@@ -580,7 +637,11 @@ def main(argv=None):
                           f"same way: estimated call < {GRAPH_BELOW_US:g} us: CUDA graph replay "
                           f"(time_cuda_graph, per-call time, inputs L2-resident); else one call "
                           f"between CUDA events after an L2 flush by reading (time_cuda, median "
-                          f"of {EVENT_REPS}). speedup = torch / gpukern; convs: best of "
+                          f"of {EVENT_REPS}); the estimate is the least of 5 single calls. "
+                          f"Points whose first speedup is below {RECHECK_BELOW:g}x are timed "
+                          f"again in {args.recheck} rounds, the sides interleaved in each, and "
+                          f"every side's median over the rounds replaces the first pass (kept "
+                          f"in the JSON as 'first'). speedup = torch / gpukern; convs: best of "
                           f"cudnn.benchmark off/on, TF32 off.")
         print(f"GPU {info['gpu']}, torch {torch.__version__}, cuDNN {info['cudnn']}")
     print(f"{len(order)} points planned ({info['grid']} grid); budget "
@@ -618,6 +679,22 @@ def main(argv=None):
     except (Terminated, KeyboardInterrupt) as e:
         i = len(rows)
         result["stopped"] = f"{type(e).__name__} after {i} points"
+    if not cpu and args.recheck > 0 and not result["stopped"]:
+        again = [(q, r) for q, r in zip(order, rows)
+                 if r.get("speedup") is not None and r["speedup"] < RECHECK_BELOW]
+        print(f"\nrechecking {len(again)} points below {RECHECK_BELOW}x ({args.recheck} "
+              f"interleaved rounds each)", flush=True)
+        t1 = time.perf_counter()
+        try:
+            for j, (q, r) in enumerate(again):
+                was = r["speedup"]
+                recheck(q, r, device, args.recheck)
+                print(f"[recheck {j + 1}/{len(again)} {time.perf_counter() - t1:6.0f}s] "
+                      f"{fmt_line(r)} (first {was:.2f}x)", flush=True)
+        except (Terminated, KeyboardInterrupt) as e:
+            result["stopped"] = f"{type(e).__name__} during the recheck"
+        info["recheck_s"] = round(time.perf_counter() - t1, 1)
+        info["rechecked"] = sum("first" in r for r in rows)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     for q in order[i:]:
         result["skipped"].append({"family": q.family, "series": q.series, "label": q.label,
