@@ -28,8 +28,9 @@ from timing import time_cuda, time_cuda_graph  # noqa: E402
 
 DT = {"bf16": torch.bfloat16, "fp32": torch.float32}
 RED_ALGOS = ["small", "seg_contig", "seg", "row", "col_vec", "col", "row_vec", "seg_runs", "flat",
-             "copy"]
-MV_ALGOS = ["rows_vec", "rows", "cols_vec", "cols", "rows_mma", "rows_short", "cols_short"]
+             "copy", "periodic"]
+MV_ALGOS = ["rows_vec", "rows", "cols_vec", "cols", "rows_mma", "rows_short", "cols_short",
+            "cols_periodic"]
 
 # (layout, rows, cols): reduce "rows" = x [a, b] over dim -1, "cols" = x [a, b] over dim 0;
 # mv "A" = A [a, b], "A.t" = A [b, a].t() (a rows of the product, b the reduced length).
@@ -78,7 +79,7 @@ def _err(out, ref):
     return float((o - ref).norm() / ref.norm().clamp_min(1e-30))
 
 
-def run_point(family, layout, a, b, dtype, tol):
+def run_point(family, layout, a, b, dtype, tol, only=None):
     g = torch.Generator(device="cuda").manual_seed(0)
     if family == "reduce":
         x = torch.randn(a, b, device="cuda", generator=g).to(dtype)
@@ -101,6 +102,8 @@ def run_point(family, layout, a, b, dtype, tol):
     row = {"family": family, "layout": layout, "shape": [a, b], "dtype": str(dtype).split(".")[-1],
            "auto": auto, "torch_us": _time(torch_fn, est), "algos": {}}
     for n in names:
+        if only and n not in only and n != auto:
+            continue
         with torch_ops.force_algorithm(fam, n):
             try:
                 torch_ops.algorithm(*args)
@@ -138,6 +141,23 @@ def sweep_shapes(path, dtypes, max_elems, below=None):
     return sorted(out)
 
 
+def grid_shapes(specs, max_elems, quick):
+    """[(layout, a, b)]: the sweep's grid (benchmarks/sweep.py axis()) for each "LAYOUT:MAXROWS"
+    spec, the outputs (cols: b, x [a, b] over dim 0; A.t: a) at most MAXROWS."""
+    from sweep import axis, coarse_axis
+    vals = axis(1, max_elems)
+    if quick:
+        vals = coarse_axis(vals, 2)
+    out = []
+    for spec in specs:
+        layout, cap = spec.split(":")
+        for r in vals:
+            for n in vals:
+                if r <= int(cap) and r * n <= max_elems:
+                    out.append((layout, n, r) if layout == "cols" else (layout, r, n))
+    return out
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--family", nargs="+", default=["reduce", "mv"], choices=["reduce", "mv"])
@@ -153,6 +173,13 @@ def main():
     p.add_argument("--max-elems", type=int, default=1 << 24)
     p.add_argument("--below", type=float, default=None)
     p.add_argument("--list", action="store_true", help="print the shapes and exit")
+    p.add_argument("--algos", nargs="+", default=None,
+                   help="time only these algorithms (and the automatic choice)")
+    p.add_argument("--grid", nargs="+", default=None, metavar="LAYOUT:MAXROWS",
+                   help="instead of the lists: every point of the sweep's 2-D grid (powers of 2 "
+                        "and 3 * 2^k, at most --max-elems elements) of each LAYOUT with at most "
+                        "MAXROWS outputs, e.g. cols:32 A.t:32 (--quick-grid: every 2nd value)")
+    p.add_argument("--quick-grid", action="store_true")
     args = p.parse_args()
     given = None
     if args.shapes:
@@ -163,6 +190,8 @@ def main():
             given.append((layout, a, b))
     if args.from_sweep:
         given = sweep_shapes(args.from_sweep, args.dtypes, args.max_elems, args.below)
+    if args.grid:
+        given = grid_shapes(args.grid, args.max_elems, args.quick_grid)
     if args.list:
         keep = {"reduce": ("rows", "cols"), "mv": ("A", "A.t")}
         for layout, a, b in given or []:
@@ -182,7 +211,7 @@ def main():
         for dt in args.dtypes:
             tol = 2e-2 if dt == "bf16" else 1e-4
             for layout, a, b in shapes:
-                r = run_point(fam, layout, a, b, DT[dt], tol)
+                r = run_point(fam, layout, a, b, DT[dt], tol, args.algos)
                 rows.append(r)
                 timed = {n: v["us"] for n, v in r["algos"].items() if "us" in v}
                 best = min(timed, key=timed.get) if timed else None

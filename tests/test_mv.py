@@ -1,5 +1,7 @@
 """gpukern.mv parity with torch.mv (float64 references), strided/transposed/offset inputs, skinny
 shapes that select each CUDA path, empty shapes and every error path."""
+import contextlib
+
 import pytest
 import torch
 
@@ -183,7 +185,8 @@ def test_mv_cuda_paths(device, dtype, name, shape, layout):
 
 # ---------------------------------------------------------------- algorithm query and forcing
 
-MV_ALGOS = ["rows_vec", "rows", "cols_vec", "cols", "rows_mma", "rows_short", "cols_short"]
+MV_ALGOS = ["rows_vec", "rows", "cols_vec", "cols", "rows_mma", "rows_short", "cols_short",
+            "cols_periodic"]
 
 
 def _meta(*shape):
@@ -256,8 +259,17 @@ def test_mv_algorithm_query():
     assert torch_ops.algorithm("mv", _meta(1 << 20, 64).t(), _meta(1 << 20)) == "cols_short"
     assert torch_ops.algorithm("mv", _meta(1000, 17).t(), _meta(1000)) == "cols_short"
     assert torch_ops.algorithm("mv", _meta(1000, 256).t(), _meta(1000)) == "cols_short"
+    # More rows, storage rows of whole aligned vectors: cols_short too, except 16-bit rows of
+    # 256-1536 columns below 16384 rows and HBM-sized problems (2^24 elements, N > 128), which
+    # keep cols_vec. Rows that are not whole vectors: cols.
     assert torch_ops.algorithm("mv", _meta(1000, 257).t(), _meta(1000)) == "cols"
-    assert torch_ops.algorithm("mv", _meta(1000, 260).t(), _meta(1000)) == "cols_vec"
+    assert torch_ops.algorithm("mv", _meta(1000, 260).t(), _meta(1000)) == "cols_short"
+    hb = torch.empty(1000, 264, device="meta", dtype=torch.bfloat16)
+    hv = torch.empty(1000, device="meta", dtype=torch.bfloat16)
+    assert torch_ops.algorithm("mv", hb.t(), hv[:1000]) == "cols_vec"  # bf16, N 1000
+    hb = torch.empty(1000, 257, device="meta", dtype=torch.bfloat16)
+    assert torch_ops.algorithm("mv", hb.t(), hv[:1000]) == "cols"  # rows not whole vectors
+    assert torch_ops.algorithm("mv", _meta(4096, 4096).t(), _meta(4096)) == "cols_vec"  # 2^24
     assert torch_ops.algorithm("mv", _meta(16, 1 << 20).t(), _meta(16)) == "cols_short"
     assert torch_ops.algorithm("mv", _meta(1_000_003, 1), _meta(1)) == "cols_short"  # s0 == 1
     h = torch.empty(8192, 16384, device="meta", dtype=torch.float16)
@@ -396,3 +408,44 @@ def test_mv_short_paths(device, dtype, layout, N, M):
         assert out.dtype == a.dtype and out.is_contiguous()
         assert_close_ref(out, ref, dtype)
     assert torch.equal(torch_ops.mv(a, v), torch_ops.mv(a, v))
+
+
+# cols_periodic: A = At.t() with At [N, M] contiguous, 2 <= M <= 32, read as one flat stream of
+# 16-byte vectors. Periods that divide the vector, share a factor with it and do not; N from one
+# column to a multi-block grid with a partial last vector; x contiguous and strided; forced and
+# automatic; results deterministic.
+PERIODIC_M = [2, 3, 4, 5, 6, 7, 8, 12, 17, 24, 31, 32]
+PERIODIC_N = [1, 7, 1000, 200_003]
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("device", DEVICE_PARAMS[1:])
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
+@pytest.mark.parametrize("N", PERIODIC_N)
+@pytest.mark.parametrize("M", PERIODIC_M)
+@pytest.mark.parametrize("forced", [True, False], ids=["forced", "auto"])
+def test_mv_periodic(device, dtype, N, M, forced):
+    g = torch.Generator().manual_seed(M * 1000 + N % 991)
+    a = rand(N, M, dtype=dtype, device=device, generator=g).t()
+    v = rand(N, dtype=dtype, device=device, generator=g)
+    vs = rand(2 * N, dtype=dtype, device=device, generator=g)[::2]
+    ctx = torch_ops.force_algorithm("mv", "cols_periodic") if forced else contextlib.nullcontext()
+    with ctx:
+        if forced and N > 1:
+            assert torch_ops.algorithm("mv", a, v) == "cols_periodic"
+        _check(a, v, dtype)
+        _check(a, vs, dtype)
+        assert torch.equal(torch_ops.mv(a, v), torch_ops.mv(a, v))
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("device", DEVICE_PARAMS[1:])
+def test_mv_periodic_cannot_run(device):
+    flat = torch.randn(6 * 100 + 1, device=device)
+    v = torch.randn(100, device=device)
+    with torch_ops.force_algorithm("mv", "cols_periodic"):
+        for a in (flat[1:].view(100, 6).t(),  # misaligned
+                  torch.randn(100, 33, device=device).t(),  # M > 32
+                  torch.randn(100, 12, device=device)[:, :6].t()):  # storage rows of 12, M = 6
+            with pytest.raises(RuntimeError, match="cannot run this shape"):
+                torch_ops.mv(a, v)

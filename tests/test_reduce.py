@@ -7,6 +7,8 @@ elements (mean: divided by the count). The bound of n-term float32 accumulation 
 n_eff * 2^-24 * sum|x| (n_eff = the longest chain of sequential adds, a few hundred here), and the
 final rounding to float16/bfloat16 is within TOL * |ref| <= TOL * sum|x|, so the table's values
 cover both without widening anything."""
+import contextlib
+
 import pytest
 import torch
 
@@ -525,7 +527,7 @@ def test_cuda_large_index():
 # ---------------------------------------------------------------- algorithm query and forcing
 
 REDUCE_ALGOS = ["small", "seg_contig", "seg", "row", "col_vec", "col", "row_vec", "seg_runs",
-                "flat", "copy"]
+                "flat", "copy", "periodic"]
 
 
 def _meta(*shape, dtype=torch.float32):
@@ -665,5 +667,55 @@ def test_cuda_forced_paths(dtype, algo, name, spec, dims):
         for op in ("amax", "amin"):  # the NaN lands in exactly the right outputs (max.NaN/min.NaN)
             _check_float(op, xn, dims, False, dtype)
         assert torch.isnan(torch_ops.sum(xn, dims)).any()
-        if algo not in ("col_vec", "row_vec"):  # integer sums: int64; these are float-only
+        if algo not in ("col_vec", "row_vec", "periodic"):  # integer sums: these are float-only
             _exact(torch_ops.sum(xi, dims), torch.sum(xi.cpu(), d))
+
+
+# periodic: a contiguous [N, M] array over dim 0 into 2 <= M <= 32 outputs, read as one flat
+# stream of 16-byte vectors with each lane's elements in fixed rows. Periods that divide the
+# vector (2, 4, 8), that share a factor with it (6, 12, 24) and that do not (3, 5, 7, 17, 31);
+# N from one row to a multi-block grid with a partial last vector; forced and automatic.
+PERIODIC_M = [2, 3, 4, 5, 6, 7, 8, 12, 17, 24, 31, 32]
+PERIODIC_N = [1, 5, 1000, 300_001]
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not HAS_CUDA, reason="needs CUDA")
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
+@pytest.mark.parametrize("N", PERIODIC_N)
+@pytest.mark.parametrize("M", PERIODIC_M)
+@pytest.mark.parametrize("forced", [True, False], ids=["forced", "auto"])
+def test_periodic_cols(dtype, N, M, forced):
+    g = torch.Generator().manual_seed(M * 1000 + N % 997)
+    x = rand(N, M, dtype=dtype, device="cuda", generator=g)
+    xn = x.clone()
+    xn[N // 2, M // 3] = float("nan")
+    ctx = (torch_ops.force_algorithm("reduce", "periodic") if forced and N > 1
+           else contextlib.nullcontext())
+    with ctx:
+        if forced and N > 1:  # (one row: the size-1 dim is dropped, a copy)
+            assert torch_ops.algorithm("sum", x, 0) == "periodic"
+        for op in ("sum", "mean", "amax", "amin"):
+            _check_float(op, x, [0], False, dtype)
+            _check_float(op, xn, [0], False, dtype)  # the NaN in exactly its output
+        _check_float("sum", x, [0], True, dtype)
+        if dtype != torch.float32:  # 16-bit input summed into float32 outputs
+            _assert_sum_close(torch_ops.sum(x, 0, dtype=torch.float32), x, [0], False,
+                              torch.float32)
+        assert torch.equal(torch_ops.sum(x, 0), torch_ops.sum(x, 0))  # fixed combine order
+
+
+def test_periodic_cannot_run_misaligned_or_integer():
+    if not torch_ops.has_cuda_kernels() or not HAS_CUDA:
+        pytest.skip("needs the CUDA kernels")
+    flat = torch.zeros(6 * 100 + 1, device="cuda")
+    with torch_ops.force_algorithm("reduce", "periodic"):
+        with pytest.raises(RuntimeError, match="cannot run this layout"):
+            torch_ops.sum(flat[1:].view(100, 6), 0)  # 4 bytes past a 16-byte boundary
+        with pytest.raises(RuntimeError, match="cannot run this layout"):
+            torch_ops.sum(torch.ones(100, 6, device="cuda", dtype=torch.int32), 0)
+        with pytest.raises(RuntimeError, match="cannot run this layout"):
+            torch_ops.sum(torch.ones(100, 33, device="cuda"), 0)  # M > 32
+    # The automatic choice takes another kernel there, with the right answer.
+    x = flat[1:].view(100, 6).normal_()
+    torch.testing.assert_close(torch_ops.sum(x, 0), x.sum(0))

@@ -15,6 +15,9 @@
 //   rows_short  lane groups across rows, several rows per lane, no barriers: s1 == 1, A
 //             aligned, s0 % V == 0, x contiguous and aligned (any N: the lanes step along longer
 //             rows)
+//   cols_periodic  A.t() of a contiguous [N, M] array with 2 <= M <= 32 rows (s0 == 1,
+//             s1 == M, A aligned): the storage read as one flat stream of 16-byte vectors, each
+//             lane's elements in fixed rows (device/periodic.cuh)
 //   cols_short  lanes along A's storage rows (columns of A), several storage rows per block, N
 //             split over a wave with a last-block finish: s0 == 1 or M == 1 (vectors of V or
 //             V / 2 rows when A is aligned and s1 is a multiple, else element by element)
@@ -39,6 +42,7 @@
 #include "core/tickets.h"
 #include "mv/dispatch.h"
 #include "mv/kernels/mv_cols.cuh"
+#include "mv/kernels/mv_periodic.cuh"
 #include "mv/kernels/mv_rows.cuh"
 #include "mv/kernels/mv_rows_mma.cuh"
 #include "mv/problem.h"
@@ -46,7 +50,16 @@
 namespace gpukern {
 namespace {
 
-enum class MvAlgo { kRowsVec, kRows, kColsVec, kCols, kRowsMma, kRowsShort, kColsShort };
+enum class MvAlgo {
+  kRowsVec,
+  kRows,
+  kColsVec,
+  kCols,
+  kRowsMma,
+  kRowsShort,
+  kColsShort,
+  kColsPeriodic
+};
 
 const AlgorithmTable<MvAlgo> kTable("mv", {{MvAlgo::kRowsVec, "rows_vec"},
                                            {MvAlgo::kRows, "rows"},
@@ -54,7 +67,8 @@ const AlgorithmTable<MvAlgo> kTable("mv", {{MvAlgo::kRowsVec, "rows_vec"},
                                            {MvAlgo::kCols, "cols"},
                                            {MvAlgo::kRowsMma, "rows_mma"},
                                            {MvAlgo::kRowsShort, "rows_short"},
-                                           {MvAlgo::kColsShort, "cols_short"}});
+                                           {MvAlgo::kColsShort, "cols_short"},
+                                           {MvAlgo::kColsPeriodic, "cols_periodic"}});
 
 // Strides of size-1 dims are arbitrary: make them harmless for the layout tests.
 MvProblem normalised(MvProblem s) {
@@ -78,6 +92,8 @@ bool can_run(MvAlgo a, const MvProblem& s) {
       return s.s1 == 1 && s.a_aligned && s.s0 % V == 0 && s.xs == 1 && s.x_aligned;
     case MvAlgo::kColsShort:
       return s.s0 == 1 || s.M == 1;  // (one row: s0 normalised to 0, read element by element)
+    case MvAlgo::kColsPeriodic:
+      return s.s0 == 1 && s.s1 == s.M && s.M >= 2 && s.M <= periodic::kMaxPeriod && s.a_aligned;
     case MvAlgo::kRows:
     case MvAlgo::kCols:
       return true;
@@ -135,12 +151,33 @@ MvAlgo choose_auto(const MvProblem& s) {
   // 278, none new. (M = 1 keeps its path: 1 x 64 ran 4.5 on rows against 1.3.)
   if (s.s0 == 1 && s.elem_size == 2 && s.M >= 2 && s.M * s.N <= kTinyRowsMaxElems)
     return A::kRows;
+  // Column-major with a storage row of M <= 32 elements that cols_short would read element by
+  // element (M not a multiple of V / 2: bf16 6, fp32 3), from 24576 elements: the flat stream of
+  // cols_periodic. H100, benchmarks/algos.py, A.t bf16 6 x N: N = 6144 4.3 us against cols_short
+  // 7.1 (torch 3.7), 2^20 9.2 against 14.7 (torch 13.9), 2^24 94 against 245 (torch 137);
+  // 6 x 4096 4.2 against rows 4.2 (and below that rows wins).
+  if (s.s0 == 1 && s.M * s.N >= 24576 && s.s1 % (16 / s.elem_size / 2) != 0 &&
+      can(A::kColsPeriodic))
+    return A::kColsPeriodic;
   // A.t 256 x 256: rows 2.0 vs cols_vec 2.8, cols_short 5.7 (bf16); 2.3 vs 2.5, 3.9 (fp32).
   if (s.s0 == 1 && s.M > 128 && s.M <= 256 && s.N > 16 && s.N <= 256) return A::kRows;
   // A.t fp32 64 x 2^20: cols_short 67.4 (torch 73.5); A.t bf16 2^20 x 16: 14.1 (torch 23.4).
   if (s.s0 == 1 && (s.M <= 256 || s.N <= 16)) return A::kColsShort;
   // Row-major N <= 16 that rows_short cannot run (rows or x misaligned): a thread per row.
   if (s.N <= 16) return vec_or(A::kColsVec, A::kCols, s);
+  // Column-major, more than 256 rows, storage rows of whole aligned vectors: cols_short's lanes
+  // along the storage rows (no x staging, no barriers per chunk) rather than cols_vec,
+  // except 16-bit rows of 256-1536 columns below 16384 rows. H100, benchmarks/algos.py over the
+  // quick sweep's A.t points with M > 256 (104 shapes, both dtypes): the choice more than 5%
+  // slower than the better of the two at 16 shapes instead of 53; e.g. fp32 4096 x 96 2.1 us
+  // against 7.5, 24576 x 384 9.6 against 12.1; bf16 16384 x 1024 8.5 against 10.2, 1536 x 4096
+  // 5.9 against 8.0; kept on cols_vec: bf16 1536 x 384 3.2 against 4.7, 4096 x 1536 6.5 / 6.6.
+  // (Not from 2^24 elements with N > 128, HBM-bound: fp32 8192^2 stays on cols_vec, 16384 x 4096
+  // 91.7 against 94.4.)
+  if (s.s0 == 1 && s.M > 256 &&
+      !(s.elem_size == 2 && s.N >= 256 && s.N <= 1536 && s.M < 16384) &&
+      !(s.M * s.N >= (int64_t{1} << 24) && s.N > 128) && can(A::kColsVec))
+    return A::kColsShort;
   // A.t fp32 8192^2: cols_vec 65.1 (torch 66.2).
   if (s.s1 != 1 && s.s0 == 1) return vec_or(A::kColsVec, A::kCols, s);
   // bf16 4096^2: rows_mma 6.6 (torch 14.7); fp16 2048 x 1024: 5.4 vs rows_vec 11.3 (mma_wins).
@@ -270,6 +307,26 @@ void launch_mv(const MvProblem& s, MvAlgo algo, const at::Tensor& self, const at
       launch_pdl(mv::mv_cols_kernel<T, false>, grid, dim3(kThreads), 0, stream, A, x, y, wsp, p,
                  tbase);
     }
+    GK_CHECK_LAUNCH();
+    return;
+  }
+
+  if (algo == MvAlgo::kColsPeriodic) {
+    // Blocks: every warp at least one round of loads, at most one resident wave.
+    const periodic::Params pp =
+        periodic::make_params(p.M * p.N, static_cast<int>(p.M), V, p.xs);
+    const int64_t wave =
+        sms * resident_blocks_per_sm<mv::mv_periodic_kernel<T>>(self.get_device(), kThreads);
+    const int64_t blocks = std::max<int64_t>(
+        1, std::min(ceil_div(pp.nchunks, int64_t{periodic::kWarps} * periodic::kUnroll), wave));
+    at::Tensor ws;
+    float* wsp = nullptr;
+    if (blocks > 1) {
+      ws = at::empty({blocks * p.M}, ws_opts);
+      wsp = ws.data_ptr<float>();
+    }
+    launch_pdl(mv::mv_periodic_kernel<T>, dim3(static_cast<unsigned>(blocks)),
+               dim3(periodic::kThreads), 0, stream, A, x, y, pp, wsp, tbase);
     GK_CHECK_LAUNCH();
     return;
   }

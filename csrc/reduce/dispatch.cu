@@ -22,6 +22,10 @@
 //               reduced rows, e.g. [4, N] over dim 0, take 1-4 row lanes and wider tiles)
 //   copy        a reduction over one element per output (dims of size 1, e.g. [N, 1] over dim 1):
 //               the cast copy of the kept elements into the output (ATen's copy kernel)
+//   periodic    periodic kernel (float types): a contiguous [N, M] array over dim 0 into
+//               2 <= M <= 32 outputs (one kept dim of stride 1, one reduced dim of stride M, data
+//               16-byte aligned), read as one flat stream of 16-byte vectors, each lane's
+//               elements in fixed rows (device/periodic.cuh)
 //   row_vec     row_vec kernel (float types): one kept dim, rows 16-byte aligned whole vectors
 //               (data aligned, row stride % V == 0, R % V == 0), R <= 128 * V (<= 4 vectors per
 //               lane of a warp)
@@ -32,6 +36,7 @@
 #include <ATen/ATen.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <optional>
 #include <string>
 #include <type_traits>
@@ -46,6 +51,7 @@
 #include "reduce/kernels/reduce_col.cuh"
 #include "reduce/kernels/reduce_common.cuh"
 #include "reduce/kernels/reduce_flat.cuh"
+#include "reduce/kernels/reduce_periodic.cuh"
 #include "reduce/kernels/reduce_row.cuh"
 #include "reduce/kernels/reduce_seg.cuh"
 #include "reduce/kernels/reduce_small.cuh"
@@ -64,7 +70,8 @@ enum class RedAlgo {
   kRowVec,
   kSegRuns,
   kFlat,
-  kCopy
+  kCopy,
+  kPeriodic
 };
 
 const AlgorithmTable<RedAlgo> kTable("reduce", {{RedAlgo::kSmall, "small"},
@@ -76,7 +83,8 @@ const AlgorithmTable<RedAlgo> kTable("reduce", {{RedAlgo::kSmall, "small"},
                                                 {RedAlgo::kRowVec, "row_vec"},
                                                 {RedAlgo::kSegRuns, "seg_runs"},
                                                 {RedAlgo::kFlat, "flat"},
-                                                {RedAlgo::kCopy, "copy"}});
+                                                {RedAlgo::kCopy, "copy"},
+                                                {RedAlgo::kPeriodic, "periodic"}});
 
 // What the choice reads besides the layout.
 struct RedInput {
@@ -115,6 +123,9 @@ bool can_run(RedAlgo a, const ReduceLayout& L, const RedInput& in) {
       return L.rstride[L.nr - 1] == 1;
     case RedAlgo::kCopy:
       return L.R == 1;
+    case RedAlgo::kPeriodic:
+      return in.float_acc && in.aligned && L.nk == 1 && L.kstride[0] == 1 && L.nr == 1 &&
+             L.n_out >= 2 && L.n_out <= periodic::kMaxPeriod && L.rstride[0] == L.n_out;
     case RedAlgo::kSeg:
     case RedAlgo::kCol:
       return true;
@@ -175,6 +186,12 @@ RedAlgo choose_auto(const ReduceLayout& L, const RedInput& in) {
   // Fewer, longer contiguous rows (e.g. 16 x 16384): blocks split each row, so that the rows
   // fill the GPU (a warp per row left 16 x 16384 fp32 on 16 warps, 0.37x torch).
   if (contig) return RedAlgo::kSegContig;
+  // A contiguous [N, M] over dim 0 into M <= 6 outputs (rows of 8-24 bytes), 2^24 elements and
+  // more: one flat stream of 16-byte vectors. H100, benchmarks/algos.py over dim 0: bf16
+  // [2^24, 6] 75 us against col 96 (torch 100), [2^26, 4] 185 against 211 (torch 189); fp32
+  // [25165824, 6] 209 against 229 (torch 213). (Below 2^24 col and seg were as fast or faster.)
+  if (L.n_out <= 6 && L.R * L.n_out >= (int64_t{1} << 24) && can_run(RedAlgo::kPeriodic, L, in))
+    return RedAlgo::kPeriodic;
   // Long stride-1 runs (NCHW over (0, 2, 3)): threads along the runs, not across strided outputs.
   if (long_runs(L, V)) return RedAlgo::kSegRuns;
   // Few outputs in a small problem (e.g. [1536, 4] or [256, 24] over dim 0): blocks split each
@@ -219,6 +236,20 @@ RedAlgo choose(const ReduceLayout& L, const RedInput& in) {
            ", innermost reduced stride=", L.rstride[L.nr - 1], ", float=", in.float_acc,
            ", 16-byte aligned=", in.aligned, ")");
   return *forced;
+}
+
+// Experiment knobs for benchmarks/reduce_knobs.py, off unless GPUKERN_REDUCE_KNOBS=1 was in the
+// environment at the first call: then each call reads GPUKERN_REDUCE_<name> (an integer; unset
+// or <= 0: the automatic value). BPS: seg_contig's blocks per row (several rows); LGW: the col
+// kernels' log2 output lanes a block; SPLITS: the col kernels' splits of R.
+int64_t knob(const char* name) {
+  static const bool on = [] {
+    const char* e = std::getenv("GPUKERN_REDUCE_KNOBS");
+    return e != nullptr && std::string(e) == "1";
+  }();
+  if (!on) return 0;
+  const char* v = std::getenv((std::string("GPUKERN_REDUCE_") + name).c_str());
+  return v != nullptr ? std::atoll(v) : 0;
 }
 
 // Resident blocks per SM of a reduce kernel (all run reduce::kThreads threads).
@@ -287,6 +318,7 @@ void launch_col(const ReduceLayout& L, const reduce::ReduceOut& o, const T* xp,
          (int64_t{kThreads} >> (lg_w - 1)) * 2 <= L.R) {
     --lg_w;
   }
+  if (const int64_t k = knob("LGW"); k > 0 && k <= 8) lg_w = static_cast<int>(k);
   const int64_t w = int64_t{1} << lg_w;
   const int64_t g = kThreads / w;
   // the 32 x 8 block
@@ -310,6 +342,9 @@ void launch_col(const ReduceLayout& L, const reduce::ReduceOut& o, const T* xp,
                        ceil_div(L.R, (fixed ? reduce::kColY : g) * kUnroll * 2),
                        reduce::kColMaxSplits * finishers});
     splits = std::max<int64_t>(splits, 1);
+  }
+  if (const int64_t k = knob("SPLITS"); k > 0 && ntiles <= kTicketsPerSlot) {
+    splits = std::min({k, L.R, int64_t{65535}});
   }
   const int64_t rchunk = ceil_div(L.R, splits);
   splits = ceil_div(L.R, rchunk);
@@ -420,9 +455,11 @@ void launch_reduce(const ReduceLayout& L, const reduce::ReduceOut& o, const at::
         // each thread at least two 16-byte vectors.
         const int64_t wave =
             sms * blocks_per_sm<reduce::seg_reduce_kernel<T, Op, reduce::kSegContig>>(dev);
+        const int64_t k = knob("BPS");
         launch_seg(reduce::kSegContig,
-                   std::min(std::max<int64_t>(wave / L.n_out, 1),
-                            ceil_div(L.R, int64_t{kThreads} * 2 * V)),
+                   k > 0 ? k
+                         : std::min(std::max<int64_t>(wave / L.n_out, 1),
+                                    ceil_div(L.R, int64_t{kThreads} * 2 * V)),
                    0);
       } else {
         launch_seg(reduce::kSegGeneral,
@@ -494,6 +531,28 @@ void launch_reduce(const ReduceLayout& L, const reduce::ReduceOut& o, const at::
         TORCH_INTERNAL_ASSERT(algo != RedAlgo::kColVec, "col_vec chosen for an integer reduction");
       }
       launch_col<T, Op, false>(L, o, xp, ws_opts, sms, dev, stream, tbase);
+      return;
+    }
+    case RedAlgo::kPeriodic: {
+      if constexpr (std::is_same<Acc, float>::value) {
+        // Blocks: every warp at least one round of loads, at most one resident wave.
+        const periodic::Params p =
+            periodic::make_params(L.R * L.n_out, static_cast<int>(L.n_out), V);
+        const int64_t wave = sms * blocks_per_sm<reduce::periodic_reduce_kernel<T, Op>>(dev);
+        const int64_t blocks = clamp64(
+            ceil_div(p.nchunks, int64_t{periodic::kWarps} * periodic::kUnroll), 1, wave);
+        at::Tensor ws;
+        float* wsp = nullptr;
+        if (blocks > 1) {
+          ws = at::empty({blocks * L.n_out}, ws_opts);
+          wsp = ws.data_ptr<float>();
+        }
+        launch_pdl(reduce::periodic_reduce_kernel<T, Op>, dim3(static_cast<unsigned>(blocks)),
+                   dim3(periodic::kThreads), 0, stream, xp, p, o, wsp, tbase);
+        GK_CHECK_LAUNCH();
+      } else {
+        TORCH_INTERNAL_ASSERT(false, "periodic chosen for an integer reduction");
+      }
       return;
     }
     case RedAlgo::kCopy:
