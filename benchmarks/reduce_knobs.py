@@ -26,27 +26,34 @@ DT = {"bf16": torch.bfloat16, "fp32": torch.float32}
 ROWS_BPS = [1, 2, 3, 4, 6, 8, 12, 16]
 COL_LGW = [5, 6, 7, 8]
 COL_SPLITS = [1, 2, 4, 8]
+COL_GRID = [(lg, sp) for lg in COL_LGW for sp in (1, 2, 4)]  # (LGW, SPLITS) together
 POINTS = (
     [("rows", a, b, dt, "seg_contig", "BPS", ROWS_BPS)
      for a, b, dt in [(384, 24576, "fp32"), (256, 65536, "bf16"), (64, 16384, "bf16"),
                       (96, 16384, "bf16"), (256, 16384, "fp32"), (256, 24576, "fp32"),
                       (96, 98304, "fp32"), (64, 24576, "bf16"), (24, 16384, "bf16")]]
-    + [("cols", a, b, dt, algo, knob, vals)
+    + [("cols", a, b, dt, algo, "LGW+SPLITS", COL_GRID)
        for a, b, dt, algo in [(4, 65536, "bf16", "col"), (4, 262144, "bf16", "col"),
+                              (4, 65536, "bf16", "col_vec"), (4, 262144, "bf16", "col_vec"),
                               (16, 65536, "bf16", "col_vec"), (16, 393216, "bf16", "col"),
-                              (16, 262144, "fp32", "col_vec"), (24, 393216, "fp32", "col_vec"),
-                              (96, 98304, "fp32", "col_vec"), (96, 65536, "bf16", "col_vec"),
-                              (24, 393216, "bf16", "col_vec"), (96, 24576, "fp32", "col_vec"),
-                              (4, 16384, "bf16", "col")]
-       for knob, vals in (("LGW", COL_LGW), ("SPLITS", COL_SPLITS))]
+                              (16, 393216, "bf16", "col_vec"), (16, 262144, "fp32", "col_vec"),
+                              (24, 393216, "fp32", "col_vec"), (96, 98304, "fp32", "col_vec"),
+                              (96, 65536, "bf16", "col_vec"), (24, 393216, "bf16", "col_vec"),
+                              (96, 24576, "fp32", "col_vec"), (4, 16384, "bf16", "col"),
+                              (64, 262144, "bf16", "col_vec"), (256, 65536, "bf16", "col_vec"),
+                              (96, 16384, "fp32", "col_vec"), (4, 24576, "fp32", "col_vec")]]
 )
 
 
 def set_knob(name, value):
+    """name "A" or "A+B" (value then a tuple); None clears every knob."""
     for k in ("BPS", "LGW", "SPLITS"):
         os.environ.pop("GPUKERN_REDUCE_" + k, None)
     if name:
-        os.environ["GPUKERN_REDUCE_" + name] = str(value)
+        names = name.split("+")
+        values = value if isinstance(value, tuple) else (value,)
+        for n, v in zip(names, values):
+            os.environ["GPUKERN_REDUCE_" + n] = str(v)
 
 
 def main():
@@ -77,14 +84,15 @@ def main():
                 set_knob(knob, v)
                 err = _err(ours(), ref)
                 if not err <= tol:
-                    r["knobs"][v] = {"error": err}
+                    r["knobs"][str(v)] = {"error": err}
                     continue
-                r["knobs"][v] = {"us": _time(ours, _estimate(ours))}
+                r["knobs"][str(v)] = {"us": _time(ours, _estimate(ours))}
         set_knob(None, 0)
         rows.append(r)
         timed = {v: d["us"] for v, d in r["knobs"].items() if "us" in d}
         best = min(timed, key=timed.get) if timed else None
-        cells = " ".join(f"{v}{'*' if v == best else ''}={d['us']:.1f}" if "us" in d else
+        cells = " ".join(f"{v.replace(' ', '')}{'*' if v == best else ''}={d['us']:.1f}"
+                         if "us" in d else
                          f"{v}=WRONG" for v, d in r["knobs"].items())
         print(f"{layout} {dt} {a}x{b} {algo} {knob}: torch={r['torch_us']:.1f} "
               f"auto={r['auto']} {r['auto_us']:.1f} | {cells}", flush=True)

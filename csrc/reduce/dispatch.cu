@@ -451,16 +451,27 @@ void launch_reduce(const ReduceLayout& L, const reduce::ReduceOut& o, const at::
         launch_seg(contig ? reduce::kSegContig : reduce::kSegGeneral,
                    std::min(wave, ceil_div(L.R, per_block_min)), 0);
       } else if (contig) {
-        // Blocks per row: the rows x blocks within one resident wave (no partial second wave),
-        // each thread at least two 16-byte vectors.
+        // Blocks per row: one from 24 rows of up to 48 KB (96 KB from 256 rows, 32 MB in all):
+        // no workspace and no last-block finish. H100, benchmarks/reduce_knobs.py: bf16
+        // [64, 16384] 2.4 us against 3.8 with 4 blocks a row (torch 3.3), [64, 24576] 2.7
+        // against 4.0 (3.7), [24, 16384] 2.3 against 3.2 (3.1); fp32 [256, 24576] 4.9 against
+        // 6.5 (6.1). Two for rows up to 512 KB from 96 rows: fp32 [384, 24576] (37.7 MB) 11.1
+        // against 14.1 with one, [96, 98304] 9.6 against 12.5 with four; bf16 [256, 65536] 10.9
+        // against 13.7. Otherwise the rows x blocks within one resident wave (no partial second
+        // wave), each thread at least two 16-byte vectors.
         const int64_t wave =
             sms * blocks_per_sm<reduce::seg_reduce_kernel<T, Op, reduce::kSegContig>>(dev);
+        int64_t bps = std::min(std::max<int64_t>(wave / L.n_out, 1),
+                               ceil_div(L.R, int64_t{kThreads} * 2 * V));
+        const int64_t row_bytes = L.R * static_cast<int64_t>(sizeof(T));
+        if (L.n_out >= 24 && row_bytes <= (L.n_out >= 256 ? 96 : 48) * 1024 &&
+            row_bytes * L.n_out <= (32 << 20)) {
+          bps = 1;
+        } else if (L.n_out >= 96 && row_bytes > 48 * 1024 && row_bytes <= 512 * 1024) {
+          bps = 2;
+        }
         const int64_t k = knob("BPS");
-        launch_seg(reduce::kSegContig,
-                   k > 0 ? k
-                         : std::min(std::max<int64_t>(wave / L.n_out, 1),
-                                    ceil_div(L.R, int64_t{kThreads} * 2 * V)),
-                   0);
+        launch_seg(reduce::kSegContig, k > 0 ? k : bps, 0);
       } else {
         launch_seg(reduce::kSegGeneral,
                    std::min(ceil_div(target_blocks, L.n_out), ceil_div(L.R, int64_t{kThreads} * 4)),
