@@ -259,9 +259,9 @@ def test_mv_algorithm_query():
     assert torch_ops.algorithm("mv", _meta(1 << 20, 64).t(), _meta(1 << 20)) == "cols_short"
     assert torch_ops.algorithm("mv", _meta(1000, 17).t(), _meta(1000)) == "cols_short"
     assert torch_ops.algorithm("mv", _meta(1000, 256).t(), _meta(1000)) == "cols_short"
-    # More rows, storage rows of whole aligned vectors: cols_short too, except 16-bit rows of
-    # 256-1536 columns below 16384 rows and HBM-sized problems (2^24 elements, N > 128), which
-    # keep cols_vec. Rows that are not whole vectors: cols.
+    # More rows, storage rows of whole aligned vectors: cols_short from 80 columns up to 2^21
+    # elements (not 16-bit rows of 256-1536 columns), else cols_vec. Rows that are not whole
+    # vectors: cols.
     assert torch_ops.algorithm("mv", _meta(1000, 257).t(), _meta(1000)) == "cols"
     assert torch_ops.algorithm("mv", _meta(1000, 260).t(), _meta(1000)) == "cols_short"
     hb = torch.empty(1000, 264, device="meta", dtype=torch.bfloat16)
@@ -269,7 +269,7 @@ def test_mv_algorithm_query():
     assert torch_ops.algorithm("mv", hb.t(), hv[:1000]) == "cols_vec"  # bf16, N 1000
     hb = torch.empty(1000, 257, device="meta", dtype=torch.bfloat16)
     assert torch_ops.algorithm("mv", hb.t(), hv[:1000]) == "cols"  # rows not whole vectors
-    assert torch_ops.algorithm("mv", _meta(4096, 4096).t(), _meta(4096)) == "cols_vec"  # 2^24
+    assert torch_ops.algorithm("mv", _meta(4096, 4096).t(), _meta(4096)) == "cols_vec"  # > 2^21
     assert torch_ops.algorithm("mv", _meta(16, 1 << 20).t(), _meta(16)) == "cols_short"
     assert torch_ops.algorithm("mv", _meta(1_000_003, 1), _meta(1)) == "cols_short"  # s0 == 1
     h = torch.empty(8192, 16384, device="meta", dtype=torch.float16)

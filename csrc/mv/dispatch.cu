@@ -32,6 +32,7 @@
 #include <ATen/ATen.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <string>
 #include <type_traits>
 
@@ -166,17 +167,17 @@ MvAlgo choose_auto(const MvProblem& s) {
   // Row-major N <= 16 that rows_short cannot run (rows or x misaligned): a thread per row.
   if (s.N <= 16) return vec_or(A::kColsVec, A::kCols, s);
   // Column-major, more than 256 rows, storage rows of whole aligned vectors: cols_short's lanes
-  // along the storage rows (no x staging, no barriers per chunk) rather than cols_vec,
-  // except 16-bit rows of 256-1536 columns below 16384 rows. H100, benchmarks/algos.py over the
-  // quick sweep's A.t points with M > 256 (104 shapes, both dtypes): the choice more than 5%
-  // slower than the better of the two at 16 shapes instead of 53; e.g. fp32 4096 x 96 2.1 us
-  // against 7.5, 24576 x 384 9.6 against 12.1; bf16 16384 x 1024 8.5 against 10.2, 1536 x 4096
-  // 5.9 against 8.0; kept on cols_vec: bf16 1536 x 384 3.2 against 4.7, 4096 x 1536 6.5 / 6.6.
-  // (Not from 2^24 elements with N > 128, HBM-bound: fp32 8192^2 stays on cols_vec, 16384 x 4096
-  // 91.7 against 94.4.)
-  if (s.s0 == 1 && s.M > 256 &&
-      !(s.elem_size == 2 && s.N >= 256 && s.N <= 1536 && s.M < 16384) &&
-      !(s.M * s.N >= (int64_t{1} << 24) && s.N > 128) && can(A::kColsVec))
+  // along the storage rows (no x staging, no barriers per chunk) rather than cols_vec, from 80
+  // columns up to 2^21 elements (not 16-bit rows of 256-1536 columns), and for rows of up to 32
+  // columns from 2^24 elements. H100, the quick sweep before and after (A.t, both dtypes, time
+  // against cols_vec): fp32 1024-4096 x 96-1024 0.57-0.88x, bf16 1536-16384 x 96 0.71-0.83x,
+  // 1024 x 1024 0.69x; x 24 from 2^20 rows 0.77-0.89x. Not at 17-64 columns (1.05-2.4x), nor
+  // past 2^21 elements (fp32 6144 x 1536 1.56x, bf16 24576+ x 96 1.2-1.75x), nor 16-bit
+  // 1024 x 1536 (1.24x).
+  if (s.s0 == 1 && s.M > 256 && can(A::kColsVec) &&
+      ((s.N >= 80 && s.M * s.N <= (int64_t{1} << 21) &&
+        !(s.elem_size == 2 && s.N >= 256 && s.N <= 1536)) ||
+       (s.N <= 32 && s.M * s.N >= (int64_t{1} << 24))))
     return A::kColsShort;
   // A.t fp32 8192^2: cols_vec 65.1 (torch 66.2).
   if (s.s1 != 1 && s.s0 == 1) return vec_or(A::kColsVec, A::kCols, s);
@@ -199,6 +200,19 @@ MvAlgo choose(const MvProblem& s) {
         return detail::check_msg("M=", s.M, ", N=", s.N, ", strides=(", s.s0, ", ", s.s1,
                                  "), 16-byte aligned=", s.a_aligned);
       });
+}
+
+// Experiment knobs for benchmarks/reduce_knobs.py, off unless GPUKERN_MV_KNOBS=1 was in the
+// environment at the first call: then each call reads GPUKERN_MV_<name> (an integer; unset or
+// <= 0: the automatic value). SPLITS: the rows kernels' splits of N; RPB: their rows a block.
+int64_t knob(const char* name) {
+  static const bool on = [] {
+    const char* e = std::getenv("GPUKERN_MV_KNOBS");
+    return e != nullptr && std::string(e) == "1";
+  }();
+  if (!on) return 0;
+  const char* v = std::getenv((std::string("GPUKERN_MV_") + name).c_str());
+  return v != nullptr ? std::atoll(v) : 0;
 }
 
 // cols_short's launch shape (mv_cols_short_kernel): rpt rows of y per lane (a vector of a
@@ -449,6 +463,13 @@ void launch_mv(const MvProblem& s, MvAlgo algo, const at::Tensor& self, const at
       if (gr * sp > best) best = gr * sp, rpb = r, splits = sp;
     }
     groups = ceil_div(p.M, int64_t{rpb});
+  }
+  if (const int64_t k = knob("RPB"); k == 1 || k == 2 || k == 4 || k == 8) {
+    rpb = static_cast<int>(k);
+    groups = ceil_div(p.M, int64_t{rpb});
+  }
+  if (const int64_t k = knob("SPLITS"); k > 0 && groups <= kTicketsPerSlot) {
+    splits = std::min(k, int64_t{65535});
   }
   p.split_len = ceil_div(ceil_div(p.N, splits), align) * align;
   splits = ceil_div(p.N, p.split_len);

@@ -318,25 +318,29 @@ void launch_col(const ReduceLayout& L, const reduce::ReduceOut& o, const T* xp,
          (int64_t{kThreads} >> (lg_w - 1)) * 2 <= L.R) {
     --lg_w;
   }
-  // Few reduced rows (R <= 96) and at least 4096 units: the lanes kernel, unsplit, with the
-  // widest tile (up to 256 output lanes) that still makes 128 tiles, and no more row lanes than
-  // rows. H100, benchmarks/reduce_knobs.py (output lanes x splits forced): fp32 [16, 262144]
-  // 4.3 us against 7.7 (torch 4.8), [24, 393216] 7.3 against 12.1 (7.7), [96, 98304] 8.4
-  // against 10.4 (7.6), [96, 24576] 3.3 against 4.6 (3.9); bf16 [16, 65536] 3.2 against 4.0
-  // (3.0), [4, 262144] 3.2 against 4.0 (3.1), [96, 65536] 4.4 against 5.5 (4.4). Every one of
-  // them fastest unsplit; the last-block finish cost more than the extra blocks gave.
+  // Few reduced rows (R <= 96) and at least 4096 units: unsplit (H100,
+  // benchmarks/reduce_knobs.py, output lanes x splits forced; the last-block finish cost more
+  // than the extra blocks gave: fp32 [96, 24576] 3.3 us against 4.6 split in two (torch 3.9),
+  // [96, 16384] 3.0 against 4.0 (3.6); bf16 [96, 65536] 4.4 against 5.5 (4.4), [64, 262144]
+  // 10.1 against 17.0). And for R <= 16, fp32 from 24576 units, or 48+ rows from 32768 units,
+  // the lanes kernel with the widest tile (up to 256 output lanes) that still makes 128 tiles
+  // (256 past 16 rows), no more row lanes than rows: fp32 [16, 262144] 4.3 against 7.7 (torch
+  // 4.8), [24, 393216] 7.3 against 12.1 (7.7), [96, 98304] 7.6 against 10.4 (7.6); bf16
+  // [16, 65536] 3.2 against 4.0 (3.0), [4, 262144] 3.2 against 4.0 (3.1), [64, 262144] 8.2
+  // against 10.1 (9.2). (bf16 [24, 393216] kept the 32 x 8 block: 5.9 against 6.8.)
   const bool few_rows = L.R <= 96 && units >= 4096;
-  if (few_rows) {
+  if (few_rows && (L.R <= 16 || (sizeof(T) == 4 && units >= 24576) ||
+                   (L.R >= 48 && units >= 32768))) {
+    const int64_t min_tiles = L.R <= 16 ? 128 : 256;
     lg_w = 8;
-    while (lg_w > 5 && ceil_div(units, int64_t{1} << lg_w) < 128) --lg_w;
+    while (lg_w > 5 && ceil_div(units, int64_t{1} << lg_w) < min_tiles) --lg_w;
     while ((int64_t{kThreads} >> lg_w) > L.R) ++lg_w;
   }
   if (const int64_t k = knob("LGW"); k > 0 && k <= 8) lg_w = static_cast<int>(k);
   const int64_t w = int64_t{1} << lg_w;
   const int64_t g = kThreads / w;
   // the 32 x 8 block
-  const bool fixed =
-      !few_rows && g_want == reduce::kColY && w == reduce::kColX && units >= reduce::kColX;
+  const bool fixed = g_want == reduce::kColY && w == reduce::kColX && units >= reduce::kColX;
   const int64_t ntiles = ceil_div(units, fixed ? int64_t{reduce::kColX} : w);
   int64_t wave = sms * (2048 / kThreads);  // col: the block count of a full occupancy
   if (fixed) {
