@@ -442,15 +442,29 @@ void launch_mv(const MvProblem& s, MvAlgo algo, const at::Tensor& self, const at
   const bool vec_a = algo == MvAlgo::kRowsVec;
   const bool peel = !(s.a_aligned && s.s0 % V == 0);  // rows_vec on rows not all aligned
   const bool x_vec = p.xs == 1 && s.x_aligned;
-  // A warp per row once rows alone give about 32 warps per SM; otherwise a block per row.
-  int rpb = p.M >= sms * 32 ? mv::kWarps : 1;
+  // A warp per row once rows alone give about 32 warps per SM, or from 1024 rows of at most
+  // 16 KB; otherwise a block per row. (H100, benchmarks/reduce_knobs.py: fp32 1536 x 4096 5.6 us
+  // with a warp a row against 8.3 with a block, torch 5.6; bf16 1536 x 1536 3.1 against 6.5,
+  // torch 4.4.)
+  const int64_t row_bytes = p.N * static_cast<int64_t>(sizeof(T));
+  int rpb = p.M >= sms * 32 || (p.M >= 1024 && row_bytes <= 16384) ? mv::kWarps : 1;
   int64_t groups = ceil_div(p.M, rpb);
   int64_t splits = 1;
   const int64_t align = static_cast<int64_t>(kWarpSize) * V;  // keeps split starts vector-aligned
   // One resident wave of the rows kernel: __launch_bounds__(kThreads, 4) gives 4 blocks per SM.
   const int64_t wave = sms * 4;
   const int64_t min_cols = static_cast<int64_t>(mv::kThreads) * V * 2;
-  if (rpb == 1 && groups < target_blocks && 2 * groups < wave) {
+  if (rpb == 1 && groups < target_blocks && 2 * groups < wave && p.M * row_bytes <= (32 << 20)) {
+    // Few rows, up to 32 MB (L2-sized): splits of at least 64 KB, about two blocks an SM in
+    // all; the finish of many small splits cost more than their blocks gave. H100,
+    // benchmarks/reduce_knobs.py: fp32 96 x 16384 unsplit 3.2 us against 11.6 in 8 splits
+    // (torch 4.9), 256 x 16384 4.5 against 10.8 (7.7), 4 x 393216 in 32 splits 4.1 against
+    // 7.6 in 192 (5.6), 24 x 65536 in 4 4.3 against 7.1 (5.3); bf16 256 x 24576 unsplit 3.9
+    // against 10.7 (7.7), 64 x 98304 in 4 5.3 against 9.4 (8.6).
+    splits = std::min({ceil_div(2 * sms, groups), ceil_div(row_bytes, int64_t{65536}),
+                       int64_t{65535}});
+    splits = std::max<int64_t>(splits, 1);
+  } else if (rpb == 1 && groups < target_blocks && 2 * groups < wave) {
     splits = std::min({ceil_div(target_blocks, groups), ceil_div(p.N, min_cols), int64_t{65535}});
     splits = std::max<int64_t>(splits, 1);
   } else if (rpb == 1 && p.M >= wave && p.M < 2 * wave) {
