@@ -242,7 +242,13 @@ def test_mv_algorithm_query():
     sv = torch.empty(4096, device="meta", dtype=torch.bfloat16)
     assert torch_ops.algorithm("mv", sb[:1024, :6].t(), sv[:1024]) == "rows"
     assert torch_ops.algorithm("mv", sb[:512, :64].t(), sv[:512]) == "rows"  # 2^15
-    assert torch_ops.algorithm("mv", sb[:513, :64].t(), sv[:513]) == "cols_short"
+    # ... and up to 2^17 elements from 16 rows (N <= 6144).
+    assert torch_ops.algorithm("mv", sb[:513, :64].t(), sv[:513]) == "rows"
+    assert torch_ops.algorithm("mv", sb[:2048, :64].t(), sv[:2048]) == "rows"  # 2^17
+    assert torch_ops.algorithm("mv", sb[:2049, :64].t(), sv[:2049]) == "cols_short"
+    s8 = torch.empty(8192, 8, device="meta", dtype=torch.bfloat16)
+    s8v = torch.empty(8192, device="meta", dtype=torch.bfloat16)
+    assert torch_ops.algorithm("mv", s8.t(), s8v) == "cols_short"  # M 8 < 16
     assert torch_ops.algorithm("mv", sb[:63, :16].t(), sv[:63]) != "rows"  # N 63, M * N > 576
     # Tiny column-major 16-bit problems (M >= 2, M * N <= 576): rows.
     assert torch_ops.algorithm("mv", sb[:24, :24].t(), sv[:24]) == "rows"

@@ -573,11 +573,10 @@ def test_reduce_algorithm_query():
     assert q("sum", _meta(512, 129), 0) != "seg"  # 129 outputs
     assert q("sum", _meta(1024, 96), 0) != "seg"  # 98304 elements
     assert q("sum", _meta(1 << 20, 256, dtype=torch.bfloat16), 0) == "col_vec"
-    # 13-16 rows of 2^17 to 2^20 16-bit outputs: a thread per output; fp32, 12 or 17 rows, 2^20
-    # outputs: col_vec.
-    assert q("sum", _meta(16, 1 << 18, dtype=torch.bfloat16), 0) == "col"
-    assert q("sum", _meta(13, 1 << 17, dtype=torch.bfloat16), 0) == "col"
-    assert q("sum", _meta(16, (1 << 20) - 8, dtype=torch.bfloat16), 0) == "col"
+    # Few rows of many 16-bit outputs: col_vec (its lanes kernel sized for few rows).
+    assert q("sum", _meta(16, 1 << 18, dtype=torch.bfloat16), 0) == "col_vec"
+    assert q("sum", _meta(13, 1 << 17, dtype=torch.bfloat16), 0) == "col_vec"
+    assert q("sum", _meta(16, (1 << 20) - 8, dtype=torch.bfloat16), 0) == "col_vec"
     assert q("sum", _meta(16, 1 << 20, dtype=torch.bfloat16), 0) == "col_vec"
     assert q("sum", _meta(16, (1 << 17) - 8, dtype=torch.bfloat16), 0) == "col_vec"
     assert q("sum", _meta(12, 1 << 18, dtype=torch.bfloat16), 0) == "col_vec"

@@ -146,6 +146,21 @@ MvAlgo choose_auto(const MvProblem& s) {
   // (quick sweep: A.t bf16 4096 x 4 8.7 us against torch's 1.9, 1536 x 16 4.0 against 2.3).
   if (s.s0 == 1 && s.elem_size == 2 && s.M * s.N <= (1 << 15) && s.M <= 256 && s.N >= 64)
     return A::kRows;
+  // ... and up to 2^17 elements from 16 rows, up to 6144 columns: H100, benchmarks/algos.py,
+  // A.t bf16 256 x 384 rows 2.3 us against cols_short 4.5 (torch 2.8), 96 x 1024 2.5 against
+  // 4.4 (3.5), 64 x 1536 2.8 against 5.3 (4.0), 16 x 6144 4.7 against 6.0 (5.7).
+  if (s.s0 == 1 && s.elem_size == 2 && s.M * s.N <= (1 << 17) && s.M >= 16 && s.M <= 256 &&
+      s.N >= 64 && s.N <= 6144)
+    return A::kRows;
+  // Column-major 16-bit with storage rows of 8 bytes (M = 4: cols_short's 8-byte vectors), N of
+  // 24576-393216 or from 6M: cols_periodic. H100, benchmarks/algos.py, A.t bf16 4 x N:
+  // 24576 4.7 us against 8.0 (torch 4.1), 98304 4.7 against 5.9 (4.9), 393216 5.8 against
+  // 6.1 (6.9), 2^24 64 against 72 (116); cols_short kept 16384 (4.0 against 4.6) and 1M-4M
+  // (6.5 against 8.0 at 1M).
+  if (s.s0 == 1 && s.elem_size == 2 && s.M == 4 &&
+      ((s.N >= 24576 && s.N <= 393216) || s.N >= 6 * (int64_t{1} << 20)) &&
+      can(A::kColsPeriodic))
+    return A::kColsPeriodic;
   // Tiny column-major 16-bit problems (M * N <= 576, M >= 2): H100, benchmarks/algos.py over the
   // quick sweep's A.t bf16 points: rows 1.2-1.5 us where cols_short took 2.0-5.6 (torch 1.8-2.2),
   // e.g. 4 x 4 1.2 against 5.6, 24 x 24 1.5 against 5.4; points below 0.97x torch 55 -> 47 of

@@ -199,16 +199,6 @@ RedAlgo choose_auto(const ReduceLayout& L, const RedInput& in) {
   // 2.0-4.5 us on an H200).
   if (L.n_out < reduce::kColX && L.R * L.n_out <= kSegMaxSmallCols) return RedAlgo::kSeg;
   if (L.n_out <= kSegMaxOutputs && L.R * L.n_out <= kSegMaxTinyCols) return RedAlgo::kSeg;
-  // 13-16 reduced rows of a wide 16-bit row (2^17 to 2^20 outputs): a thread per output (8x
-  // the threads of col_vec, whose single row lane walks the rows in four rounds). H100,
-  // benchmarks/algos.py, bf16 over dim 0: [16, 131072] col 2.8 us against col_vec 4.1, [16,
-  // 262144] 4.5 against 4.9-9.4, [16, 393216] 5.7 against 11.6 (torch 3.3 / 3.6 / 4.5); the quick
-  // sweep's [16, 393216] sum 0.38x -> 0.78x. Not past it ([16, 2^20] fell from 1.24x to 0.64x on
-  // col), nor with fewer rows ([12, 262144] col_vec 4.6 against col 5.2, [9, 2^20] 7.9 against
-  // 10.6), nor fp32 (its shapes disagreed).
-  if (in.elem_size == 2 && L.R > 12 && L.R <= 16 && L.n_out >= (int64_t{1} << 17) &&
-      L.n_out < (int64_t{1} << 20))
-    return RedAlgo::kCol;
   // Few reduced rows (<= 96) of a 16-bit row of <= 24576 outputs: a thread per output, not
   // col_vec's vector of outputs with the rows split over a workspace. H100, benchmarks/algos.py
   // over the quick sweep's bf16 column sums (2-D, over dim 0): col 1.8-2.5 us where col_vec took
@@ -324,14 +314,17 @@ void launch_col(const ReduceLayout& L, const reduce::ReduceOut& o, const T* xp,
   // [96, 16384] 3.0 against 4.0 (3.6); bf16 [96, 65536] 4.4 against 5.5 (4.4), [64, 262144]
   // 10.1 against 17.0). And for R <= 16, fp32 from 24576 units, or 48+ rows from 32768 units,
   // the lanes kernel with the widest tile (up to 256 output lanes) that still makes 128 tiles
-  // (256 past 16 rows), no more row lanes than rows: fp32 [16, 262144] 4.3 against 7.7 (torch
+  // (256 past 16 rows, 32 up to 4 rows: one round of loads a thread), no more row lanes than
+  // rows: fp32 [16, 262144] 4.3 against 7.7 (torch
   // 4.8), [24, 393216] 7.3 against 12.1 (7.7), [96, 98304] 7.6 against 10.4 (7.6); bf16
   // [16, 65536] 3.2 against 4.0 (3.0), [4, 262144] 3.2 against 4.0 (3.1), [64, 262144] 8.2
-  // against 10.1 (9.2). (bf16 [24, 393216] kept the 32 x 8 block: 5.9 against 6.8.)
+  // against 10.1 (9.2), [4, 65536] 2.6 with 32 tiles against 3.0 with 128 (2.5), [16, 393216]
+  // 4.7 against col's 5.8 (4.6: the rule that sent 13-16 rows of 2^17-2^20 bf16 outputs to col
+  // is gone). (bf16 [24, 393216] kept the 32 x 8 block: 5.9 against 6.8.)
   const bool few_rows = L.R <= 96 && units >= 4096;
   if (few_rows && (L.R <= 16 || (sizeof(T) == 4 && units >= 24576) ||
                    (L.R >= 48 && units >= 32768))) {
-    const int64_t min_tiles = L.R <= 16 ? 128 : 256;
+    const int64_t min_tiles = L.R <= 4 ? 32 : (L.R <= 16 ? 128 : 256);
     lg_w = 8;
     while (lg_w > 5 && ceil_div(units, int64_t{1} << lg_w) < min_tiles) --lg_w;
     while ((int64_t{kThreads} >> lg_w) > L.R) ++lg_w;
