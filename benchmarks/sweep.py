@@ -20,13 +20,12 @@ The grids (sizes are powers of 2 and 3 * 2^k; "elements" are the input's):
 Each point: gpukern's output is checked against torch in float64 (norm-relative error within
 benchmarks/cases.py's tolerance per dtype, the one benchmarks/run.py applies; torch's own error is
 recorded beside it); a wrong or failing output is reported and not timed. Then both are timed the
-same way in the same run, with benchmarks/timing.py's helpers: a first estimate (one call between
-events, the least of 5) picks the method for the point, the same for every side: below ~40 us per
-call, a CUDA graph of 50-100 calls replayed (time_cuda_graph: no launch gaps; inputs stay in L2),
+same way in the same run, with benchmarks/timing.py's helpers: a first estimate (the per-call
+time of a CUDA graph of 10 calls, no host time in it) picks the method for the point, the same
+for every side: below ~40 us per call, a CUDA graph of 50-100 calls replayed (time_cuda_graph: no launch gaps; inputs stay in L2),
 else one call between CUDA events with the L2 flushed by reading before each (time_cuda, median
 of 20). If a graph cannot be captured, every side of that point is timed with events instead.
-(The least, because host noise only lengthens a reading.) Then every point whose speedup came
-out below 1.1x is timed again (--recheck ROUNDS, default 5): ROUNDS rounds, gpukern and each
+Then every point whose speedup came out below 1.1x is timed again (--recheck ROUNDS, default 5): ROUNDS rounds, gpukern and each
 baseline one after the other in every round, the same method for all; each side's median over the rounds replaces the first pass, which the JSON keeps as "first".
 A single noisy reading then neither flags a point nor clears it.
 speedup = torch's time / gpukern's time; for the convolutions torch's time is the faster of
@@ -273,10 +272,15 @@ def _with_flag(flag, fn):
 
 
 def _estimate_us(fn):
-    """One call between CUDA events, the least of 5 after a warm-up (no flush): only to pick the
-    method, host launch cost included. The least, not the median: host noise only lengthens a
-    reading (the quick sweep of 2026-11-26 picked events+flush for 2 us calls whose median of 3
-    read 100-500 us)."""
+    """Per-call GPU time of fn() from a CUDA graph of 10 calls (median of 3 replays), only to
+    pick the method: no host time in it, so host noise cannot flip a point between methods (the
+    quick sweeps of 2026-11-26 timed single calls between events, and a 2 us reduction read
+    40-500 us on a busy host and was timed with events+flush). A call that cannot be captured:
+    the least of 5 single calls between events."""
+    try:
+        return time_cuda_graph(fn, calls=10, reps=3) * 1e3
+    except RuntimeError:
+        torch.cuda.synchronize()
     fn()
     torch.cuda.synchronize()
     ts = []
@@ -637,7 +641,7 @@ def main(argv=None):
                           f"same way: estimated call < {GRAPH_BELOW_US:g} us: CUDA graph replay "
                           f"(time_cuda_graph, per-call time, inputs L2-resident); else one call "
                           f"between CUDA events after an L2 flush by reading (time_cuda, median "
-                          f"of {EVENT_REPS}); the estimate is the least of 5 single calls. "
+                          f"of {EVENT_REPS}); the estimate is a 10-call graph's per-call time. "
                           f"Points whose first speedup is below {RECHECK_BELOW:g}x are timed "
                           f"again in {args.recheck} rounds, the sides interleaved in each, and "
                           f"every side's median over the rounds replaces the first pass (kept "
