@@ -466,10 +466,12 @@ void launch_reduce(const ReduceLayout& L, const reduce::ReduceOut& o, const at::
         // no workspace and no last-block finish. H100, benchmarks/reduce_knobs.py: bf16
         // [64, 16384] 2.4 us against 3.8 with 4 blocks a row (torch 3.3), [64, 24576] 2.7
         // against 4.0 (3.7), [24, 16384] 2.3 against 3.2 (3.1); fp32 [256, 24576] 4.9 against
-        // 6.5 (6.1). Two for rows up to 512 KB from 96 rows: fp32 [384, 24576] (37.7 MB) 11.1
-        // against 14.1 with one, [96, 98304] 9.6 against 12.5 with four; bf16 [256, 65536] 10.9
-        // against 13.7. Otherwise the rows x blocks within one resident wave (no partial second
-        // wave), each thread at least two 16-byte vectors.
+        // 6.5 (6.1). Two for rows of 48-512 KB from 96 rows, up to 40 MB in all: fp32 [384,
+        // 24576] (37.7 MB) 11.1 against 14.1 with one, [96, 98304] 9.6 against 12.5 with four;
+        // bf16 [256, 65536] 10.9 against 13.7 (past 40 MB two lost: the quick sweep's bf16
+        // [384, 65536] 21.2 against 18.7, [1024, 65536] 53.1 against 48.4). Otherwise the rows
+        // x blocks within one resident wave (no partial second wave), each thread at least two
+        // 16-byte vectors.
         const int64_t wave =
             sms * blocks_per_sm<reduce::seg_reduce_kernel<T, Op, reduce::kSegContig>>(dev);
         int64_t bps = std::min(std::max<int64_t>(wave / L.n_out, 1),
@@ -478,7 +480,8 @@ void launch_reduce(const ReduceLayout& L, const reduce::ReduceOut& o, const at::
         if (L.n_out >= 24 && row_bytes <= (L.n_out >= 256 ? 96 : 48) * 1024 &&
             row_bytes * L.n_out <= (32 << 20)) {
           bps = 1;
-        } else if (L.n_out >= 96 && row_bytes > 48 * 1024 && row_bytes <= 512 * 1024) {
+        } else if (L.n_out >= 96 && row_bytes > 48 * 1024 && row_bytes <= 512 * 1024 &&
+                   row_bytes * L.n_out <= (40 << 20)) {
           bps = 2;
         }
         const int64_t k = knob("BPS");
