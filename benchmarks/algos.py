@@ -60,18 +60,9 @@ def _time(fn, est_us):
 
 
 def _estimate(fn):
-    """One call between events, the least of 5 (host noise only lengthens a reading)."""
-    fn()
-    torch.cuda.synchronize()
-    ts = []
-    for _ in range(5):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        fn()
-        e.record()
-        e.synchronize()
-        ts.append(s.elapsed_time(e) * 1e3)
-    return min(ts)
+    """The sweep's estimate: a 10-call CUDA graph's per-call time (benchmarks/sweep.py)."""
+    from sweep import _estimate_us
+    return _estimate_us(fn)
 
 
 def _err(out, ref):

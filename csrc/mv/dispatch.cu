@@ -39,6 +39,7 @@
 #include "core/algo_table.h"
 #include "core/checks.h"
 #include "core/dispatch.h"
+#include "core/knobs.h"
 #include "core/launch.cuh"
 #include "core/tickets.h"
 #include "mv/dispatch.h"
@@ -221,13 +222,8 @@ MvAlgo choose(const MvProblem& s) {
 // environment at the first call: then each call reads GPUKERN_MV_<name> (an integer; unset or
 // <= 0: the automatic value). SPLITS: the rows kernels' splits of N; RPB: their rows a block.
 int64_t knob(const char* name) {
-  static const bool on = [] {
-    const char* e = std::getenv("GPUKERN_MV_KNOBS");
-    return e != nullptr && std::string(e) == "1";
-  }();
-  if (!on) return 0;
-  const char* v = std::getenv((std::string("GPUKERN_MV_") + name).c_str());
-  return v != nullptr ? std::atoll(v) : 0;
+  static const bool on = knobs_enabled("MV");
+  return on ? knob_value("MV", name) : 0;
 }
 
 // cols_short's launch shape (mv_cols_short_kernel): rpt rows of y per lane (a vector of a

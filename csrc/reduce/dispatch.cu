@@ -45,6 +45,7 @@
 #include "core/algo_table.h"
 #include "core/checks.h"
 #include "core/dispatch.h"
+#include "core/knobs.h"
 #include "core/launch.cuh"
 #include "core/tickets.h"
 #include "reduce/dispatch.h"
@@ -233,13 +234,8 @@ RedAlgo choose(const ReduceLayout& L, const RedInput& in) {
 // or <= 0: the automatic value). BPS: seg_contig's blocks per row (several rows); LGW: the col
 // kernels' log2 output lanes a block; SPLITS: the col kernels' splits of R.
 int64_t knob(const char* name) {
-  static const bool on = [] {
-    const char* e = std::getenv("GPUKERN_REDUCE_KNOBS");
-    return e != nullptr && std::string(e) == "1";
-  }();
-  if (!on) return 0;
-  const char* v = std::getenv((std::string("GPUKERN_REDUCE_") + name).c_str());
-  return v != nullptr ? std::atoll(v) : 0;
+  static const bool on = knobs_enabled("REDUCE");
+  return on ? knob_value("REDUCE", name) : 0;
 }
 
 // Resident blocks per SM of a reduce kernel (all run reduce::kThreads threads).
