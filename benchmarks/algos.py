@@ -4,7 +4,7 @@ csrc/mv/dispatch.cu). Benchmark tooling only: it measures, it changes nothing.
 
     python3 benchmarks/algos.py [--family reduce mv] [--dtypes bf16 fp32] [--shapes sweep]
                                 [--json results/algos.json]
-    python3 benchmarks/algos.py --from-sweep results/h100_sweep_quick9.json --dtypes bf16 \
+    python3 benchmarks/algos.py --from-sweep results/h100_sweep.json --dtypes bf16 \
                                 [--below 0.97] [--max-elems 16777216] [--list]
 
 Shapes: the sweep's (benchmarks/sweep.py) rows/cols/A/A.t layouts at the sizes where the first
