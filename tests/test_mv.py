@@ -159,6 +159,13 @@ CUDA_CASES = [
     ("cols_short_256_split", (256, 70_000), "transposed"),
     ("cols_short_4", (4, 1_000_000), "transposed"),
     ("cols_short_tall_5000", (5000, 16), "transposed"),
+    # Launch shapes of the eleventh session: the rows kernel with few rows split into 64 KB+
+    # pieces (unsplit at 16 KB rows), a warp a row from 1024 rows of up to 16 KB; cols_short for
+    # column-major with more than 256 rows (80+ columns, at most 2^21 elements).
+    ("rows_few_split", (5, 393_216), "contig"),
+    ("rows_few_unsplit", (96, 4100), "contig"),
+    ("rows_warp_per_row", (1030, 3000), "contig"),
+    ("cols_short_many_rows", (1032, 1000), "transposed"),
 ]
 
 

@@ -328,6 +328,16 @@ CUDA_CASES = [
     ("runs_nchw_56", (4, 48, 56, 56), [0, 2, 3]),
     ("runs_many_out", (2, 3000, 33, 40), [0, 2, 3]),
     ("generic_few", (300, 5, 700), [0, 2]),
+    # Launch shapes of the eleventh session: seg_contig one block a row (24+ rows of at most 48 KB)
+    # and two blocks a row (96+ rows of 48-512 KB, at most 40 MB); the col kernels unsplit with
+    # few reduced rows (R <= 96), the lanes kernel sized for them (R <= 4: 32 tiles; R <= 16: 128;
+    # 48+ rows from 32768 units: 256), and a tail tile.
+    ("rows_one_block", (64, 16_389), [1]),
+    ("rows_two_blocks", (97, 24_581), [1]),
+    ("cols_few_4", (4, 65_544), [0]),
+    ("cols_few_16", (16, 70_003), [0]),
+    ("cols_few_64", (64, 270_008), [0]),
+    ("cols_few_96", (96, 24_584), [0]),
 ]
 
 
