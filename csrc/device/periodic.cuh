@@ -80,6 +80,14 @@ inline Params make_params(int64_t n, int M, int V, int64_t xs = 0) {
   return p;
 }
 
+// Blocks of a periodic launch: every warp at least one round of U chunks, at most `wave`
+// (one resident wave of the kernel).
+inline int64_t grid_blocks(const Params& p, int64_t wave) {
+  const int64_t per_block = int64_t{kWarps} * kUnroll;
+  const int64_t want = (p.nchunks + per_block - 1) / per_block;
+  return want < 1 ? 1 : (want < wave ? want : wave);
+}
+
 // The kernel body. T the element type; Op the combine (SumOp, MaxOp, MinOp over floats); kDot:
 // f = a * v[n] (Op is then SumOp). Store(m, value) writes output m. ws: gridDim.x * M floats
 // when gridDim.x > 1; ticket: this launch's arrival counter (0 on entry, reset on exit).

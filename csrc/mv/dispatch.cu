@@ -32,7 +32,6 @@
 #include <ATen/ATen.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <string>
 #include <type_traits>
 
@@ -337,13 +336,10 @@ void launch_mv(const MvProblem& s, MvAlgo algo, const at::Tensor& self, const at
   }
 
   if (algo == MvAlgo::kColsPeriodic) {
-    // Blocks: every warp at least one round of loads, at most one resident wave.
     const periodic::Params pp =
         periodic::make_params(p.M * p.N, static_cast<int>(p.M), V, p.xs);
-    const int64_t wave =
-        sms * resident_blocks_per_sm<mv::mv_periodic_kernel<T>>(self.get_device(), kThreads);
-    const int64_t blocks = std::max<int64_t>(
-        1, std::min(ceil_div(pp.nchunks, int64_t{periodic::kWarps} * periodic::kUnroll), wave));
+    const int64_t blocks = periodic::grid_blocks(
+        pp, sms * resident_blocks_per_sm<mv::mv_periodic_kernel<T>>(self.get_device(), kThreads));
     at::Tensor ws;
     float* wsp = nullptr;
     if (blocks > 1) {

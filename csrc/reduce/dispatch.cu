@@ -36,7 +36,6 @@
 #include <ATen/ATen.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <optional>
 #include <string>
 #include <type_traits>
@@ -311,8 +310,8 @@ void launch_col(const ReduceLayout& L, const reduce::ReduceOut& o, const T* xp,
   // 10.1 against 17.0). And for R <= 16, fp32 from 24576 units, or 48+ rows from 32768 units,
   // the lanes kernel with the widest tile (up to 256 output lanes) that still makes 128 tiles
   // (256 past 16 rows, 32 up to 4 rows: one round of loads a thread), no more row lanes than
-  // rows: fp32 [16, 262144] 4.3 against 7.7 (torch
-  // 4.8), [24, 393216] 7.3 against 12.1 (7.7), [96, 98304] 7.6 against 10.4 (7.6); bf16
+  // rows: fp32 [16, 262144] 4.3 against 7.7 (torch 4.8), [24, 393216] 7.3 against 12.1
+  // (7.7), [96, 98304] 7.6 against 10.4 (7.6); bf16
   // [16, 65536] 3.2 against 4.0 (3.0), [4, 262144] 3.2 against 4.0 (3.1), [64, 262144] 8.2
   // against 10.1 (9.2), [4, 65536] 2.6 with 32 tiles against 3.0 with 128 (2.5), [16, 393216]
   // 4.7 against col's 5.8 (4.6: the rule that sent 13-16 rows of 2^17-2^20 bf16 outputs to col
@@ -556,12 +555,10 @@ void launch_reduce(const ReduceLayout& L, const reduce::ReduceOut& o, const at::
     }
     case RedAlgo::kPeriodic: {
       if constexpr (std::is_same<Acc, float>::value) {
-        // Blocks: every warp at least one round of loads, at most one resident wave.
         const periodic::Params p =
             periodic::make_params(L.R * L.n_out, static_cast<int>(L.n_out), V);
-        const int64_t wave = sms * blocks_per_sm<reduce::periodic_reduce_kernel<T, Op>>(dev);
-        const int64_t blocks = clamp64(
-            ceil_div(p.nchunks, int64_t{periodic::kWarps} * periodic::kUnroll), 1, wave);
+        const int64_t blocks = periodic::grid_blocks(
+            p, sms * blocks_per_sm<reduce::periodic_reduce_kernel<T, Op>>(dev));
         at::Tensor ws;
         float* wsp = nullptr;
         if (blocks > 1) {
