@@ -14,7 +14,7 @@ import torch.nn.functional as F
 
 import torch_ops
 from torch_ops import policy as gk_policy
-from torch_ops.nn import FusedConv1d, FusedConv2d, has_fused_op
+from torch_ops.nn import FusedConv1d, FusedConv2d, has_fused_op, torch_class_of
 from conftest import DEVICE_PARAMS, HAS_CUDA
 
 tvm = pytest.importorskip("torchvision.models")
@@ -595,7 +595,11 @@ def test_models_cuda(name, dtype, pol):
     with torch.inference_mode(), torch.backends.cudnn.flags(enabled=True, allow_tf32=False):
         ref = model(x)
     result = torch_ops.swap(model, policy=pol, example_inputs=(x,))
-    assert dict(_fused_counts(result)) == expected
+    if result.kept_stock:  # the end-to-end check found the model before swap fastest
+        assert pol == "rules" and result.model is model and result.fused == []
+        assert not any(torch_class_of(type(m)) for m in model.modules())
+    else:
+        assert dict(_fused_counts(result)) == expected
     with torch.inference_mode():
         out = result.model(x)
         compiled = torch.compile(result.model, fullgraph=True)(x)
@@ -715,6 +719,60 @@ def test_end_to_end_check_keeps_the_fastest_configuration(cpu_follows_policy, mo
             assert decision.reason.startswith("swap's end-to-end check")
     with torch.inference_mode():
         _close(result.model(x), ref)
+
+
+@pytest.mark.parametrize("fastest", ["stock", "rules", "torch"])
+def test_end_to_end_check_gives_the_stock_model_back(cpu_follows_policy, monkeypatch, fastest):
+    """The check also times the model as it was before swap; when that is the fastest, swap
+    undoes itself: result.model is the model, every layer its torch class again."""
+    import importlib
+    from torch_ops import tune
+    swap_mod = importlib.import_module("torch_ops.swap")  # the module (torch_ops.swap: the function)
+    monkeypatch.setattr(tune, "DEVICE_TYPES", ("cpu",))
+    monkeypatch.setattr(swap_mod, "_on_cuda", lambda inputs: True)  # CPU inputs stand in
+    torch.manual_seed(0)
+    model = _randomize_bn(_FusedAndPlain()).eval()
+    x = torch.randn(2, 4, 10, 10)
+    with torch.inference_mode():
+        ref = model(x)
+    classes_in_stock = []
+
+    def timer(ls, cfgs, forward):
+        for name, cfg in cfgs.items():
+            def run(fwd, name=name):
+                if name == "stock":
+                    classes_in_stock.append({type(m) for m in model.modules()})
+                return fwd()
+            _close(tune._measure(ls, cfg, forward, run), ref)  # every configuration: stock's answer
+        tune._apply(ls, cfgs["rules"])
+        return {n: 1.0 if n == fastest else 2.0 for n in cfgs}
+
+    monkeypatch.setattr(tune, "time_configurations", timer)
+    result = torch_ops.swap(model, cpu=True, example_inputs=(x,), channels_last=False,
+                            prune=False)
+    assert result.tuned is not None and "stock" in result.tuned["ms"]
+    # the stock configuration ran the model before swap: BatchNorm there, no gpukern class
+    (classes,) = classes_in_stock
+    assert nn.BatchNorm2d in classes and not any(torch_class_of(c) for c in classes)
+    if fastest == "stock":
+        assert result.kept_stock and result.model is model
+        assert result.replaced == [] and result.fused == [] and result.pruned == []
+        assert type(model.plain) is nn.Conv2d and "_gk_fast" not in model.plain.__dict__
+        assert any("gave it back unchanged" in n for n in result.notes)
+    else:  # after the stock timing, the swapped model again
+        assert not result.kept_stock and result.model is not model
+        assert len(result.fused) == 1 and torch_class_of(type(model.plain)) is nn.Conv2d
+    assert result.tuned["choice"] == (fastest if fastest != "torch" or "torch" in
+                                      result.tuned["ms"] else "rules")
+    with torch.inference_mode():
+        _close(result.model(x), ref)
+    # parameters moved to channels_last: the stock model cannot be given back as it was
+    model = _randomize_bn(_FusedAndPlain()).eval()
+    with torch.inference_mode():
+        ref = model(x)  # (the timer's reference: read when it runs)
+    result = torch_ops.swap(model, cpu=True, example_inputs=(x,), channels_last=True)
+    assert result.tuned is not None and "stock" not in result.tuned["ms"]
+    assert not result.kept_stock
 
 
 def test_end_to_end_check_only_with_rules_on_cuda_inputs(cpu_follows_policy, monkeypatch):

@@ -42,7 +42,12 @@ What ``swap`` does, in order:
    Before pruning, for ``policy="rules"`` on CUDA inputs, ``tune=True`` (the default) times the
    whole model on the example inputs under the rule table's choices and three alternatives
    (every fused block on gpukern, every layer on gpukern, every layer on torch) and keeps the
-   fastest for those signatures (:mod:`torch_ops.tune`).
+   fastest for those signatures (:mod:`torch_ops.tune`). Where the model's parameters were
+   not moved to channels_last, the check also times the model as it was before swap; when that
+   is the fastest, swap gives the model back unchanged (as :meth:`SwapResult.restore` does;
+   ``result.model is model``, ``result.kept_stock``, a note says so): on a model whose layers
+   gain nothing (a host-bound model at batch 1) the swap is then the stock model, not a slower
+   copy of it.
    ``verbose=True`` prints :meth:`SwapResult.table`: per layer its name, input shape, chosen path (gpukern's algorithm,
    or torch) and the ops fused into it.
 
@@ -97,6 +102,8 @@ class SwapResult:
     because the policy chose torch for all the example inputs (``swap(..., prune=True)``).
     ``tuned``: the end-to-end check's result (``{"choice": configuration, "ms": {configuration:
     ms per forward}}``, :mod:`torch_ops.tune`), or None where it did not run.
+    ``kept_stock``: the check found the model before swap the fastest and swap gave it back
+    (nothing converted or fused is left in use; ``replaced`` and ``fused`` are then empty).
     ``notes``: how fusion went (e.g. why it did not happen). ``len(result)`` is the number of layers
     converted in place (as before fusion existed); ``len(result.fused)`` the fused blocks.
     """
@@ -110,6 +117,7 @@ class SwapResult:
     policy: str = "rules"
     pruned: List[Tuple[str, torch.nn.Module]] = dataclasses.field(default_factory=list)
     tuned: Optional[dict] = None
+    kept_stock: bool = False
     _undo_slots: list = dataclasses.field(default_factory=list, repr=False)
     _hooks: list = dataclasses.field(default_factory=list, repr=False)
 
@@ -248,18 +256,58 @@ def _on_cuda(inputs: tuple) -> bool:
     return any(isinstance(v, torch.Tensor) and v.is_cuda for v in inputs)
 
 
-def _tune_end_to_end(result: SwapResult, target: torch.nn.Module, example_inputs: tuple) -> None:
-    """swap's end-to-end check (torch_ops.tune) over the converted and fused layers."""
+def _stock(result: SwapResult, model: torch.nn.Module, example_inputs: tuple):
+    """The model before swap as a configuration of the end-to-end check (torch_ops.tune.Stock):
+    the converted layers back in their torch classes and the slots that in-place fusion
+    replaced given their modules back, for the time of a measurement."""
+    from . import tune as _tune
+    swapped_classes, fused_in_slots = [], []
+
+    def enter():
+        swapped_classes[:] = [type(layer) for _, layer in result.replaced]
+        for _, layer in result.replaced:
+            layer.__class__ = result.original_class[id(layer)]
+        fused_in_slots[:] = [parent._modules[key] for parent, key, _ in result._undo_slots]
+        for parent, key, old in result._undo_slots:
+            parent._modules[key] = old
+
+    def leave():
+        for (parent, key, _), new in zip(result._undo_slots, fused_in_slots):
+            parent._modules[key] = new
+        for (_, layer), cls in zip(result.replaced, swapped_classes):
+            layer.__class__ = cls
+
+    return _tune.Stock(enter, leave, lambda: model(*example_inputs))
+
+
+def _give_back(result: SwapResult, model: torch.nn.Module) -> None:
+    """The end-to-end check kept the stock model: undo the swap (restore) and say so."""
+    result.restore()
+    for block in result.fused:
+        _policy.unregister(block.module)
+    result.notes.append(f"the model before swap was the fastest: swap gave it back unchanged "
+                        f"({len(result.replaced)} converted layer(s) and {len(result.fused)} "
+                        f"fused block(s) undone)")
+    result.replaced, result.fused, result.model, result.kept_stock = [], [], model, True
+
+
+def _tune_end_to_end(result: SwapResult, model: torch.nn.Module, target: torch.nn.Module,
+                     example_inputs: tuple, stock_ok: bool) -> None:
+    """swap's end-to-end check (torch_ops.tune) over the converted and fused layers, and the
+    model before swap where ``stock_ok`` (its parameters are as they were)."""
     from . import tune as _tune
     layers = [m for _, m in result.replaced] + [b.module for b in result.fused]
+    stock = _stock(result, model, example_inputs) if stock_ok else None
     with torch.inference_mode():
-        tuned = _tune.tune_end_to_end(layers, lambda: target(*example_inputs))
+        tuned = _tune.tune_end_to_end(layers, lambda: target(*example_inputs), stock=stock)
     if tuned is None:
         return
     result.tuned = tuned
     times = ", ".join(f"{n} {ms:.3f}" for n, ms in tuned["ms"].items())
     result.notes.append(f"end-to-end check on the example inputs (ms per forward: {times}): "
                         f"kept '{tuned['choice']}'")
+    if tuned["choice"] == "stock":
+        _give_back(result, model)
 
 
 def _channels_last_inputs(module, args, kwargs):
@@ -422,8 +470,9 @@ def swap(model: torch.nn.Module,
                 result.notes.append("end-to-end check skipped: a BatchNorm in training mode "
                                     "(each forward would update its running statistics)")
             else:
-                _tune_end_to_end(result, target, example_inputs)
-        if prune and policy != "all":
+                _tune_end_to_end(result, model, target, example_inputs,
+                                 stock_ok=not channels_last)
+        if prune and policy != "all" and not result.kept_stock:
             _prune(result)
     if verbose:
         print(result.summary())

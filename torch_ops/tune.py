@@ -12,7 +12,12 @@ for the example signatures:
 - ``rules``: as the table decided;
 - ``fused``: every fused block that runs gpukern's fused op on gpukern, the rest as the table;
 - ``all``: every converted layer on gpukern;
-- ``torch``: every layer on torch (BatchNorm still folded into the fused blocks).
+- ``torch``: every layer on torch (BatchNorm still folded into the fused blocks);
+- ``stock``: the model as it was before swap (the converted layers back in their torch classes,
+  the unfused model's forward), where swap can give it back exactly (:class:`Stock`). When it
+  is the fastest, swap gives the model back unchanged: a swapped model is then the stock one,
+  never slower than it (a host-bound model whose layers gain nothing, e.g. ConvNeXt-T at
+  batch 1).
 
 Each configuration is warmed up, then timed in interleaved rounds (the order rotated each round):
 CUDA events around a few back-to-back forwards issued with the GPU idle, so that host time counts
@@ -31,7 +36,7 @@ import torch
 
 from . import policy as _policy
 
-__all__ = ["CONFIGURATIONS", "tune_end_to_end"]
+__all__ = ["CONFIGURATIONS", "Stock", "tune_end_to_end"]
 
 CONFIGURATIONS = ("rules", "fused", "all", "torch")
 #: Another configuration replaces the rules' choices when its median forward time is below this
@@ -87,7 +92,19 @@ def configurations(layers) -> Dict[str, Dict[int, Dict[tuple, bool]]]:
     return out
 
 
+class Stock:
+    """The stock model as a configuration of the check: ``enter()`` turns the swapped model back
+    into the stock one (in place, reversibly), ``forward()`` runs the stock model on the example
+    inputs, ``leave()`` undoes ``enter()``."""
+
+    def __init__(self, enter: Callable[[], None], leave: Callable[[], None],
+                 forward: Callable[[], object]):
+        self.enter, self.leave, self.forward = enter, leave, forward
+
+
 def _apply(layers, config) -> None:
+    if isinstance(config, Stock):
+        return
     for layer in layers:
         choices = config.get(id(layer))
         if choices:
@@ -113,23 +130,36 @@ def _single_ms(forward: Callable[[], object]) -> float:
     return (time.perf_counter() - t0) * 1e3
 
 
-def time_configurations(layers, configs: Dict[str, Dict[int, bool]],
+def _measure(layers, config, forward: Callable[[], object], measure: Callable):
+    """measure(forward) with the layers in ``config`` (a Stock: the stock model, left again)."""
+    if not isinstance(config, Stock):
+        _apply(layers, config)
+        return measure(forward)
+    config.enter()
+    try:
+        return measure(config.forward)
+    finally:
+        config.leave()
+
+
+def time_configurations(layers, configs: Dict[str, object],
                         forward: Callable[[], object]) -> Dict[str, float]:
     """{name: median ms per forward} of the configurations timed (module docstring); the
     layers are left in the rules' configuration."""
-    single = {}
-    for name, config in configs.items():
-        _apply(layers, config)
+    def warm_single(fwd):
         for _ in range(2):
-            forward()
-        single[name] = min(_single_ms(forward) for _ in range(2))
+            fwd()
+        return min(_single_ms(fwd) for _ in range(2))
+
+    single = {name: _measure(layers, config, forward, warm_single)
+              for name, config in configs.items()}
     timed = [n for n in configs if n == "rules" or single[n] <= PRESCREEN * single["rules"]]
     reps = max(1, min(10, round(SAMPLE_MS / max(single["rules"], 1e-3))))
     samples = {n: [] for n in timed}
     for r in range(ROUNDS):
         for name in timed[r % len(timed):] + timed[:r % len(timed)]:
-            _apply(layers, configs[name])
-            samples[name].append(_forward_ms(forward, reps))
+            samples[name].append(_measure(layers, configs[name], forward,
+                                          lambda fwd: _forward_ms(fwd, reps)))
     _apply(layers, configs["rules"])
     return {n: statistics.median(v) for n, v in samples.items()}
 
@@ -141,8 +171,11 @@ def choose(times: Dict[str, float]) -> str:
 
 
 def _record(layers, configs, choice: str, times: Dict[str, float]) -> None:
-    """Apply the chosen configuration to the example signatures and rewrite their decisions."""
+    """Apply the chosen configuration to the example signatures and rewrite their decisions
+    (the stock model: nothing here, swap gives the model back)."""
     config = configs[choice]
+    if isinstance(config, Stock):
+        return
     _apply(layers, config)
     reason = (f"swap's end-to-end check: '{choice}' ran {times[choice]:.3f} ms per forward "
               f"against the rule table's {times['rules']:.3f}")
@@ -156,11 +189,15 @@ def _record(layers, configs, choice: str, times: Dict[str, float]) -> None:
 
 
 def tune_end_to_end(layers, forward: Callable[[], object],
-                    timer: Optional[Callable] = None) -> Optional[dict]:
+                    timer: Optional[Callable] = None,
+                    stock: Optional[Stock] = None) -> Optional[dict]:
     """Time the configurations of ``layers`` (swapped layers decided on CUDA example inputs) with
-    ``forward`` (one forward of the model on them), keep the best (module docstring). Returns
-    ``{"choice": name, "ms": {name: ms}}``, or None when there was nothing to choose."""
+    ``forward`` (one forward of the model on them), and ``stock`` (the model before swap) where
+    given, keep the best (module docstring). Returns ``{"choice": name, "ms": {name: ms}}``
+    ("stock": the caller gives the model back), or None when there was nothing to choose."""
     configs = configurations(layers)
+    if stock is not None:
+        configs["stock"] = stock
     if len(configs) < 2:
         return None
     times = (timer or time_configurations)(layers, configs, forward)
