@@ -810,3 +810,30 @@ def test_end_to_end_check_skips_models_in_training_mode(monkeypatch):
     assert calls == [1]
     torch_ops.swap(_randomize_bn(_FusedAndPlain()).cuda().eval(), example_inputs=(x,))
     assert calls == [1, 1]
+
+
+def test_fused_block_eager_call_follows_its_settings():
+    """Eager calls of a fused block use the op and settings cached at the first call
+    (_eager_call); a reassigned setting must reach the next call."""
+    torch.manual_seed(0)
+    conv = nn.Conv2d(4, 6, 3, padding=1)
+    block = FusedConv2d.from_conv(conv, activation="relu")
+    x = torch.randn(2, 4, 9, 9)
+    w, b = conv.weight.detach(), conv.bias.detach()
+    with torch.inference_mode():
+        _close(block(x), F.relu(F.conv2d(x, w, b, 1, 1)))
+        if has_fused_op("conv2d"):
+            assert "_gk_call" in block.__dict__  # the cached call ran
+        block.activation = "sigmoid"
+        _close(block(x), torch.sigmoid(F.conv2d(x, w, b, 1, 1)))
+        block.stride = (2, 2)
+        _close(block(x), torch.sigmoid(F.conv2d(x, w, b, 2, 1)))
+        block.padding = (0, 1)
+        _close(block(x), torch.sigmoid(F.conv2d(x, w, b, 2, (0, 1))))
+        block.dilation = (2, 1)
+        _close(block(x), torch.sigmoid(F.conv2d(x, w, b, 2, (0, 1), (2, 1))))
+        block.padding = "valid"  # a string: the general path
+        block.stride = (1, 1)
+        _close(block(x), torch.sigmoid(F.conv2d(x, w, b, 1, "valid", (2, 1))))
+        res = torch.randn(2, 6, 5, 7)
+        _close(block(x, res), torch.sigmoid(F.conv2d(x, w, b, 1, "valid", (2, 1)) + res))
