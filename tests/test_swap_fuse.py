@@ -837,3 +837,11 @@ def test_fused_block_eager_call_follows_its_settings():
         _close(block(x), torch.sigmoid(F.conv2d(x, w, b, 1, "valid", (2, 1))))
         res = torch.randn(2, 6, 5, 7)
         _close(block(x, res), torch.sigmoid(F.conv2d(x, w, b, 1, "valid", (2, 1)) + res))
+
+
+def test_end_to_end_check_rounds():
+    from torch_ops import tune
+    assert tune.rounds_for(5, 10, 0.3) == tune.MAX_ROUNDS  # a fast forward: the most
+    assert tune.rounds_for(5, 1, 20.0) == int(tune.CHECK_MS / 100)  # Conformer at batch 1: 20
+    assert tune.ROUNDS < int(tune.CHECK_MS / 100) < tune.MAX_ROUNDS
+    assert tune.rounds_for(5, 1, 500.0) == tune.ROUNDS  # a slow forward: the fewest

@@ -19,9 +19,10 @@ for the example signatures:
   never slower than it (a host-bound model whose layers gain nothing, e.g. ConvNeXt-T at
   batch 1).
 
-Each configuration is warmed up, then timed in interleaved rounds (the order rotated each round):
-CUDA events around a few back-to-back forwards issued with the GPU idle, so that host time counts
-where the model is host-bound; per configuration the median. A configuration whose single call is
+Each configuration is warmed up, then timed in interleaved rounds (the order rotated each round;
+9 to 31 of them, as many as fill about 2 s: :func:`rounds_for`): CUDA events around a few back-to-back
+forwards issued with the GPU idle, so that host time counts where the model is host-bound; per
+configuration the median. A configuration whose single call is
 over ``PRESCREEN`` times the rules' is dropped without the rounds (gpukern's general kernels on
 layers the table keeps on torch can be many times slower). The table's choice stays unless another
 configuration is faster (``SWITCH``); the choice is applied to the example
@@ -46,8 +47,14 @@ CONFIGURATIONS = ("rules", "fused", "all", "torch")
 #: fp32 kept the rules at 9.84 ms per forward against every layer on gpukern at 9.56, 2.9%
 #: faster, and ran 0.99x of stock).
 SWITCH = 1.0
-#: Timed rounds per configuration (interleaved) and the target length of one timed sample.
+#: Timed rounds per configuration (interleaved) and the target length of one timed sample. The
+#: rounds fill about CHECK_MS (at least ROUNDS, at most MAX_ROUNDS): a host-bound model's forward
+#: varies by 5-10% from call to call on a busy host (Conformer at batch 1: 20 ms a forward on an
+#: H100's host, one forward a sample), and 9 samples of it did not separate configurations a few
+#: % apart.
 ROUNDS = 9
+MAX_ROUNDS = 31
+CHECK_MS = 2000.0
 SAMPLE_MS = 15.0
 #: Configurations whose single warmed-up call is over this multiple of the rules' are not timed.
 PRESCREEN = 1.5
@@ -142,6 +149,12 @@ def _measure(layers, config, forward: Callable[[], object], measure: Callable):
         config.leave()
 
 
+def rounds_for(configs: int, reps: int, forward_ms: float) -> int:
+    """Rounds of the check: as many as fill CHECK_MS, at least ROUNDS, at most MAX_ROUNDS."""
+    budget = CHECK_MS / max(configs * reps * forward_ms, 1e-3)
+    return int(min(MAX_ROUNDS, max(ROUNDS, budget)))
+
+
 def time_configurations(layers, configs: Dict[str, object],
                         forward: Callable[[], object]) -> Dict[str, float]:
     """{name: median ms per forward} of the configurations timed (module docstring); the
@@ -155,8 +168,9 @@ def time_configurations(layers, configs: Dict[str, object],
               for name, config in configs.items()}
     timed = [n for n in configs if n == "rules" or single[n] <= PRESCREEN * single["rules"]]
     reps = max(1, min(10, round(SAMPLE_MS / max(single["rules"], 1e-3))))
+    rounds = rounds_for(len(timed), reps, single["rules"])
     samples = {n: [] for n in timed}
-    for r in range(ROUNDS):
+    for r in range(rounds):
         for name in timed[r % len(timed):] + timed[:r % len(timed)]:
             samples[name].append(_measure(layers, configs[name], forward,
                                           lambda fwd: _forward_ms(fwd, reps)))
