@@ -382,8 +382,9 @@ def markdown(rows, env):
              f"{env['gpukern_cuda']} ({env['archs'] or '-'}); compile: {env['compile']}", "",
              "Variants: stock = torch; swap = `torch_ops.swap(model, example_inputs=x)` (fused "
              "blocks, the rule table picking gpukern or torch per layer, then swap's end-to-end "
-             "check keeping the table's choices or a faster configuration: the note column "
-             "says which, `kept '<configuration>'`); swap(all) = `swap(model, "
+             "check keeping the table's choices or a faster configuration, or giving the "
+             "model back unchanged where it was the fastest: the note column says which, "
+             "`kept '<configuration>'`, `kept 'stock'`); swap(all) = `swap(model, "
              "policy=\"all\")` (fused blocks, gpukern on every layer); swap(fast) = "
              "`swap(model, filter=torch_ops.has_fast_path, policy=\"all\")` (only the "
              "depthwise / single-channel stride-1 layers gpukern has specialised kernels for); "
