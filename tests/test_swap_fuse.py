@@ -727,7 +727,7 @@ def test_end_to_end_check_gives_the_stock_model_back(cpu_follows_policy, monkeyp
     undoes itself: result.model is the model, every layer its torch class again."""
     import importlib
     from torch_ops import tune
-    swap_mod = importlib.import_module("torch_ops.swap")  # the module (torch_ops.swap: the function)
+    swap_mod = importlib.import_module("torch_ops.swap")  # the module, not the function
     monkeypatch.setattr(tune, "DEVICE_TYPES", ("cpu",))
     monkeypatch.setattr(swap_mod, "_on_cuda", lambda inputs: True)  # CPU inputs stand in
     torch.manual_seed(0)

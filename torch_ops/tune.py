@@ -20,9 +20,9 @@ for the example signatures:
   batch 1).
 
 Each configuration is warmed up, then timed in interleaved rounds (the order rotated each round;
-9 to 31 of them, as many as fill about 2 s: :func:`rounds_for`): CUDA events around a few back-to-back
-forwards issued with the GPU idle, so that host time counts where the model is host-bound; per
-configuration the median. A configuration whose single call is
+9 to 31 of them, as many as fill about 2 s: :func:`rounds_for`): CUDA events around a few
+back-to-back forwards issued with the GPU idle, so that host time counts where the model is
+host-bound; per configuration the median. A configuration whose single call is
 over ``PRESCREEN`` times the rules' is dropped without the rounds (gpukern's general kernels on
 layers the table keeps on torch can be many times slower). The table's choice stays unless another
 configuration is faster (``SWITCH``); the choice is applied to the example
