@@ -137,3 +137,27 @@ def test_compiled_same_graphs_as_stock(name, follows):
     assert not any("gpukern" in t for t in w_targets)
     torch.compile(swapped, fullgraph=True, backend="eager")(x)  # no break under fullgraph
     torch._dynamo.reset()
+
+
+def test_compiled_channels_last_swap_is_one_graph():
+    """swap(channels_last=True) converts inputs in a forward pre-hook; under torch.compile the
+    hook runs eagerly, so the compiled model is one graph with no break (dynamo compiled the hook
+    as a second graph before)."""
+    torch.manual_seed(0)
+    stock = tvm.resnet18(weights=None).eval()
+    x = torch.randn(1, 3, 32, 32)
+    with torch.inference_mode():
+        ref = stock(x)
+    swapped = torch_ops.swap(copy.deepcopy(stock), cpu=True, channels_last=True,
+                             example_inputs=(x,)).model
+    graphs, breaks, targets = _graphs(swapped, x)
+    assert (graphs, breaks) == (1, 0)
+    seen = []
+    h = swapped.register_forward_pre_hook(lambda m, a: seen.append(a[0]))  # after swap's hook
+    torch._dynamo.reset()
+    with torch.inference_mode():
+        out = torch.compile(swapped, fullgraph=True, backend="eager")(x)
+    h.remove()
+    torch._dynamo.reset()
+    assert seen and all(t.is_contiguous(memory_format=torch.channels_last) for t in seen)
+    torch.testing.assert_close(out, ref, rtol=1e-4, atol=1e-4)

@@ -310,8 +310,12 @@ def _tune_end_to_end(result: SwapResult, model: torch.nn.Module, target: torch.n
         _give_back(result, model)
 
 
+@torch.compiler.disable
 def _channels_last_inputs(module, args, kwargs):
-    """Forward pre-hook: 4-D tensor inputs to channels_last."""
+    """Forward pre-hook: 4-D tensor inputs to channels_last. Run eagerly under torch.compile
+    (``torch.compiler.disable``): dynamo otherwise compiled the hook as a graph of its own, so a
+    compiled swapped model ran two graphs a forward (``torch._dynamo.explain``: 2 graphs, 1
+    break) and paid a second graph call's host time each forward."""
     def cl(v):
         if isinstance(v, torch.Tensor) and v.dim() == 4:
             return v.contiguous(memory_format=torch.channels_last)
