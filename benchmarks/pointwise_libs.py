@@ -14,7 +14,12 @@ reading before each replay, median of the replays, per-call time):
   (stride-0 batch) over the images (NCHW), TF32 allowed for float32 (cuBLAS through torch; its
   heuristics pick the kernel).
 
+- gpukern variants (`--variants`): gpukern's op under environment settings, e.g.
+  `notune=GPUKERN_BLAS_TUNE=0` (cuBLASLt's first heuristic choice, untimed) or
+  `img49=GPUKERN_BLAS_MIN_PLANE=49` (the batched NCHW form from 7x7 planes up).
+
     python3 benchmarks/pointwise_libs.py [--json out.json] [--models resnet50 mobilenet_v3_large]
+        [--variants notune=GPUKERN_BLAS_TUNE=0 ...]
 """
 import argparse
 import json
@@ -67,6 +72,31 @@ def cublas_fn(x, w2, fmt):
     return g
 
 
+def with_env(env, fn):
+    """fn called with the environment variables `env` (a dict) set, then restored."""
+    def g():
+        old = {k: os.environ.get(k) for k in env}
+        os.environ.update(env)
+        try:
+            return fn()
+        finally:
+            for k, v in old.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+    return g
+
+
+def parse_variants(specs):
+    """['name=VAR=value,VAR2=value2', ...] -> {name: {VAR: value, ...}}"""
+    out = {}
+    for spec in specs:
+        name, _, rest = spec.partition("=")
+        out[name] = dict(kv.split("=", 1) for kv in rest.split(",") if kv)
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models", nargs="+", default=["resnet50", "mobilenet_v3_large"])
@@ -74,14 +104,18 @@ def main():
     ap.add_argument("--formats", nargs="+", default=["nchw", "channels_last"])
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--json")
+    ap.add_argument("--variants", nargs="*", default=[],
+                    help="name=VAR=value[,VAR=value]: gpukern timed under those settings too")
     args = ap.parse_args()
     torch.backends.cudnn.allow_tf32 = True
     layers = pointwise_layers(args.models)
     gpu = torch.cuda.get_device_name()
+    variants = parse_variants(args.variants)
+    vnames = list(variants)
     print(f"# 1x1 layers: torch (cuDNN) vs gpukern vs cuBLAS ({gpu}), {len(layers)} layers")
     print("| model | shape | dtype | format | torch us | gpukern us | cublas us | gk/torch | "
-          "cublas/torch |")
-    print("|---|---|---|---|---:|---:|---:|---:|---:|")
+          "cublas/torch |" + "".join(f" {v} us | {v}/torch |" for v in vnames))
+    print("|---|---|---|---|---:|---:|---:|---:|---:|" + "---:|---:|" * len(vnames))
     rows = []
     for (n, c, h, w, o, _bias), model in layers:
         for dtype_name in args.dtypes:
@@ -98,6 +132,8 @@ def main():
                 cands = {"torch": lambda: F.conv2d(x, wt),
                          "gpukern": lambda: torch_ops.conv2d(x, wt),
                          "cublas": cublas_fn(x, w2, fmt)}
+                for v in vnames:
+                    cands[v] = with_env(variants[v], lambda: torch_ops.conv2d(x, wt))
                 tol = 2e-2 if dtype == torch.bfloat16 else 5e-3
                 res = dict(model=model, shape=f"{n}x{c}x{h}x{w}->{o}", dtype=dtype_name,
                            format=fmt)
@@ -136,7 +172,8 @@ def main():
                     return f"{res['torch'] / res[k]:.2f}x"
                 print(f"| {model} | {res['shape']} | {dtype_name} | {fmt} | {us('torch')} | "
                       f"{us('gpukern')} | {us('cublas')} | {ratio('gpukern')} | "
-                      f"{ratio('cublas')} |", flush=True)
+                      f"{ratio('cublas')} |" + "".join(f" {us(v)} | {ratio(v)} |" for v in vnames),
+                      flush=True)
     for dtype_name in args.dtypes:
         for fmt in args.formats:
             sel = [r for r in rows if r["dtype"] == dtype_name and r["format"] == fmt
@@ -145,6 +182,12 @@ def main():
                 continue
             gm = {k: math.exp(sum(math.log(r["torch"] / r[k]) for r in sel) / len(sel))
                   for k in ("gpukern", "cublas")}
+            for v in vnames:
+                vs = [r for r in sel if r.get(v)]
+                if vs:
+                    g = math.exp(sum(math.log(r["torch"] / r[v]) for r in vs) / len(vs))
+                    print(f"geomean {dtype_name} {fmt} variant {v} ({len(vs)} layers): {g:.2f}x; "
+                          f"below 0.85x: {sum(r['torch'] / r[v] < 0.85 for r in vs)}")
             best = math.exp(sum(math.log(r["torch"] / min(r["gpukern"], r["cublas"]))
                                 for r in sel) / len(sel))
             print(f"geomean {dtype_name} {fmt} ({len(sel)} layers): gpukern {gm['gpukern']:.2f}x,"

@@ -316,9 +316,12 @@ def _blas_expected(shape, dtype, layout, bias):
         return True  # NHWC pixel rows (a single-pixel plane reads as either layout)
     if layout == "strided":
         return False  # a channel slice: neither uniform pixel rows nor an NCHW plane stride
-    # NCHW planes from 14x14 up: no bias, or fp32, or 16-bit with O <= 64 or planes under 28x28
-    # (the bias as a pass after the GEMM; forms.cpp pass16_rule)
-    return (not bias or dtype == torch.float32 or o <= 64 or hw < 784) and hw >= 196
+    # NCHW planes from 14x14 up, or from 7x7 up with a small weight (forms.h blas_images_plane):
+    # no bias, or fp32, or 16-bit with O <= 64 or planes under 28x28 (the bias as a pass after
+    # the GEMM; forms.cpp pass16_rule)
+    plane_ok = hw >= 196 or (hw >= 49 and c * o <= 1 << 18
+                             and (dtype == torch.float32 or c <= 256))
+    return (not bias or dtype == torch.float32 or o <= 64 or hw < 784) and plane_ok
 
 
 @pytest.mark.parametrize("shape", POINTWISE, ids=lambda s: f"n{s[0]}c{s[1]}_{s[2]}x{s[3]}_o{s[4]}")
@@ -356,6 +359,84 @@ def test_pointwise_fused_epilogues(shape, dtype, layout, gemm_lib):
         assert name == "cublas_1x1", name
     else:
         assert name != "cublas_1x1", name
+
+
+# cuBLASLt's algorithm per problem (csrc/conv/igemm/blas.h): by default the heuristic's candidates
+# are timed on the problem's first call outside a CUDA-graph capture and the fastest kept; with
+# GPUKERN_BLAS_TUNE=0, or under torch's deterministic mode, the heuristic's first choice.
+# (N, C, H, W, O, layout): pixel rows (kRows) and NCHW planes (kImages).
+TUNED_1X1 = [(8, 256, 14, 14, 512, "cl"), (8, 1024, 14, 14, 256, "nchw"),
+             (4, 64, 28, 28, 64, "cl"), (2, 160, 16, 16, 96, "nchw")]
+
+
+def _tuned_layer(shape, dtype, gen):
+    n, c, h, wd, o, layout = shape
+    x = _rand(n, c, h, wd, dtype=dtype, gen=gen)
+    if layout == "cl":
+        x = x.contiguous(memory_format=torch.channels_last)
+    w = _rand(o, c, 1, 1, dtype=dtype, gen=gen) / c ** 0.5
+    return x, w
+
+
+@pytest.mark.parametrize("shape", TUNED_1X1, ids=lambda s: f"n{s[0]}c{s[1]}_{s[2]}_o{s[4]}_{s[5]}")
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=str)
+def test_blas_tuning_each_way(shape, dtype, monkeypatch):
+    """The timed choice and the heuristic's first choice both compute the layer (bias, relu and a
+    residual in cuBLASLt's epilogue over pixel rows; the plain GEMM over NCHW planes), and torch's
+    deterministic mode runs the very kernel GPUKERN_BLAS_TUNE=0 runs (bit for bit the same)."""
+    gen = torch.Generator().manual_seed(29)
+    x, w = _tuned_layer(shape, dtype, gen)
+    cl = shape[5] == "cl"
+    b = _rand(shape[4], dtype=dtype, gen=gen) if cl else None
+    ref = _ref(x, w, b, 1, 0, 1)
+    r = None
+    if cl:
+        r = _rand(*ref.shape, dtype=dtype, gen=gen).contiguous(memory_format=torch.channels_last)
+    act = "relu" if cl else "none"
+    want = F.relu(ref + r.double()) if cl else ref
+    assert torch.ops.gpukern._igemm_config_conv2d(
+        x.to("meta"), w.to("meta"), [1, 1], [0, 0], [1, 1]) == "cublas_1x1"
+
+    def run():
+        with torch_ops.force_algorithm("conv2d", "igemm"):
+            return torch_ops.conv2d_fused(x, w, b, 1, 0, 1, 1, act, r)
+    outs = {}
+    for setting in ("1", "0"):
+        monkeypatch.setenv("GPUKERN_BLAS_TUNE", setting)
+        for call in range(2):  # the first call (timing the candidates, or not) and a later one
+            out = run()
+            assert _rel_err(out, want) <= REL_TOL[dtype], (setting, call)
+        outs[setting] = out
+    monkeypatch.delenv("GPUKERN_BLAS_TUNE")
+    old = torch.are_deterministic_algorithms_enabled()
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    try:
+        det = run()
+    finally:
+        torch.use_deterministic_algorithms(old)
+    assert torch.equal(det, outs["0"])
+
+
+def test_blas_first_call_in_graph_capture():
+    """A 1x1 problem whose first call is captured into a CUDA graph runs the heuristic's choice
+    there (no timing inside a capture) and replays correctly; the next call outside the capture
+    times the candidates and is correct too."""
+    gen = torch.Generator().manual_seed(31)
+    warm, ww = _tuned_layer((2, 32, 8, 8, 32, "cl"), torch.bfloat16, gen)
+    x, w = _tuned_layer((3, 72, 13, 11, 56, "cl"), torch.bfloat16, gen)  # a shape no test uses
+    b = _rand(56, dtype=torch.bfloat16, gen=gen)
+    with torch_ops.force_algorithm("conv2d", "igemm"):
+        torch.ops.gpukern.conv2d(warm, ww, None, [1, 1], [0, 0], [1, 1], 1)  # the handle exists
+        torch.cuda.synchronize()
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            out = torch.ops.gpukern.conv2d(x, w, b, [1, 1], [0, 0], [1, 1], 1)
+        x.copy_(_rand(3, 72, 13, 11, dtype=torch.bfloat16, gen=gen))
+        g.replay()
+        torch.cuda.synchronize()
+        assert _rel_err(out, _ref(x, w, b, 1, 0, 1)) <= REL_TOL[torch.bfloat16]
+        again = torch.ops.gpukern.conv2d(x, w, b, [1, 1], [0, 0], [1, 1], 1)
+    assert _rel_err(again, _ref(x, w, b, 1, 0, 1)) <= REL_TOL[torch.bfloat16]
 
 
 # 1x1 with a stride (ResNet's downsampling shortcuts): the sampled pixels copied in x's memory
@@ -532,6 +613,7 @@ CONFIG_RULE = [
     ((1, 16, 8, 8, 16, 3, 1, 0), "small_64x64"),         # 36 output pixels
     ((16, 256, 28, 28, 512, 1, 1, 0), "cublas_1x1"),     # NCHW, 28x28 planes: batched cuBLASLt
     ((16, 512, 7, 7, 2048, 1, 1, 0), "gemm_1x1"),        # NCHW 7x7: the CUTLASS GEMM
+    ((16, 160, 7, 7, 960, 1, 1, 0), "cublas_1x1"),       # NCHW 7x7, a small weight: batched
     ((16, 960, 1, 1, 240, 1, 1, 0), "cublas_1x1"),       # squeeze-excitation, one pixel an image
     ((16, 3, 224, 224, 64, 7, 2, 3), "stem_im2col_gemm"),
     ((16, 256, 56, 56, 512, 1, 2, 0), "subsample+cublas_1x1"),  # 1x1 stride 2 to 28x28 planes

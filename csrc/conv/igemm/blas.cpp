@@ -1,15 +1,19 @@
-// 1x1 convolutions as cuBLASLt GEMMs (conv/igemm/blas.h): descriptors, the heuristic's
-// algorithm per problem (cached per thread), the launch.
+// 1x1 convolutions as cuBLASLt GEMMs (conv/igemm/blas.h): descriptors, the algorithm per problem
+// (the heuristic's candidates, timed once; cached per thread), the launch.
 #if defined(GPUKERN_WITH_CUDA)
 #include "conv/igemm/blas.h"
 
+#include <ATen/Context.h>
 #include <ATen/cuda/CUDAContext.h>
+#include <ATen/cuda/Sleep.h>
 #include <cublasLt.h>
 
 #include <algorithm>
 #include <array>
+#include <cstdlib>
 #include <cstring>
 #include <unordered_map>
+#include <vector>
 
 #include "core/checks.h"
 
@@ -31,12 +35,26 @@ uint32_t alignment(const void* ptr, const BlasOperand& o, int64_t elem) {
   return static_cast<uint32_t>(bits & (~bits + 1));
 }
 
-// A cached problem: its descriptors and algorithm (ok false: cuBLASLt offered none).
+// How many of the heuristic's algorithms a problem's first call times (blas.h: the algorithm).
+constexpr int kCandidates = 8;
+
+// Whether the heuristic's candidates are timed (blas.h): GPUKERN_BLAS_TUNE=0 in the environment
+// keeps its first choice; so does torch's deterministic mode.
+bool tuning_enabled() {
+  const char* env = std::getenv("GPUKERN_BLAS_TUNE");
+  if (env != nullptr && std::strcmp(env, "0") == 0) return false;
+  return !at::globalContext().deterministicAlgorithms();
+}
+
+// A cached problem: its descriptors and algorithm (ok false: cuBLASLt offered none). `candidates`
+// holds the heuristic's algorithms until a call times them (tuned true afterwards).
 struct Plan {
   cublasLtMatmulDesc_t op = nullptr;
   std::array<cublasLtMatrixLayout_t, 3> layouts{};  // a, b, d (c uses d's)
   cublasLtMatmulAlgo_t algo{};
+  std::vector<cublasLtMatmulAlgo_t> candidates;
   bool ok = false;
+  bool tuned = true;
 
   Plan() = default;
   Plan(const Plan&) = delete;
@@ -92,7 +110,7 @@ cublasLtMatrixLayout_t layout(const BlasGemm& g, const BlasOperand& o) {
 }
 
 void build(Plan& plan, const BlasGemm& g, const std::array<uint32_t, 4>& align,
-           cublasLtHandle_t handle, size_t workspace) {
+           cublasLtHandle_t handle, size_t workspace, bool tune) {
   const cublasComputeType_t compute =
       g.dtype == 2 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
   check(cublasLtMatmulDescCreate(&plan.op, compute, CUDA_R_32F), "matmul descriptor");
@@ -119,14 +137,91 @@ void build(Plan& plan, const BlasGemm& g, const std::array<uint32_t, 4>& align,
   for (int i = 0; i < 4; ++i) {
     cublasLtMatmulPreferenceSetAttribute(pref, which[i], &align[i], sizeof(align[i]));
   }
-  cublasLtMatmulHeuristicResult_t result{};
+  std::array<cublasLtMatmulHeuristicResult_t, kCandidates> results{};
   int found = 0;
+  const int wanted = tune ? kCandidates : 1;
   const cublasStatus_t s = cublasLtMatmulAlgoGetHeuristic(
       handle, plan.op, plan.layouts[0], plan.layouts[1], plan.layouts[2], plan.layouts[2], pref,
-      1, &result, &found);
+      wanted, results.data(), &found);
   cublasLtMatmulPreferenceDestroy(pref);
-  plan.ok = s == CUBLAS_STATUS_SUCCESS && found > 0 && result.state == CUBLAS_STATUS_SUCCESS;
-  if (plan.ok) plan.algo = result.algo;
+  if (s != CUBLAS_STATUS_SUCCESS) return;
+  for (int i = 0; i < std::min(found, wanted); ++i) {
+    if (results[i].state == CUBLAS_STATUS_SUCCESS) plan.candidates.push_back(results[i].algo);
+  }
+  plan.ok = !plan.candidates.empty();
+  if (plan.ok) plan.algo = plan.candidates.front();
+  plan.tuned = plan.candidates.size() < 2;
+  if (plan.tuned) plan.candidates.clear();
+}
+
+// One launch of the plan's GEMM with `algo`.
+cublasStatus_t launch(const Plan& plan, const cublasLtMatmulAlgo_t& algo, const BlasGemm& g,
+                      const BlasPointers& p, cublasLtHandle_t handle, void* workspace,
+                      size_t workspace_bytes, cudaStream_t stream) {
+  const float alpha = 1.0f, beta = g.has_residual ? 1.0f : 0.0f;
+  const void* cptr = g.has_residual ? p.residual : p.d;
+  return cublasLtMatmul(handle, plan.op, &alpha, p.a, plan.layouts[0], p.b, plan.layouts[1],
+                        &beta, cptr, plan.layouts[2], p.d, plan.layouts[2], &algo, workspace,
+                        workspace_bytes, stream);
+}
+
+// Times each candidate on this call's operands and keeps the fastest as the plan's algorithm:
+// kRounds rounds over the candidates (interleaved, so that a clock ramping up or a neighbour's
+// load does not favour one), in each a warm-up launch, then kTimedLaunches launches back to back
+// between two events; a candidate's time is its best round. The operands stay in L2 where they
+// fit, as in a CUDA graph of repeated calls (the project's layer timing) and in a model, where a
+// layer reads what the previous one just wrote. A spin kernel first lets the host queue the
+// launches ahead of the GPU, so that the events time the kernels, not the host's calls (a 3 us
+// GEMM is shorter than one cublasLtMatmul call). Each launch writes d, which the call's own
+// launch then overwrites; a candidate cuBLASLt refuses to launch is dropped. Not while `stream`
+// captures a CUDA graph (the plan stays untuned and a later call times it), nor when the
+// residual is d itself (C would be read after a candidate wrote D).
+void tune(Plan& plan, const BlasGemm& g, const BlasPointers& p, cublasLtHandle_t handle,
+          void* workspace, size_t workspace_bytes, cudaStream_t stream) {
+  if (g.has_residual && p.residual == p.d) return;
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  C10_CUDA_CHECK(cudaStreamIsCapturing(stream, &status));
+  if (status != cudaStreamCaptureStatusNone) return;
+  constexpr int kRounds = 3;
+  constexpr int kTimedLaunches = 8;
+  constexpr int64_t kSpinCycles = 200000;  // ~100 us at an H100's clock: the queue's head start
+  const size_t n = plan.candidates.size();
+  std::vector<float> best_ms(n, -1.0f);  // -1: not timed yet; -2: cuBLASLt refused it
+  std::array<cudaEvent_t, 2> events{};
+  for (auto& e : events) C10_CUDA_CHECK(cudaEventCreate(&e));
+  for (int round = 0; round < kRounds; ++round) {
+    for (size_t i = 0; i < n; ++i) {
+      if (best_ms[i] == -2.0f) continue;
+      const cublasLtMatmulAlgo_t& algo = plan.candidates[i];
+      at::cuda::sleep(kSpinCycles);
+      bool ok = launch(plan, algo, g, p, handle, workspace, workspace_bytes, stream) ==
+                CUBLAS_STATUS_SUCCESS;
+      C10_CUDA_CHECK(cudaEventRecord(events[0], stream));
+      for (int r = 0; r < kTimedLaunches && ok; ++r) {
+        ok = launch(plan, algo, g, p, handle, workspace, workspace_bytes, stream) ==
+             CUBLAS_STATUS_SUCCESS;
+      }
+      C10_CUDA_CHECK(cudaEventRecord(events[1], stream));
+      C10_CUDA_CHECK(cudaEventSynchronize(events[1]));
+      if (!ok) {
+        best_ms[i] = -2.0f;
+        continue;
+      }
+      float t = 0.0f;
+      C10_CUDA_CHECK(cudaEventElapsedTime(&t, events[0], events[1]));
+      if (best_ms[i] < 0.0f || t < best_ms[i]) best_ms[i] = t;
+    }
+  }
+  for (auto& e : events) C10_CUDA_CHECK(cudaEventDestroy(e));
+  int best_index = -1;
+  for (size_t i = 0; i < n; ++i) {
+    if (best_ms[i] >= 0.0f && (best_index < 0 || best_ms[i] < best_ms[best_index])) {
+      best_index = static_cast<int>(i);
+    }
+  }
+  if (best_index >= 0) plan.algo = plan.candidates[best_index];
+  plan.candidates.clear();
+  plan.tuned = true;
 }
 
 }  // namespace
@@ -158,7 +253,7 @@ bool blas_gemm_run(const BlasGemm& g, const BlasPointers& p, cudaStream_t stream
                    g.a.batch_stride, g.b.rows,        g.b.cols,  g.b.ld,       g.b.batch_stride,
                    g.d.rows,       g.d.cols,          g.d.ld,    g.d.batch_stride, g.batch,
                    g.act,          g.has_bias,        g.has_residual, g.device, align[0],
-                   align[1],       align[2],          align[3],  0};
+                   align[1],       align[2],          align[3],  tuning_enabled()};
   // Per thread: a call sets the bias pointer on its plan's descriptor, so plans are not shared.
   // Bounded: a workload of many shapes starts over every kMaxPlans problems.
   constexpr size_t kMaxPlans = 1024;
@@ -170,7 +265,7 @@ bool blas_gemm_run(const BlasGemm& g, const BlasPointers& p, cudaStream_t stream
   if (it == plans.end()) {
     if (plans.size() >= kMaxPlans) plans.clear();
     it = plans.try_emplace(key).first;
-    build(it->second, g, align, handle, workspace_bytes);
+    build(it->second, g, align, handle, workspace_bytes, key[23] != 0);
   }
   Plan& plan = it->second;
   if (!plan.ok) return false;
@@ -179,12 +274,8 @@ bool blas_gemm_run(const BlasGemm& g, const BlasPointers& p, cudaStream_t stream
                                          sizeof(p.bias)),
           "bias pointer");
   }
-  const float alpha = 1.0f, beta = g.has_residual ? 1.0f : 0.0f;
-  const void* cptr = g.has_residual ? p.residual : p.d;
-  check(cublasLtMatmul(handle, plan.op, &alpha, p.a, plan.layouts[0], p.b, plan.layouts[1], &beta,
-                       cptr, plan.layouts[2], p.d, plan.layouts[2], &plan.algo, workspace,
-                       workspace_bytes, stream),
-        "matmul");
+  if (!plan.tuned) tune(plan, g, p, handle, workspace, workspace_bytes, stream);
+  check(launch(plan, plan.algo, g, p, handle, workspace, workspace_bytes, stream), "matmul");
   return true;
 }
 

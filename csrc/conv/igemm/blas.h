@@ -19,9 +19,19 @@
 // is the GEMM's C with beta 1, in D's layout), in fp32, rounded once. fp32 inputs run as TF32
 // (CUBLAS_COMPUTE_32F_FAST_TF32): callers use it only where torch allows TF32 for convolutions.
 //
-// Host cost: the descriptors and the heuristic's algorithm are built once per problem (sizes,
-// strides, dtype, epilogue, operand alignments, device) and cached per thread; a call sets the
-// bias pointer and launches. Handle and workspace are torch's (the current stream's).
+// Algorithm: cuBLASLt's heuristic offers up to 8 candidates per problem; the problem's first call
+// outside a CUDA-graph capture times each on its own operands (three interleaved rounds, in each
+// a warm-up launch, then 8 launches back to back between two events, queued behind a spin kernel
+// so that the host's calls do not pace them; a few milliseconds once per shape, like
+// cudnn.benchmark's search but always on) and keeps the fastest. The heuristic's first choice is
+// kept with GPUKERN_BLAS_TUNE=0 in the environment and under torch's deterministic mode
+// (torch.use_deterministic_algorithms), so that the kernel, hence the rounding, does not depend on
+// a timing. A call during a capture runs the heuristic's first choice and leaves the timing to
+// the next call outside one.
+//
+// Host cost: the descriptors and the algorithm are chosen once per problem (sizes, strides,
+// dtype, epilogue, operand alignments, device, tuning on or off) and cached per thread; a call
+// sets the bias pointer and launches. Handle and workspace are torch's (the current stream's).
 // CUDA builds only (the caller holds the device guard).
 #include <cuda_runtime_api.h>
 

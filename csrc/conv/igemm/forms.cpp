@@ -90,7 +90,8 @@ static bool rows_act_pass(const ConvProblem& p, IgemmDtype d) {
 //   GEMM per image: 2.2-5.9 us against 4.2-5.8 as kRows for MobileNetV3's, batch 16, H100);
 // - x and y NHWC with uniform rows, an epilogue cuBLASLt has (bias, none / relu, residual):
 //   kRows (every dtype; 0.98-1.00x cuDNN on most layers);
-// - x and y NCHW planes of at least kBlasMinImagePlane pixels: kImages, with no bias and
+// - x and y NCHW planes of at least kBlasMinImagePlane pixels, or smaller planes with a small
+//   weight (forms.h blas_images_plane): kImages, with no bias and
 //   cuBLASLt's none / relu, or in fp32 any epilogue as a pass after the GEMM (the CUTLASS
 //   alternative for fp32 converts x and y to NHWC: 0.32-0.86x torch's conv + bias + act on
 //   ResNet-50's fused 1x1 blocks).
@@ -122,7 +123,8 @@ std::optional<BlasPlan> blas_gemm_of(const ConvProblem& p, IgemmDtype d,
   bool pass = false;
   const bool images_ok = x_plane > 0 && y_plane > 0 && images_epilogue_ok(p, d, has_bias, pass);
   const bool images = images_ok && (HW == 1 ? d == IgemmDtype::kTf32 && !has_bias && !pass
-                                            : !rows_ok && HW >= kBlasMinImagePlane);
+                                            : !rows_ok && blas_images_plane(
+                                                  HW, p.C, p.O, d == IgemmDtype::kTf32));
   if (!images) {
     if (!rows_ok) return std::nullopt;
     if (act_pass) {

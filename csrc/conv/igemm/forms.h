@@ -56,6 +56,25 @@ inline bool blas_enabled() { return env_switch("GPUKERN_IGEMM_BLAS") != 0; }
 // up it matched cuDNN (benchmarks/pointwise_libs.py).
 constexpr int64_t kBlasMinImagePlane = 196;
 
+// Below it, from 7x7 planes up, kImages still runs layers with a small weight (C * O up to
+// kBlasSmallPlaneMaxWeight) in fp32, and in 16-bit types where C <= kBlasSmallPlaneMaxC: with
+// cuBLASLt's algorithm timed per problem (blas.h), on an H100, batch 16, NCHW, us against the
+// CUTLASS path (benchmarks/pointwise_libs.py, h100_pointwise_tuned.md): fp32 160->960 8.2 / 15.4,
+// 672->160 15.0 / 19.3, 960->160 19.4 / 22.7, but 512->2048 29.1 / 22.4 and 2048->512 41.3 / 35.2;
+// bf16 160->960 7.6 / 13.8, but 672->160 16.1 / 14.5 and 960->160 25.0 / 15.3.
+constexpr int64_t kBlasMinSmallPlane = 49;
+constexpr int64_t kBlasSmallPlaneMaxWeight = int64_t{1} << 18;
+constexpr int64_t kBlasSmallPlaneMaxC = 256;
+
+// Whether an NCHW plane of `hw` pixels takes kImages (above). GPUKERN_BLAS_MIN_PLANE=<pixels> in
+// the environment replaces the rule by that one threshold (experiments; read on every call).
+inline bool blas_images_plane(int64_t hw, int64_t C, int64_t O, bool fp32) {
+  if (const char* env = std::getenv("GPUKERN_BLAS_MIN_PLANE")) return hw >= std::atoll(env);
+  if (hw >= kBlasMinImagePlane) return true;
+  return hw >= kBlasMinSmallPlane && C * O <= kBlasSmallPlaneMaxWeight &&
+         (fp32 || C <= kBlasSmallPlaneMaxC);
+}
+
 inline std::array<int64_t, 4> strides4(const at::Tensor& t) {
   return {t.stride(0), t.stride(1), t.stride(2), t.stride(3)};
 }
