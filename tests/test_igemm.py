@@ -80,6 +80,15 @@ def _rel_err(out, ref):
     return float((o - r).norm() / r.norm().clamp_min(1e-30))
 
 
+def _captured(call):
+    """call() captured into a CUDA graph after the queued work is done: (the graph, its output)."""
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        out = call()
+    return g, out
+
+
 def _lists(n, *values):
     """The raw ops take aten's schema: stride, padding and dilation as lists of n values."""
     return [list(v) if isinstance(v, (tuple, list)) else [v] * n for v in values]
@@ -427,10 +436,7 @@ def test_blas_first_call_in_graph_capture():
     b = _rand(56, dtype=torch.bfloat16, gen=gen)
     with torch_ops.force_algorithm("conv2d", "igemm"):
         torch.ops.gpukern.conv2d(warm, ww, None, [1, 1], [0, 0], [1, 1], 1)  # the handle exists
-        torch.cuda.synchronize()
-        g = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(g):
-            out = torch.ops.gpukern.conv2d(x, w, b, [1, 1], [0, 0], [1, 1], 1)
+        g, out = _captured(lambda: torch.ops.gpukern.conv2d(x, w, b, [1, 1], [0, 0], [1, 1], 1))
         x.copy_(_rand(3, 72, 13, 11, dtype=torch.bfloat16, gen=gen))
         g.replay()
         torch.cuda.synchronize()
@@ -589,10 +595,7 @@ def test_cuda_graph_capture(config):
     b = _rand(128, dtype=torch.bfloat16, gen=gen)
     with torch_ops.force_algorithm("conv2d", "igemm"):
         _run("conv2d", x, w, b, 1, 1, 1, algo=None)  # warm-up outside the capture
-        torch.cuda.synchronize()
-        g = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(g):
-            out = torch.ops.gpukern.conv2d(x, w, b, [1, 1], [1, 1], [1, 1], 1)
+        g, out = _captured(lambda: torch.ops.gpukern.conv2d(x, w, b, [1, 1], [1, 1], [1, 1], 1))
     x.copy_(_rand(4, 64, 28, 28, dtype=torch.bfloat16, gen=gen))
     g.replay()
     torch.cuda.synchronize()
