@@ -445,6 +445,28 @@ def test_blas_first_call_in_graph_capture():
     assert _rel_err(again, _ref(x, w, b, 1, 0, 1)) <= REL_TOL[torch.bfloat16]
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+def test_nhwc_blas_experiment(dtype, monkeypatch):
+    """GPUKERN_IGEMM_NHWC_BLAS=1 (igemm.cpp run4, an experiment): 1x1 layers that convert to NHWC
+    run cuBLASLt's pixel-row form instead of the CUTLASS GEMM; the fused op still computes
+    act(conv + bias + residual) with the output in aten's memory format."""
+    monkeypatch.setenv("GPUKERN_IGEMM_NHWC_BLAS", "1")
+    gen = torch.Generator().manual_seed(37)
+    for n, c, h, wd, o in [(2, 256, 7, 7, 128), (3, 64, 5, 9, 32)]:
+        x = _rand(n, c, h, wd, dtype=dtype, gen=gen)
+        w = _rand(o, c, 1, 1, dtype=dtype, gen=gen) / c ** 0.5
+        b = _rand(o, dtype=dtype, gen=gen)
+        ref = _ref(x, w, b, 1, 0, 1)
+        r = _rand(*ref.shape, dtype=dtype, gen=gen)
+        for res, act, fn in ((None, "none", lambda t: t), (r, "relu", F.relu),
+                             (None, "silu", F.silu)):
+            with torch_ops.force_algorithm("conv2d", "igemm"):
+                out = torch_ops.conv2d_fused(x, w, b, 1, 0, 1, 1, act, res)
+            want = fn(ref + (0 if res is None else res.double()))
+            assert _rel_err(out, want) <= REL_TOL[dtype], (n, c, act)
+            assert out.is_contiguous()
+
+
 # 1x1 with a stride (ResNet's downsampling shortcuts): the sampled pixels copied in x's memory
 # format, then the stride-1 GEMM forms ("subsample+<the 1x1 form>"). (N, C, H, W, O, stride).
 STRIDED_POINTWISE = [

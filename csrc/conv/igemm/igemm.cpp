@@ -599,6 +599,19 @@ void run4(const ConvProblem& p, const at::Tensor& x4, const at::Tensor& w4,
         y_direct ? y4
                  : at::empty(y4.sizes(),
                              y4.options().memory_format(at::MemoryFormat::ChannelsLast));
+    // GPUKERN_IGEMM_NHWC_BLAS=1 in the environment (an experiment, not measured yet): the
+    // converted pixel rows through cuBLASLt's kRows form, whose timed algorithms include split-K
+    // ones, instead of the CUTLASS GEMM (for NCHW layers on small planes: 784 rows on 28 tiles).
+    if (env_switch("GPUKERN_IGEMM_NHWC_BLAS") == 1) {
+      const bool has_res = residual.has_value() && residual->defined();
+      const auto plan = blas_gemm_of(p, d, strides4(xc), strides4(yc), w2.stride(0),
+                                     bc.defined(), has_res);
+      if (plan && plan->g.trans_a &&
+          run_blas_plan(p, *plan, w2.const_data_ptr(), xc.const_data_ptr(), bc, residual, yc)) {
+        if (!y_direct) nhwc_copy_to(yc, y4);
+        return;
+      }
+    }
     if (try_gemm(p, d, GemmForm::kNhwc, xc, w2, bc, residual, yc)) {
       if (!y_direct) nhwc_copy_to(yc, y4);
       return;
