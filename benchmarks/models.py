@@ -37,7 +37,12 @@ gpukern computes true fp32).
 
 Timing: every variant of a (model, batch, format, dtype, mode) is timed in --rounds interleaved
 rounds (the order rotated each round) and its time is the median over the rounds, so that clock
-or thermal drift during the run does not fall on whichever variant is timed last.
+or thermal drift during the run does not fall on whichever variant is timed last. The "paired"
+column is the median over the rounds of stock's time / the variant's time in that round (each
+round's times are recorded in the JSON, rounds_ms): a host-bound model's time follows the host,
+and a slow spell that lands on one variant's median and not on stock's shows in the A/A rows
+(stock(again)) of the median column far more than in the paired one. --cpus pins the process to
+some cores.
 
 Writes models.json and models.md under --out.
 """
@@ -186,6 +191,13 @@ def _skip_counts(report):
     return dict(sorted(counts.items()))
 
 
+def _paired(stock_rounds, rounds):
+    """Median over rounds of stock's time / the variant's time in the same round: each ratio
+    compares two timings taken seconds apart, so a slow spell of the host (a host-bound model's
+    time follows the CPU) falls on both sides of it instead of on whichever median it lands in."""
+    return statistics.median(s / v for s, v in zip(stock_rounds, rounds))
+
+
 def _timing_plan(est_ms, args):
     """(warmup, reps) for a variant whose one call took est_ms: slow variants (gpukern's dense
     convolutions) get a few reps so the whole table fits the time box."""
@@ -241,6 +253,7 @@ def run_model(name, args, device, gpu, batch=None, fmt="contiguous"):
             eager_ms = {}
             for mode in args.modes:
                 results = {}
+                rounds_ms = {}  # vname: its time in each round, in round order
                 timed = []  # (vname, fn, ctx, est_ms): timed below in interleaved rounds
                 torch._dynamo.reset()  # once per mode: every variant's compiled code stays valid
                 for vname, model, ctx, report in variants:
@@ -283,6 +296,7 @@ def run_model(name, args, device, gpu, batch=None, fmt="contiguous"):
                     ms = statistics.median(per[vname])
                     out, _, note, report = results[vname]
                     results[vname] = (out, ms, note, report)
+                    rounds_ms[vname] = per[vname]
                     if mode == "eager":
                         eager_ms[vname] = ms
                 s_out, s_ms = results["stock"][0], results["stock"][1]
@@ -299,7 +313,8 @@ def run_model(name, args, device, gpu, batch=None, fmt="contiguous"):
                     row = dict(
                         model=name, input=described, batch=batch, format=fmt,
                         dtype=dtype_name, mode=mode,
-                        variant=vname, ms=ms, speedup=None, max_abs_vs_stock=None,
+                        variant=vname, ms=ms, speedup=None, paired=None, rounds_ms=None,
+                        max_abs_vs_stock=None,
                         rel_vs_stock=None, rel_vs_fp64=None, stock_rel_vs_fp64=stock_rel64,
                         agree=None, note=note, replaced=swapped,
                         tuned=getattr(report, "tuned", None),
@@ -307,6 +322,9 @@ def run_model(name, args, device, gpu, batch=None, fmt="contiguous"):
                         else len(report.fused), convs_depthwise=dw,
                         convs_other=other, convs_fast=fast_total,
                         skip_reasons=_skip_counts(report))
+                    if vname in rounds_ms:
+                        row.update(rounds_ms=rounds_ms[vname],
+                                   paired=_paired(rounds_ms["stock"], rounds_ms[vname]))
                     if out is not None:
                         max_abs, rel = _errors(out, s_out)
                         _, rel64 = _errors(out, ref64)
@@ -327,8 +345,13 @@ def _num(v, fmt, width):
 
 
 HEADER = (f"{'model':<14} {'dtype':<9} {'mode':<8} {'variant':<14} {'ms':>9} {'speedup':>8} "
+          f"{'paired':>7} "
           f"{'rel/stock':>10} {'rel/fp64':>9} {'stock/fp64':>10} {'agree':>5}  "
           f"convs dw/other/fast swapped")
+
+
+def _paired_str(r):
+    return "-" if r.get("paired") is None else f"{r['paired']:.2f}x"
 
 
 def _agree(r):
@@ -338,7 +361,8 @@ def _agree(r):
 def _fmt_row(r):
     sp = "-" if r["speedup"] is None else f"{r['speedup']:.2f}x"
     return (f"{r['model']:<14} {r['dtype']:<9} {r['mode']:<8} {r['variant']:<14} "
-            f"{_num(r['ms'], '.3f', 9)} {sp:>8} {_num(r['rel_vs_stock'], '.2e', 10)} "
+            f"{_num(r['ms'], '.3f', 9)} {sp:>8} {_paired_str(r):>7} "
+            f"{_num(r['rel_vs_stock'], '.2e', 10)} "
             f"{_num(r['rel_vs_fp64'], '.2e', 9)} {r['stock_rel_vs_fp64']:>10.2e} "
             f"{_agree(r):>5}  {r['convs_depthwise']}/{r['convs_other']}/{r['convs_fast']} "
             f"{'-' if r['replaced'] is None else r['replaced']}"
@@ -396,15 +420,19 @@ def markdown(rows, env):
              f"{env['max_slowdown']}x slower than stock in eager are not compiled (note column); "
              f"variants whose one call takes over {env['slow_ms']} ms are timed over 3 calls.",
              "", "## Summary", ""] + [f"- {s}" for s in summaries(rows)] + [
-             "", "| model | input | dtype | mode | variant | ms | speedup | rel err vs stock | "
-             "rel err vs fp64 (stock's) | agree | convs dw/other/fast | swapped | note |",
-             "|---|---|---|---|---|---:|---:|---:|---:|---|---|---:|---|"]
+             "", "Speedup = stock's median time / the variant's; paired = the median over the "
+             "rounds of stock's time / the variant's in the same round.",
+             "", "| model | input | dtype | mode | variant | ms | speedup | paired | "
+             "rel err vs stock | rel err vs fp64 (stock's) | agree | convs dw/other/fast | "
+             "swapped | note |",
+             "|---|---|---|---|---|---:|---:|---:|---:|---:|---|---|---:|---|"]
     for r in rows:
         sp = "-" if r["speedup"] is None else f"{r['speedup']:.2f}x"
         rel64 = ("-" if r["rel_vs_fp64"] is None else f"{r['rel_vs_fp64']:.2e}")
         lines.append(
             f"| {r['model']} | {r['input']} | {r['dtype']} | {r['mode']} | {r['variant']} | "
-            f"{_num(r['ms'], '.3f', 0)} | {sp} | {_num(r['rel_vs_stock'], '.2e', 0)} | "
+            f"{_num(r['ms'], '.3f', 0)} | {sp} | {_paired_str(r)} | "
+            f"{_num(r['rel_vs_stock'], '.2e', 0)} | "
             f"{rel64} ({r['stock_rel_vs_fp64']:.2e}) | {_agree(r)} | "
             f"{r['convs_depthwise']}/{r['convs_other']}/{r['convs_fast']} | "
             f"{'-' if r['replaced'] is None else r['replaced']} | {r['note']} |")
@@ -448,9 +476,18 @@ def main():
                    choices=["contiguous", "channels_last"],
                    help="memory formats of the image models and their inputs (channels_last "
                         "skips the audio models)")
+    p.add_argument("--cpus", default=None,
+                   help="pin this process to these CPU cores (e.g. 2-5 or 2,3), for a steadier "
+                        "host: host-bound models' times follow the core they run on")
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--out", default=None, help="folder for models.json / models.md")
     args = p.parse_args()
+    if args.cpus:
+        cores = set()
+        for part in args.cpus.split(","):
+            lo, _, hi = part.partition("-")
+            cores.update(range(int(lo), int(hi or lo) + 1))
+        os.sched_setaffinity(0, cores)
     gpu = args.device == "cuda"
     if gpu and not torch_ops.has_cuda_kernels():
         sys.exit("models.py: gpukern was built without CUDA kernels; use --device cpu")
@@ -463,7 +500,8 @@ def main():
                torch=torch.__version__, cuda=torch.version.cuda,
                gpukern_cuda=torch_ops.has_cuda_kernels(),
                archs=getattr(torch_ops._C, "CUDA_ARCHS", ""), compile=compile_mode,
-               max_slowdown=args.max_slowdown, slow_ms=args.slow_ms)
+               max_slowdown=args.max_slowdown, slow_ms=args.slow_ms, cpus=args.cpus,
+               rounds=args.rounds)
     if not gpu:
         print("models.py: no GPU, timing gpukern's CPU kernels on tiny inputs")
     print(HEADER)

@@ -12,6 +12,7 @@
 #include <array>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <unordered_map>
 #include <vector>
 
@@ -165,6 +166,24 @@ cublasStatus_t launch(const Plan& plan, const cublasLtMatmulAlgo_t& algo, const 
                         workspace_bytes, stream);
 }
 
+// The two events of tune(), destroyed however tune() leaves (a failed CUDA check throws).
+struct TimingEvents {
+  cudaEvent_t start = nullptr;
+  cudaEvent_t stop = nullptr;
+  TimingEvents() {
+    cudaError_t err = cudaEventCreate(&start);
+    if (err == cudaSuccess) err = cudaEventCreate(&stop);
+    if (err != cudaSuccess && start != nullptr) cudaEventDestroy(start);
+    C10_CUDA_CHECK(err);
+  }
+  ~TimingEvents() {
+    if (start != nullptr) cudaEventDestroy(start);
+    if (stop != nullptr) cudaEventDestroy(stop);
+  }
+  TimingEvents(const TimingEvents&) = delete;
+  TimingEvents& operator=(const TimingEvents&) = delete;
+};
+
 // Times each candidate on this call's operands and keeps the fastest as the plan's algorithm:
 // kRounds rounds over the candidates (interleaved, so that a clock ramping up or a neighbour's
 // load does not favour one), in each a warm-up launch, then kTimedLaunches launches back to back
@@ -186,36 +205,36 @@ void tune(Plan& plan, const BlasGemm& g, const BlasPointers& p, cublasLtHandle_t
   constexpr int kTimedLaunches = 8;
   constexpr int64_t kSpinCycles = 200000;  // ~100 us at an H100's clock: the queue's head start
   const size_t n = plan.candidates.size();
-  std::vector<float> best_ms(n, -1.0f);  // -1: not timed yet; -2: cuBLASLt refused it
-  std::array<cudaEvent_t, 2> events{};
-  for (auto& e : events) C10_CUDA_CHECK(cudaEventCreate(&e));
+  // A candidate's best time over the rounds; one cuBLASLt refused to launch is dropped.
+  std::vector<float> best_ms(n, std::numeric_limits<float>::infinity());
+  std::vector<bool> refused(n, false);
+  TimingEvents events;
   for (int round = 0; round < kRounds; ++round) {
     for (size_t i = 0; i < n; ++i) {
-      if (best_ms[i] == -2.0f) continue;
+      if (refused[i]) continue;
       const cublasLtMatmulAlgo_t& algo = plan.candidates[i];
       at::cuda::sleep(kSpinCycles);
       bool ok = launch(plan, algo, g, p, handle, workspace, workspace_bytes, stream) ==
                 CUBLAS_STATUS_SUCCESS;
-      C10_CUDA_CHECK(cudaEventRecord(events[0], stream));
+      C10_CUDA_CHECK(cudaEventRecord(events.start, stream));
       for (int r = 0; r < kTimedLaunches && ok; ++r) {
         ok = launch(plan, algo, g, p, handle, workspace, workspace_bytes, stream) ==
              CUBLAS_STATUS_SUCCESS;
       }
-      C10_CUDA_CHECK(cudaEventRecord(events[1], stream));
-      C10_CUDA_CHECK(cudaEventSynchronize(events[1]));
+      C10_CUDA_CHECK(cudaEventRecord(events.stop, stream));
+      C10_CUDA_CHECK(cudaEventSynchronize(events.stop));
       if (!ok) {
-        best_ms[i] = -2.0f;
+        refused[i] = true;
         continue;
       }
       float t = 0.0f;
-      C10_CUDA_CHECK(cudaEventElapsedTime(&t, events[0], events[1]));
-      if (best_ms[i] < 0.0f || t < best_ms[i]) best_ms[i] = t;
+      C10_CUDA_CHECK(cudaEventElapsedTime(&t, events.start, events.stop));
+      best_ms[i] = std::min(best_ms[i], t);
     }
   }
-  for (auto& e : events) C10_CUDA_CHECK(cudaEventDestroy(e));
   int best_index = -1;
   for (size_t i = 0; i < n; ++i) {
-    if (best_ms[i] >= 0.0f && (best_index < 0 || best_ms[i] < best_ms[best_index])) {
+    if (!refused[i] && (best_index < 0 || best_ms[i] < best_ms[best_index])) {
       best_index = static_cast<int>(i);
     }
   }
