@@ -288,6 +288,14 @@ def run_model(name, args, device, gpu, batch=None, fmt="contiguous"):
                 # median over the rounds: clock or thermal drift over the run falls on every
                 # variant alike instead of on whichever was timed last.
                 per = {v: [] for v, *_ in timed}
+                # Untimed: every variant in turn for --warmup-s seconds first (the first rounds
+                # after a switch of configuration ran up to 1.6x slower for every variant alike).
+                t_warm = time.perf_counter() + (args.warmup_s if gpu else 0.0)
+                while time.perf_counter() < t_warm:
+                    for vname, fn, ctx, est_ms in timed:
+                        with ctx():
+                            fn(*x)
+                    sync()
                 for k in range(args.rounds):
                     for vname, fn, ctx, est_ms in timed[k % len(timed):] + timed[:k % len(timed)]:
                         with ctx():
@@ -470,6 +478,8 @@ def main():
     p.add_argument("--rounds", type=int, default=3,
                    help="interleaved timing rounds (every variant timed in each, order rotated; "
                         "median over rounds)")
+    p.add_argument("--warmup-s", type=float, default=1.0,
+                   help="seconds of untimed calls (every variant in turn) before the rounds")
     p.add_argument("--batch", type=int, nargs="+", default=[None],
                    help="batch sizes (default: each model's, 16 images on a GPU); e.g. 16 1")
     p.add_argument("--formats", nargs="+", default=["contiguous"],

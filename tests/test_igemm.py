@@ -445,25 +445,37 @@ def test_blas_first_call_in_graph_capture():
     assert _rel_err(again, _ref(x, w, b, 1, 0, 1)) <= REL_TOL[torch.bfloat16]
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
-def test_nhwc_blas_experiment(dtype, monkeypatch):
-    """GPUKERN_IGEMM_NHWC_BLAS=1 (igemm.cpp run4, an experiment): 1x1 layers that convert to NHWC
-    run cuBLASLt's pixel-row form instead of the CUTLASS GEMM; the fused op still computes
-    act(conv + bias + residual) with the output in aten's memory format."""
-    monkeypatch.setenv("GPUKERN_IGEMM_NHWC_BLAS", "1")
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_nhwc_blas_small_planes(dtype, monkeypatch):
+    """NCHW 1x1 layers that run4 converts to NHWC run cuBLASLt's pixel-row form on planes of up to
+    7x7 (forms.h nhwc_blas_plane), the CUTLASS GEMM above, and GPUKERN_IGEMM_NHWC_BLAS=1 / 0
+    forces either: each way the fused op computes act(conv + bias + residual) with the output in
+    aten's memory format, and the configuration's name says which ran."""
     gen = torch.Generator().manual_seed(37)
-    for n, c, h, wd, o in [(2, 256, 7, 7, 128), (3, 64, 5, 9, 32)]:
+    for env, (n, c, h, wd, o), want in (
+            (None, (2, 256, 7, 7, 128), "nhwc+cublas_1x1"),
+            (None, (3, 64, 5, 9, 32), "nhwc+cublas_1x1"),
+            ("0", (2, 256, 7, 7, 128), "gemm_1x1"),
+            ("1", (2, 64, 13, 9, 32), "nhwc+cublas_1x1"),
+            (None, (2, 64, 13, 9, 32), "gemm_1x1")):
+        if env is None:
+            monkeypatch.delenv("GPUKERN_IGEMM_NHWC_BLAS", raising=False)
+        else:
+            monkeypatch.setenv("GPUKERN_IGEMM_NHWC_BLAS", env)
         x = _rand(n, c, h, wd, dtype=dtype, gen=gen)
         w = _rand(o, c, 1, 1, dtype=dtype, gen=gen) / c ** 0.5
         b = _rand(o, dtype=dtype, gen=gen)
+        name = torch.ops.gpukern._igemm_config_conv2d(x, w, [1, 1], [0, 0], [1, 1])
+        # 16-bit planes whose rows are 16-byte multiples run the kNchw GEMM, unconverted
+        assert name == want, (env, (n, c, h, wd, o), name)
         ref = _ref(x, w, b, 1, 0, 1)
         r = _rand(*ref.shape, dtype=dtype, gen=gen)
         for res, act, fn in ((None, "none", lambda t: t), (r, "relu", F.relu),
                              (None, "silu", F.silu)):
             with torch_ops.force_algorithm("conv2d", "igemm"):
                 out = torch_ops.conv2d_fused(x, w, b, 1, 0, 1, 1, act, res)
-            want = fn(ref + (0 if res is None else res.double()))
-            assert _rel_err(out, want) <= REL_TOL[dtype], (n, c, act)
+            want_out = fn(ref + (0 if res is None else res.double()))
+            assert _rel_err(out, want_out) <= REL_TOL[dtype], (env, n, c, act)
             assert out.is_contiguous()
 
 
@@ -637,7 +649,8 @@ CONFIG_RULE = [
     ((16, 128, 56, 56, 128, 3, 2, 1), "large_128x128"),  # 98 tiles
     ((1, 16, 8, 8, 16, 3, 1, 0), "small_64x64"),         # 36 output pixels
     ((16, 256, 28, 28, 512, 1, 1, 0), "cublas_1x1"),     # NCHW, 28x28 planes: batched cuBLASLt
-    ((16, 512, 7, 7, 2048, 1, 1, 0), "gemm_1x1"),        # NCHW 7x7: the CUTLASS GEMM
+    ((16, 512, 7, 7, 2048, 1, 1, 0), "nhwc+cublas_1x1"),  # NCHW 7x7: converted, cuBLASLt rows
+    ((16, 512, 14, 14, 2048, 1, 1, 0), "gemm_1x1"),      # NCHW 14x14, a large weight: CUTLASS
     ((16, 160, 7, 7, 960, 1, 1, 0), "cublas_1x1"),       # NCHW 7x7, a small weight: batched
     ((16, 960, 1, 1, 240, 1, 1, 0), "cublas_1x1"),       # squeeze-excitation, one pixel an image
     ((16, 3, 224, 224, 64, 7, 2, 3), "stem_im2col_gemm"),

@@ -75,6 +75,23 @@ inline bool blas_images_plane(int64_t hw, int64_t C, int64_t O, bool fp32) {
          (fp32 || C <= kBlasSmallPlaneMaxC);
 }
 
+// NCHW 1x1 layers that run4 converts to NHWC (fp32 under TF32, and 16-bit planes whose rows are
+// not 16-byte multiples, e.g. 7x7): on planes of at most kNhwcBlasMaxPlane output pixels the
+// converted pixel rows go through cuBLASLt's kRows form (its algorithms timed per problem, split-K
+// ones among them) instead of the CUTLASS GEMM, whose 128-row tiles leave most SMs idle there
+// (784 rows at batch 16: 7 tiles of rows). On an H100, batch 16, us against the CUTLASS GEMM
+// (benchmarks/pointwise_libs.py --variants, h100_pointwise_nhwcblas.md): ResNet-50 2048->512
+// 22.3 / 34.7 fp32, 15.7 / 19.2 bf16; 512->2048 20.4 / 21.7 fp32, 15.8 / 18.6 bf16; MobileNetV3
+// 672->160 11.9 / 15.6 and 960->160 12.0 / 15.5 bf16. Larger planes: equal at 14x14, 0.90x on
+// 112x112 (16->16 bf16). GPUKERN_IGEMM_NHWC_BLAS=1 / 0 in the environment forces it on / off
+// (experiments; read on every call).
+constexpr int64_t kNhwcBlasMaxPlane = 49;
+
+inline bool nhwc_blas_plane(int64_t ohw) {
+  const int env = env_switch("GPUKERN_IGEMM_NHWC_BLAS");
+  return env >= 0 ? env == 1 : ohw <= kNhwcBlasMaxPlane;
+}
+
 inline std::array<int64_t, 4> strides4(const at::Tensor& t) {
   return {t.stride(0), t.stride(1), t.stride(2), t.stride(3)};
 }

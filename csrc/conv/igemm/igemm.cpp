@@ -541,6 +541,24 @@ bool run_stem_gemm(const ConvProblem& p, IgemmDtype d, const at::Tensor& x4,
   return true;
 }
 
+// The cuBLASLt plan of a 1x1 layer over run4's packed NHWC copies of x and y (kRows: the weight
+// as A, the pixel rows as B), or none.
+std::optional<BlasPlan> nhwc_blas_of(const ConvProblem& p, IgemmDtype d, bool has_bias,
+                                     bool has_residual) {
+  const std::array<int64_t, 4> xs = {p.C * p.H * p.W, 1, p.W * p.C, p.C};
+  const std::array<int64_t, 4> ys = {p.O * p.OH * p.OW, 1, p.OW * p.O, p.O};
+  auto plan = blas_gemm_of(p, d, xs, ys, p.C, has_bias, has_residual);
+  if (plan && !plan->g.trans_a) plan.reset();
+  return plan;
+}
+
+// Whether run4 converts a 1x1 layer of these x strides to NHWC for the GEMM (takes_gemm_1x1
+// true): x not already NHWC, and the kNchw GEMM (16-bit only) not possible on its planes.
+bool converts_1x1(const ConvProblem& p, IgemmDtype d) {
+  if (p.x_sc == 1 && p.C > 1) return false;  // channels_last already
+  return d == IgemmDtype::kTf32 || (p.H * p.W * p.elem_size) % kTmaBytes != 0;
+}
+
 void run4(const ConvProblem& p, const at::Tensor& x4, const at::Tensor& w4,
           const std::optional<at::Tensor>& bias, const std::optional<at::Tensor>& residual,
           const at::Tensor& y4) {
@@ -599,17 +617,15 @@ void run4(const ConvProblem& p, const at::Tensor& x4, const at::Tensor& w4,
         y_direct ? y4
                  : at::empty(y4.sizes(),
                              y4.options().memory_format(at::MemoryFormat::ChannelsLast));
-    // GPUKERN_IGEMM_NHWC_BLAS=1 in the environment (an experiment, not measured yet): the
-    // converted pixel rows through cuBLASLt's kRows form, whose timed algorithms include split-K
-    // ones, instead of the CUTLASS GEMM (for NCHW layers on small planes: 784 rows on 28 tiles).
-    if (env_switch("GPUKERN_IGEMM_NHWC_BLAS") == 1) {
-      const bool has_res = residual.has_value() && residual->defined();
-      const auto plan = blas_gemm_of(p, d, strides4(xc), strides4(yc), w2.stride(0),
-                                     bc.defined(), has_res);
-      if (plan && plan->g.trans_a &&
-          run_blas_plan(p, *plan, w2.const_data_ptr(), xc.const_data_ptr(), bc, residual, yc)) {
-        if (!y_direct) nhwc_copy_to(yc, y4);
-        return;
+    // Small planes: the converted pixel rows on cuBLASLt (forms.h nhwc_blas_plane).
+    if (!nhwc_strides(x4) && nhwc_blas_plane(p.OH * p.OW)) {
+      if (const auto plan = nhwc_blas_of(p, d, bc.defined(), residual.has_value() &&
+                                                                residual->defined())) {
+        if (run_blas_plan(p, *plan, w2.const_data_ptr(), xc.const_data_ptr(), bc, residual,
+                          yc)) {
+          if (!y_direct) nhwc_copy_to(yc, y4);
+          return;
+        }
       }
     }
     if (try_gemm(p, d, GemmForm::kNhwc, xc, w2, bc, residual, yc)) {
@@ -713,7 +729,12 @@ std::string igemm_config_name(const ConvProblem& p) {
                    p.b != nullptr, p.r != nullptr)) {
     return "cublas_1x1";
   }
-  if (takes_gemm_1x1(p)) return "gemm_1x1";
+  if (takes_gemm_1x1(p)) {
+    return converts_1x1(p, d) && nhwc_blas_plane(p.OH * p.OW) &&
+                   nhwc_blas_of(p, d, p.b != nullptr, p.r != nullptr)
+               ? "nhwc+cublas_1x1"
+               : "gemm_1x1";
+  }
   if (strided_pointwise(p)) {
     // The stride-1 problem over the packed copy subsampled() makes (x's memory format).
     ConvProblem q = p;
