@@ -453,11 +453,12 @@ def test_nhwc_blas_small_planes(dtype, monkeypatch):
     aten's memory format, and the configuration's name says which ran."""
     gen = torch.Generator().manual_seed(37)
     for env, (n, c, h, wd, o), want in (
-            (None, (2, 256, 7, 7, 128), "nhwc+cublas_1x1"),
+            # (a small weight on these planes takes the batched NCHW form, cublas_1x1, instead)
+            (None, (2, 512, 7, 7, 1024), "nhwc+cublas_1x1"),
             (None, (3, 64, 5, 9, 32), "nhwc+cublas_1x1"),
-            ("0", (2, 256, 7, 7, 128), "gemm_1x1"),
-            ("1", (2, 64, 13, 9, 32), "nhwc+cublas_1x1"),
-            (None, (2, 64, 13, 9, 32), "gemm_1x1")):
+            ("0", (2, 512, 7, 7, 1024), "gemm_1x1"),
+            ("1", (2, 512, 13, 9, 1024), "nhwc+cublas_1x1"),
+            (None, (2, 512, 13, 9, 1024), "gemm_1x1")):
         if env is None:
             monkeypatch.delenv("GPUKERN_IGEMM_NHWC_BLAS", raising=False)
         else:
@@ -466,7 +467,6 @@ def test_nhwc_blas_small_planes(dtype, monkeypatch):
         w = _rand(o, c, 1, 1, dtype=dtype, gen=gen) / c ** 0.5
         b = _rand(o, dtype=dtype, gen=gen)
         name = torch.ops.gpukern._igemm_config_conv2d(x, w, [1, 1], [0, 0], [1, 1])
-        # 16-bit planes whose rows are 16-byte multiples run the kNchw GEMM, unconverted
         assert name == want, (env, (n, c, h, wd, o), name)
         ref = _ref(x, w, b, 1, 0, 1)
         r = _rand(*ref.shape, dtype=dtype, gen=gen)
@@ -650,7 +650,7 @@ CONFIG_RULE = [
     ((1, 16, 8, 8, 16, 3, 1, 0), "small_64x64"),         # 36 output pixels
     ((16, 256, 28, 28, 512, 1, 1, 0), "cublas_1x1"),     # NCHW, 28x28 planes: batched cuBLASLt
     ((16, 512, 7, 7, 2048, 1, 1, 0), "nhwc+cublas_1x1"),  # NCHW 7x7: converted, cuBLASLt rows
-    ((16, 512, 14, 14, 2048, 1, 1, 0), "gemm_1x1"),      # NCHW 14x14, a large weight: CUTLASS
+    ((16, 512, 14, 14, 2048, 1, 1, 0), "cublas_1x1"),    # NCHW 14x14: batched cuBLASLt
     ((16, 160, 7, 7, 960, 1, 1, 0), "cublas_1x1"),       # NCHW 7x7, a small weight: batched
     ((16, 960, 1, 1, 240, 1, 1, 0), "cublas_1x1"),       # squeeze-excitation, one pixel an image
     ((16, 3, 224, 224, 64, 7, 2, 3), "stem_im2col_gemm"),
