@@ -7,7 +7,7 @@ rounds (paired per round, as models.py) and lists each variant's GPU kernels fro
 (time per forward, top kernels), so that a loss can be placed: GPU kernels or host.
 
     python3 benchmarks/compiled_probe.py --model convnext_tiny --dtype bfloat16 \
-        --keep-torch features.0.0
+        --keep-torch features.0.0 features.1,features.3,features.5,features.7
 """
 import argparse
 import collections
@@ -38,19 +38,24 @@ def events_ms(fn, x, reps):
 
 
 def kernels(fn, x, calls=5):
+    """({kernel: GPU us per forward}, {kernel: launches per forward}, {CPU op: self host us per
+    forward})."""
     from torch.profiler import profile, ProfilerActivity
     torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
         for _ in range(calls):
             fn(*x)
         torch.cuda.synchronize()
     per = collections.Counter()
     count = collections.Counter()
+    host = collections.Counter()
     for e in prof.events():
         if e.device_type == torch.autograd.DeviceType.CUDA:
             per[e.name] += e.device_time / calls
             count[e.name] += 1 / calls
-    return per, count
+        else:
+            host[e.name] += e.self_cpu_time_total / calls
+    return per, count, host
 
 
 def main():
@@ -58,7 +63,9 @@ def main():
     p.add_argument("--model", default="convnext_tiny")
     p.add_argument("--dtype", default="bfloat16")
     p.add_argument("--batch", type=int, default=16)
-    p.add_argument("--keep-torch", nargs="*", default=[])
+    p.add_argument("--keep-torch", nargs="*", default=[],
+                   help="variants of the swap keeping layers on torch: each argument a "
+                        "comma-separated list of module-name prefixes (one variant each)")
     p.add_argument("--rounds", type=int, default=21)
     p.add_argument("--reps", type=int, default=4)
     p.add_argument("--top", type=int, default=12)
@@ -75,11 +82,11 @@ def main():
         stock = copy.deepcopy(base).to(dtype)
         variants["stock"] = stock
         variants["swap"] = torch_ops.swap(copy.deepcopy(stock), example_inputs=x).model
-        if args.keep_torch:
-            keep = tuple(args.keep_torch)
-            variants["swap(keep)"] = torch_ops.swap(
+        for spec in args.keep_torch:
+            keep = tuple(spec.split(","))
+            variants[f"keep({spec})"] = torch_ops.swap(
                 copy.deepcopy(stock), example_inputs=x,
-                filter=lambda name, m: not name.startswith(keep)).model
+                filter=lambda name, m, keep=keep: not name.startswith(keep)).model
         compiled = {}
         ref = None
         for name, m in variants.items():
@@ -100,7 +107,7 @@ def main():
         print(f"\n{args.model} {described} {args.dtype} compiled, {args.rounds} rounds")
         for n in names:
             paired = statistics.median(s / v for s, v in zip(per["stock"], per[n]))
-            print(f"{n:12} median {statistics.median(per[n]):.3f} ms  min {min(per[n]):.3f}  "
+            print(f"{n:40} median {statistics.median(per[n]):.3f} ms  min {min(per[n]):.3f}  "
                   f"paired speedup {paired:.3f}")
         prof = {n: kernels(compiled[n], x) for n in names}
         for n in names:
@@ -109,6 +116,17 @@ def main():
                   f"{sum(prof[n][1].values()):.0f} kernels")
             for kname, us in prof[n][0].most_common(args.top):
                 print(f"  {us:8.1f} us  x{prof[n][1][kname]:.0f}  {kname[:110]}")
+        for n in names:
+            print(f"\n{n}: host self time per forward by CPU op (profiled), top {args.top}")
+            for op, us in prof[n][2].most_common(args.top):
+                print(f"  {us:8.1f} us  {op[:110]}")
+        for n in names[1:]:
+            diff = collections.Counter()
+            for op in set(prof[n][2]) | set(prof["stock"][2]):
+                diff[op] = prof[n][2][op] - prof["stock"][2][op]
+            print(f"\n{n} - stock, host self time by CPU op, largest differences (us per forward):")
+            for op, us in sorted(diff.items(), key=lambda kv: -abs(kv[1]))[:args.top]:
+                print(f"  {us:+8.1f}  {op[:110]}")
         for n in names[1:]:
             diff = collections.Counter()
             for kname in set(prof[n][0]) | set(prof["stock"][0]):
