@@ -198,3 +198,38 @@ def test_compiled_guards_per_swapped_layer(with_rule, monkeypatch):
     # per layer its uid, policy and CPU flag and torch's or gpukern's conv method; once per model
     # the globals the choice reads (about 30)
     assert swap_guards - stock_guards <= 5 * layers + 40, (swap_guards, stock_guards)
+
+
+def test_compiled_plan_matches_the_traced_lookup(monkeypatch):
+    """policy.compiled_choice (the constant plan, then its bounds tested on x) decides exactly as
+    the rule lookup it replaces (_compiled_rules_choice), over the shipped COMPILED_RULES (read
+    as this CPU's arch), for many layers and inputs: kinds, strides, dtypes, layouts, sizes."""
+    monkeypatch.setattr(gk_policy, "_RULED_DEVICE_TYPES", ("cuda", "cpu"))
+    arch = {r.arch for r in gk_policy.COMPILED_RULES}.pop()
+    monkeypatch.setattr(gk_policy, "_arch", lambda device_type, index: arch)
+    gen = torch.Generator().manual_seed(5)
+    checked = gpukern = 0
+    for i in range(400):
+        pick = lambda seq: seq[int(torch.randint(len(seq), (1,), generator=gen))]  # noqa: E731
+        cin = pick([3, 16, 24, 64, 96, 120, 160, 256, 384, 512, 672, 960])
+        k = pick([1, 3, 5, 7])
+        stride = pick([1, 2])
+        groups = pick([1, cin])
+        cout = cin if groups == cin else pick([16, 64, 160, 256, 512])
+        conv = nn.Conv2d(cin, cout, k, stride=stride, padding=k // 2, groups=groups, bias=False)
+        layer = torch_ops.nn.Conv2d.from_module(conv)
+        gk_policy.register(layer, "rules", False)
+        n, hw = pick([1, 8, 16]), pick([7, 14, 28, 56, 112])
+        dtype = pick([torch.float32, torch.bfloat16])
+        x = torch.empty(n, cin, hw, hw, dtype=dtype)
+        layout = pick(["contiguous", "channels_last", "strided"])
+        if layout == "channels_last":
+            x = x.contiguous(memory_format=torch.channels_last)
+        elif layout == "strided":
+            x = torch.empty(n, cin, hw, hw + 1, dtype=dtype)[..., :hw]
+        want = gk_policy._compiled_rules_choice(layer, x)
+        assert gk_policy.compiled_choice(layer, x) == want, (cin, cout, k, stride, groups, n,
+                                                             hw, dtype, layout)
+        checked += 1
+        gpukern += want
+    assert checked == 400 and gpukern > 0  # some of the draws do match a gpukern rule
