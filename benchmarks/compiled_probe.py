@@ -58,6 +58,14 @@ def kernels(fn, x, calls=5):
     return per, count, host
 
 
+def print_differences(title, times, base, top):
+    """The `top` largest differences times - base (us per forward, by name)."""
+    diff = {name: times.get(name, 0.0) - base.get(name, 0.0) for name in set(times) | set(base)}
+    print(f"\n{title}, largest differences (us per forward):")
+    for name, us in sorted(diff.items(), key=lambda kv: -abs(kv[1]))[:top]:
+        print(f"  {us:+8.1f}  {name[:110]}")
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--model", default="convnext_tiny")
@@ -121,20 +129,10 @@ def main():
             for op, us in prof[n][2].most_common(args.top):
                 print(f"  {us:8.1f} us  {op[:110]}")
         for n in names[1:]:
-            diff = collections.Counter()
-            for op in set(prof[n][2]) | set(prof["stock"][2]):
-                diff[op] = prof[n][2][op] - prof["stock"][2][op]
-            print(f"\n{n} - stock, host self time by CPU op, largest differences (us per forward):")
-            for op, us in sorted(diff.items(), key=lambda kv: -abs(kv[1]))[:args.top]:
-                print(f"  {us:+8.1f}  {op[:110]}")
-        for n in names[1:]:
-            diff = collections.Counter()
-            for kname in set(prof[n][0]) | set(prof["stock"][0]):
-                diff[kname] = prof[n][0][kname] - prof["stock"][0][kname]
-            print(f"\n{n} - stock, largest differences (us per forward):")
-            for kname, us in sorted(diff.items(), key=lambda kv: -abs(kv[1]))[:args.top]:
-                print(f"  {us:+8.1f}  {kname[:110]}")
-
+            print_differences(f"{n} - stock, host self time by CPU op", prof[n][2],
+                              prof["stock"][2], args.top)
+            print_differences(f"{n} - stock, GPU time by kernel", prof[n][0], prof["stock"][0],
+                              args.top)
 
 if __name__ == "__main__":
     main()

@@ -193,7 +193,7 @@ def _skip_counts(report):
 
 def _paired(stock_rounds, rounds):
     """Median over rounds of stock's time / the variant's time in the same round: each ratio
-    compares two timings taken seconds apart, so a slow spell of the host (a host-bound model's
+    compares two timings taken in one round (well under a second apart), so a slow spell of the host (a host-bound model's
     time follows the CPU) falls on both sides of it instead of on whichever median it lands in."""
     return statistics.median(s / v for s, v in zip(stock_rounds, rounds))
 
