@@ -161,3 +161,75 @@ def test_compiled_channels_last_swap_is_one_graph():
     torch._dynamo.reset()
     assert seen and all(t.is_contiguous(memory_format=torch.channels_last) for t in seen)
     torch.testing.assert_close(out, ref, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("with_rule", [False, True], ids=["no-rule", "depthwise-rule"])
+def test_compiled_guards_per_swapped_layer(with_rule, monkeypatch):
+    """Every call of a compiled model evaluates the guards dynamo installed. A swapped layer kept
+    converted (prune=False) adds a few (its uid, policy and CPU flag, the conv method), not one per
+    attribute read of the rule lookup traced op by op (18 a layer before policy._compiled_plan,
+    about 130 us a forward of swapped ConvNeXt-T on a 2-core host). With a rule that leaves the
+    choice to the input's sizes (the depthwise 7x7 layers here), the bounds are tested in traced
+    code on the intermediate tensors' static sizes, which adds no guard."""
+    monkeypatch.setattr(gk_policy, "_RULED_DEVICE_TYPES", ("cuda", "cpu"))
+    if with_rule:
+        rule = gk_policy.Rule("cpu", "conv2d", "depthwise", "1", "float32", "*", None,
+                              None, None, "gpukern", "test rule", taps_min=49)
+        monkeypatch.setattr(gk_policy, "COMPILED_RULES", [rule])
+    torch.manual_seed(0)
+    stock = tvm.convnext_tiny(weights=None).eval()
+    x = torch.randn(1, 3, 32, 32)
+    result = torch_ops.swap(copy.deepcopy(stock), example_inputs=(x,), prune=False)
+    layers = len(result.replaced) + len(result.fused)
+    assert layers == 22
+
+    def guards(model):
+        torch._dynamo.reset()
+        with torch.inference_mode():
+            ex = torch._dynamo.explain(model)(x)
+        torch._dynamo.reset()
+        assert (ex.graph_count, ex.graph_break_count) == (1, 0)
+        ops = [str(n.target) for g in ex.graphs for n in g.graph.nodes if n.op == "call_function"]
+        return len(ex.out_guards), sum(1 for t in ops if "gpukern" in t)
+
+    stock_guards, _ = guards(stock)
+    swap_guards, gk_ops = guards(result.model)
+    assert gk_ops == (18 if with_rule else 0)  # the rule's layers on gpukern, compiled
+    # per layer its uid, policy and CPU flag and torch's or gpukern's conv method; once per model
+    # the globals the choice reads (about 30)
+    assert swap_guards - stock_guards <= 5 * layers + 40, (swap_guards, stock_guards)
+
+
+def test_compiled_plan_matches_the_traced_lookup(monkeypatch):
+    """policy.compiled_choice (the constant plan, then its bounds tested on x) decides exactly as
+    the rule lookup it replaces (_compiled_rules_choice), over the shipped COMPILED_RULES (read
+    as this CPU's arch), for many layers and inputs: kinds, strides, dtypes, layouts, sizes."""
+    monkeypatch.setattr(gk_policy, "_RULED_DEVICE_TYPES", ("cuda", "cpu"))
+    arch = {r.arch for r in gk_policy.COMPILED_RULES}.pop()
+    monkeypatch.setattr(gk_policy, "_arch", lambda device_type, index: arch)
+    gen = torch.Generator().manual_seed(5)
+    checked = gpukern = 0
+    for i in range(400):
+        pick = lambda seq: seq[int(torch.randint(len(seq), (1,), generator=gen))]  # noqa: E731
+        cin = pick([3, 16, 24, 64, 96, 120, 160, 256, 384, 512, 672, 960])
+        k = pick([1, 3, 5, 7])
+        stride = pick([1, 2])
+        groups = pick([1, cin])
+        cout = cin if groups == cin else pick([16, 64, 160, 256, 512])
+        conv = nn.Conv2d(cin, cout, k, stride=stride, padding=k // 2, groups=groups, bias=False)
+        layer = torch_ops.nn.Conv2d.from_module(conv)
+        gk_policy.register(layer, "rules", False)
+        n, hw = pick([1, 8, 16]), pick([7, 14, 28, 56, 112])
+        dtype = pick([torch.float32, torch.bfloat16])
+        x = torch.empty(n, cin, hw, hw, dtype=dtype)
+        layout = pick(["contiguous", "channels_last", "strided"])
+        if layout == "channels_last":
+            x = x.contiguous(memory_format=torch.channels_last)
+        elif layout == "strided":
+            x = torch.empty(n, cin, hw, hw + 1, dtype=dtype)[..., :hw]
+        want = gk_policy._compiled_rules_choice(layer, x)
+        assert gk_policy.compiled_choice(layer, x) == want, (cin, cout, k, stride, groups, n,
+                                                             hw, dtype, layout)
+        checked += 1
+        gpukern += want
+    assert checked == 400 and gpukern > 0  # some of the draws do match a gpukern rule

@@ -36,6 +36,7 @@ import torch.nn.utils.parametrize  # noqa: F401  (its module name, for _parametr
 
 from . import functional as gk
 from . import policy as _policy
+from .policy import compiled_choice as _compiled_choice
 
 __all__ = ["Conv1d", "Conv2d", "FusedConv1d", "FusedConv2d", "ACTIVATIONS", "has_fused_op"]
 
@@ -101,7 +102,7 @@ class _FromModule:
         # torch_ops.policy.use_gpukern): a layer whose policy says torch then runs what the
         # stock layer runs (torch's _conv_forward) with no further Python in between.
         if _is_compiling():
-            gk = _policy.use_gpukern(self, input)
+            gk = _compiled_choice(self, input)
         else:
             fast = self.__dict__.get("_gk_fast")
             gk = None if fast is None else fast.get(
@@ -392,7 +393,7 @@ class _FusedConvNd(torch.nn.Module):
         # As _FromModule.forward: the policy's eager cache inline; the torch path is the stock
         # sequence (conv with the folded weights, + residual, activation).
         if _is_compiling():
-            gk = _policy.use_gpukern(self, x, residual)
+            gk = _compiled_choice(self, x, residual)
         else:
             fast = self.__dict__.get("_gk_fast")
             gk = None if fast is None else fast.get(

@@ -24,8 +24,10 @@ gpukern's CPU kernels when the model was swapped with ``cpu=True`` and torch's o
 
 torch.compile and CUDA graphs: nothing is timed while dynamo traces or while a CUDA graph is
 being captured (timing synchronises). Inside a compiled function the decision comes from
-:func:`_compiled_choice`, which dynamo calls once while tracing and keeps as a constant
-(``torch._dynamo.assume_constant_result``, as :mod:`torch_ops.fastpath` does): the decision
+:func:`compiled_choice`: :func:`_compiled_plan`, which dynamo calls once while tracing and
+keeps as a constant (``torch._dynamo.assume_constant_result``, as :mod:`torch_ops.fastpath`
+does), gives the choice or the candidate rules' bounds, which the traced code tests on the
+input's sizes (a few guards per layer, each evaluated by every call of the compiled model): the decision
 cached by an earlier eager call with the same signature for ``"autotune"``; for ``"rules"`` the
 conv-alone rules (``fused=False``) even for a fused block, since inductor fuses torch's own BN,
 activation and residual add after the conv (the fused rules were measured against torch's eager
@@ -728,6 +730,89 @@ def _compiled_candidates(device_type: str, index: Optional[int], op: str, kind: 
                  and all(getattr(rule, f) in ("*", key[f]) for f in key))
 
 
+_BOUND_FIELDS = ("out_px", "m_px", "in_ch", "out_ch", "taps")
+
+
+@torch._dynamo.assume_constant_result
+def _compiled_plan(uid: str, policy: str, cpu: bool, dtype: str, device_type: str,
+                   index: Optional[int]):
+    """What a traced call of the layer registered as ``uid`` needs, computed in plain Python
+    while dynamo traces and kept as a constant: True / False where the choice does not depend on
+    the input's sizes and layout; else (the candidate COMPILED_RULES as (layout, bounds, gpukern?)
+    tuples, the layer's geometry: spatial dims, kernel, stride, padding, dilation, channels in and
+    out); None where no layer is registered under ``uid`` (the caller then traces
+    _compiled_use). One call instead of the rule lookup traced op by op, whose attribute reads
+    and module-global lookups each became a guard that every call of the compiled model
+    evaluates: a swapped ConvNeXt-T spent about 130 us a forward in guards on a 2-core host,
+    against the stock model's 50 (the layers' geometry stays guarded where torch reads it)."""
+    layer = _LAYERS.get(uid)
+    if layer is None:
+        return None
+    if device_type == "cpu" and device_type not in _RULED_DEVICE_TYPES:
+        return bool(cpu)
+    if device_type not in ("cpu", "cuda"):
+        return True
+    if policy == "all":
+        return True
+    if policy == "autotune":
+        cached = layer.__dict__.get("_gk_last_choice")
+        if cached is not None:
+            return cached
+    kind = layer_kind(layer.in_channels, layer.out_channels, layer.groups, layer.kernel_size)
+    stride = "1" if all(int(v) == 1 for v in layer.stride) else ">1"
+    cands = _compiled_candidates(device_type, index, layer._gk_op, kind, stride, dtype)
+    if not cands:
+        return False
+    rules = tuple((COMPILED_RULES[i].layout,
+                   tuple((getattr(COMPILED_RULES[i], f + "_min"),
+                          getattr(COMPILED_RULES[i], f + "_max")) for f in _BOUND_FIELDS),
+                   COMPILED_RULES[i].path == "gpukern") for i in cands)
+    padding = layer.padding if isinstance(layer.padding, str) else tuple(layer.padding)
+    geometry = (int(getattr(layer, "_nsp", len(layer.kernel_size))), tuple(layer.kernel_size),
+                tuple(layer.stride), padding, tuple(layer.dilation), int(layer.in_channels),
+                int(layer.out_channels))
+    return rules, geometry
+
+
+def compiled_choice(layer: torch.nn.Module, x: torch.Tensor,
+                    residual: Optional[torch.Tensor] = None) -> bool:
+    """The choice while dynamo traces (a swapped layer's forward calls it under compile): the
+    constant plan (_compiled_plan), then, where it leaves the choice to the input, its layout
+    and size bounds tested on x in traced code (sizes dynamo keeps symbolic are guarded on
+    exactly those comparisons, as in _compiled_rules_choice)."""
+    policy = layer.gpukern_policy
+    if policy == "all":  # also every layer built directly (no uid): no rule to look up
+        return _compiled_use(layer, x, residual)
+    device = x.device
+    cpu = layer.gpukern_cpu if device.type == "cpu" else False
+    plan = _compiled_plan(layer._gk_uid, policy, cpu, str(x.dtype).replace("torch.", ""),
+                          device.type, device.index)
+    if plan is None:
+        return _compiled_use(layer, x, residual)
+    if plan is True or plan is False:
+        return plan
+    rules, (nsp, kernel, stride, padding, dilation, in_ch, out_ch) = plan
+    if x.is_contiguous():
+        layout = "contiguous"
+    elif x.dim() == 4 and x.is_contiguous(memory_format=torch.channels_last):
+        layout = "channels_last"
+    else:
+        layout = "strided"
+    out_px = out_plane(list(x.shape[x.dim() - nsp:]), kernel, stride, padding, dilation)
+    sizes = (out_px, out_px * (x.shape[0] if x.dim() == nsp + 2 else 1), in_ch, out_ch,
+             filter_taps(kernel))
+    for rule_layout, bounds, gpukern in rules:
+        if rule_layout != "*" and rule_layout != layout:
+            continue
+        inside = True
+        for v, (lo, hi) in zip(sizes, bounds):
+            if (lo is not None and v < lo) or (hi is not None and v > hi):
+                inside = False
+        if inside:
+            return gpukern
+    return False
+
+
 def _compiled_rules_choice(layer, x: torch.Tensor) -> bool:
     """The rules' choice while dynamo traces. The cell's candidate rules come from a constant
     lookup; their layout and size bounds are then tested on x here, in traced code, so that
@@ -872,7 +957,7 @@ def use_gpukern(layer: torch.nn.Module, x: torch.Tensor,
     filled by the first call with each signature (:func:`_decide`); the layers' ``forward``
     inlines that lookup, this function is the general entry."""
     if torch.compiler.is_compiling():
-        return _compiled_use(layer, x, residual)
+        return compiled_choice(layer, x, residual)
     fast = layer.__dict__.get("_gk_fast")
     if fast is not None:
         hit = fast.get(fast_key(x, residual is not None))
