@@ -79,9 +79,21 @@ def measurements(paths, arch=None, skip_batch1=False):
     return out
 
 
+#: (op, kind) cells that stay on torch under torch.compile whatever the census says, so the
+#: compiled table has no rule for them (an unmatched layer runs torch). 2-D stems: inductor fuses
+#: the stem's bias and what follows it (ConvNeXt-T's permute + LayerNorm) into one kernel after
+#: cuDNN's convolution, which the census's conv-alone times do not see. Measured on an H100
+#: (benchmarks/compiled_probe.py, ConvNeXt-T, batch 16, bf16, compiled, paired over 21 rounds):
+#: the default swap ran 0.952x of compiled stock with its 4x4 stem on gpukern and 1.007x with the
+#: stem kept on torch (the 18 depthwise layers on gpukern in both).
+COMPILED_TORCH_CELLS = (("conv2d", "stem"),)
+
+
 def compiled_measurements(paths, arch=None):
-    """The rows COMPILED_RULES is derived from: plain convolutions of the batched censuses."""
-    return [m for m in measurements(paths, arch, skip_batch1=True) if not m[0]["fused"]]
+    """The rows COMPILED_RULES is derived from: plain convolutions of the batched censuses, but
+    for the cells in COMPILED_TORCH_CELLS."""
+    return [m for m in measurements(paths, arch, skip_batch1=True) if not m[0]["fused"]
+            and (m[0]["op"], m[0]["kind"]) not in COMPILED_TORCH_CELLS]
 
 
 def _src(rows, files, what):

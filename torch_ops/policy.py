@@ -124,7 +124,8 @@ class Rule:
 # derive_policy.MIN_SAVED_US per call; see benchmarks/derive_policy.py, which also checks that
 # no measured slower layer falls under a gpukern rule, as tests/test_policy_table.py does).
 # RULES serve eager calls; COMPILED_RULES (plain convolutions only, every kind held to
-# MIN_SAVED_US, batched censuses only) serve calls traced by torch.compile
+# MIN_SAVED_US, batched censuses only, no 2-D stems: derive_policy.COMPILED_TORCH_CELLS) serve
+# calls traced by torch.compile
 # (_compiled_rules_choice). Only the gpukern rules matter (anything unmatched runs torch); the
 # torch rules document the measured cells. float16 was not measured: it runs torch under "rules".
 # BEGIN GENERATED RULES
@@ -515,20 +516,6 @@ COMPILED_RULES: List[Rule] = [
          'h100_layers.json: 2 layer(s), out_px >= 784, in_ch <= 72, out_ch <= 72, m_px >= 12544, gpukern/torch 1.26x-1.69x', in_ch_max=72, out_ch_max=72, m_px_min=12544),
     Rule('sm_90', 'conv2d', 'depthwise', '>1', 'float32', 'contiguous', False, None, None, 'torch',
          'h100_layers.json: 2 layer(s) (mixed; the rest), gpukern/torch 0.96x-1.14x'),
-    Rule('sm_90', 'conv2d', 'stem', '>1', 'bfloat16', 'channels_last', False, None, None, 'gpukern',
-         'h100_layers.json: 3 layer(s), m_px >= 50176, gpukern/torch 1.25x-2.34x', m_px_min=50176),
-    Rule('sm_90', 'conv2d', 'stem', '>1', 'bfloat16', 'contiguous', False, None, None, 'gpukern',
-         'h100_layers.json: 2 layer(s), out_ch >= 64, taps >= 16, m_px >= 50176, gpukern/torch 1.44x-1.54x', out_ch_min=64, m_px_min=50176, taps_min=16),
-    Rule('sm_90', 'conv2d', 'stem', '>1', 'bfloat16', 'contiguous', False, None, None, 'torch',
-         'h100_layers.json: 1 layer(s) (mixed; the rest), gpukern/torch 1.00x-1.00x'),
-    Rule('sm_90', 'conv2d', 'stem', '>1', 'float32', 'channels_last', False, None, 3136, 'gpukern',
-         'h100_layers.json: 1 layer(s), out_px <= 3136, out_ch >= 96, taps 16..16, m_px 50176..50176, gpukern/torch 1.71x-1.71x', out_ch_min=96, m_px_min=50176, m_px_max=50176, taps_min=16, taps_max=16),
-    Rule('sm_90', 'conv2d', 'stem', '>1', 'float32', 'channels_last', False, None, None, 'torch',
-         'h100_layers.json: 2 layer(s) (mixed; the rest), gpukern/torch 0.69x-1.10x'),
-    Rule('sm_90', 'conv2d', 'stem', '>1', 'float32', 'contiguous', False, None, None, 'gpukern',
-         'h100_layers.json: 2 layer(s), taps <= 16, m_px >= 50176, gpukern/torch 1.24x-1.33x', m_px_min=50176, taps_max=16),
-    Rule('sm_90', 'conv2d', 'stem', '>1', 'float32', 'contiguous', False, None, None, 'torch',
-         'h100_layers.json: 1 layer(s) (mixed; the rest), gpukern/torch 0.87x-0.87x'),
 ]
 # END GENERATED RULES
 
