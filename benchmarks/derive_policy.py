@@ -79,21 +79,30 @@ def measurements(paths, arch=None, skip_batch1=False):
     return out
 
 
-#: (op, kind) cells that stay on torch under torch.compile whatever the census says, so the
-#: compiled table has no rule for them (an unmatched layer runs torch). 2-D stems: inductor fuses
-#: the stem's bias and what follows it (ConvNeXt-T's permute + LayerNorm) into one kernel after
-#: cuDNN's convolution, which the census's conv-alone times do not see. Measured on an H100
-#: (benchmarks/compiled_probe.py, ConvNeXt-T, batch 16, bf16, compiled, paired over 21 rounds):
-#: the default swap ran 0.952x of compiled stock with its 4x4 stem on gpukern and 1.007x with the
-#: stem kept on torch (the 18 depthwise layers on gpukern in both).
-COMPILED_TORCH_CELLS = (("conv2d", "stem"),)
+#: (op, kind, dtype) cells ("*": any dtype) that stay on torch under torch.compile whatever the
+#: census says, so the compiled table has no rule for them (an unmatched layer runs torch). The
+#: census times a convolution alone; compiled, inductor fuses what is around torch's convolution
+#: (the bias, permutes, LayerNorm), and the whole model is often host-bound, so a faster kernel
+#: alone need not pay. Measured on an H100 (benchmarks/compiled_probe.py, ConvNeXt-T, batch 16,
+#: bf16, compiled, paired medians over 21-31 rounds against compiled stock):
+#: - 2-D stems: the default swap ran 0.952x with its 4x4 stem on gpukern, 1.007x with the stem
+#:   kept on torch (the 18 depthwise layers on gpukern in both);
+#: - bf16 2-D depthwise: with the stem on torch, 0.938x with the 18 depthwise 7x7 layers on
+#:   gpukern (GPU kernels 1.24 ms per forward against stock's 1.32; the forward takes 2.1-2.3 ms,
+#:   host-bound) and 0.995x with them on torch.
+COMPILED_TORCH_CELLS = (("conv2d", "stem", "*"), ("conv2d", "depthwise", "bfloat16"))
+
+
+def _compiled_torch_cell(key) -> bool:
+    return any(key["op"] == op and key["kind"] == kind and dtype in ("*", key["dtype"])
+               for op, kind, dtype in COMPILED_TORCH_CELLS)
 
 
 def compiled_measurements(paths, arch=None):
     """The rows COMPILED_RULES is derived from: plain convolutions of the batched censuses, but
     for the cells in COMPILED_TORCH_CELLS."""
-    return [m for m in measurements(paths, arch, skip_batch1=True) if not m[0]["fused"]
-            and (m[0]["op"], m[0]["kind"]) not in COMPILED_TORCH_CELLS]
+    return [m for m in measurements(paths, arch, skip_batch1=True)
+            if not m[0]["fused"] and not _compiled_torch_cell(m[0])]
 
 
 def _src(rows, files, what):

@@ -124,8 +124,8 @@ class Rule:
 # derive_policy.MIN_SAVED_US per call; see benchmarks/derive_policy.py, which also checks that
 # no measured slower layer falls under a gpukern rule, as tests/test_policy_table.py does).
 # RULES serve eager calls; COMPILED_RULES (plain convolutions only, every kind held to
-# MIN_SAVED_US, batched censuses only, no 2-D stems: derive_policy.COMPILED_TORCH_CELLS) serve
-# calls traced by torch.compile
+# MIN_SAVED_US, batched censuses only, no 2-D stems and no bf16 2-D depthwise layers:
+# derive_policy.COMPILED_TORCH_CELLS) serve calls traced by torch.compile
 # (_compiled_rules_choice). Only the gpukern rules matter (anything unmatched runs torch); the
 # torch rules document the measured cells. float16 was not measured: it runs torch under "rules".
 # BEGIN GENERATED RULES
@@ -484,16 +484,6 @@ COMPILED_RULES: List[Rule] = [
          'h100_layers.json: 7 layer(s) (mixed; the rest), gpukern/torch 0.82x-1.37x'),
     Rule('sm_90', 'conv2d', 'denseKxK', '>1', 'float32', 'contiguous', False, None, None, 'torch',
          'h100_layers.json: 3 layer(s), gpukern/torch 0.85x-0.97x'),
-    Rule('sm_90', 'conv2d', 'depthwise', '1', 'bfloat16', 'channels_last', False, None, 3136, 'gpukern',
-         'h100_layers.json: 8 layer(s), out_px <= 3136, in_ch 96..768, out_ch 96..768, taps >= 49, m_px 784..50176, gpukern/torch 1.46x-1.92x', in_ch_min=96, in_ch_max=768, out_ch_min=96, out_ch_max=768, m_px_min=784, m_px_max=50176, taps_min=49),
-    Rule('sm_90', 'conv2d', 'depthwise', '1', 'bfloat16', 'channels_last', False, None, None, 'torch',
-         'h100_layers.json: 8 layer(s) (mixed; the rest), gpukern/torch 0.81x-1.43x'),
-    Rule('sm_90', 'conv2d', 'depthwise', '1', 'bfloat16', 'contiguous', False, 196, 196, 'gpukern',
-         'h100_layers.json: 2 layer(s), out_px 196..196, in_ch 480..672, out_ch 480..672, taps <= 9, m_px 3136..3136, gpukern/torch 1.54x-1.57x', in_ch_min=480, in_ch_max=672, out_ch_min=480, out_ch_max=672, m_px_min=3136, m_px_max=3136, taps_max=9),
-    Rule('sm_90', 'conv2d', 'depthwise', '1', 'bfloat16', 'contiguous', False, 784, None, 'gpukern',
-         'h100_layers.json: 3 layer(s), out_px >= 784, in_ch <= 120, out_ch <= 120, m_px >= 12544, gpukern/torch 1.93x-5.75x', in_ch_max=120, out_ch_max=120, m_px_min=12544),
-    Rule('sm_90', 'conv2d', 'depthwise', '1', 'bfloat16', 'contiguous', False, None, None, 'torch',
-         'h100_layers.json: 3 layer(s) (mixed; the rest), gpukern/torch 1.31x-1.67x'),
     Rule('sm_90', 'conv2d', 'depthwise', '1', 'float32', 'channels_last', False, None, 3136, 'gpukern',
          'h100_layers.json: 8 layer(s), out_px <= 3136, in_ch 96..768, out_ch 96..768, taps >= 49, m_px 784..50176, gpukern/torch 1.76x-2.22x', in_ch_min=96, in_ch_max=768, out_ch_min=96, out_ch_max=768, m_px_min=784, m_px_max=50176, taps_min=49),
     Rule('sm_90', 'conv2d', 'depthwise', '1', 'float32', 'channels_last', False, None, None, 'torch',
@@ -504,12 +494,6 @@ COMPILED_RULES: List[Rule] = [
          'h100_layers.json: 3 layer(s), out_px >= 784, in_ch <= 120, out_ch <= 120, m_px >= 12544, gpukern/torch 1.68x-3.10x', in_ch_max=120, out_ch_max=120, m_px_min=12544),
     Rule('sm_90', 'conv2d', 'depthwise', '1', 'float32', 'contiguous', False, None, None, 'torch',
          'h100_layers.json: 3 layer(s) (mixed; the rest), gpukern/torch 1.27x-1.70x'),
-    Rule('sm_90', 'conv2d', 'depthwise', '>1', 'bfloat16', 'channels_last', False, None, None, 'torch',
-         'h100_layers.json: 4 layer(s), gpukern/torch 0.79x-1.39x'),
-    Rule('sm_90', 'conv2d', 'depthwise', '>1', 'bfloat16', 'contiguous', False, 784, None, 'gpukern',
-         'h100_layers.json: 2 layer(s), out_px >= 784, in_ch <= 72, out_ch <= 72, m_px >= 12544, gpukern/torch 1.43x-1.65x', in_ch_max=72, out_ch_max=72, m_px_min=12544),
-    Rule('sm_90', 'conv2d', 'depthwise', '>1', 'bfloat16', 'contiguous', False, None, None, 'torch',
-         'h100_layers.json: 2 layer(s) (mixed; the rest), gpukern/torch 0.82x-1.04x'),
     Rule('sm_90', 'conv2d', 'depthwise', '>1', 'float32', 'channels_last', False, None, None, 'torch',
          'h100_layers.json: 4 layer(s), gpukern/torch 0.85x-1.40x'),
     Rule('sm_90', 'conv2d', 'depthwise', '>1', 'float32', 'contiguous', False, 784, None, 'gpukern',
