@@ -745,6 +745,16 @@ def _compiled_plan(uid: str, policy: str, cpu: bool, dtype: str, device_type: st
     return rules, geometry
 
 
+def _traced_layout(x: torch.Tensor) -> str:
+    """x's layout as the compiled rules name it, read in traced code (a layout dynamo cannot
+    prove, e.g. under symbolic strides, reads as "strided")."""
+    if x.is_contiguous():
+        return "contiguous"
+    if x.dim() == 4 and x.is_contiguous(memory_format=torch.channels_last):
+        return "channels_last"
+    return "strided"
+
+
 def compiled_choice(layer: torch.nn.Module, x: torch.Tensor,
                     residual: Optional[torch.Tensor] = None) -> bool:
     """The choice while dynamo traces (a swapped layer's forward calls it under compile): the
@@ -763,12 +773,7 @@ def compiled_choice(layer: torch.nn.Module, x: torch.Tensor,
     if plan is True or plan is False:
         return plan
     rules, (nsp, kernel, stride, padding, dilation, in_ch, out_ch) = plan
-    if x.is_contiguous():
-        layout = "contiguous"
-    elif x.dim() == 4 and x.is_contiguous(memory_format=torch.channels_last):
-        layout = "channels_last"
-    else:
-        layout = "strided"
+    layout = _traced_layout(x)
     out_px = out_plane(list(x.shape[x.dim() - nsp:]), kernel, stride, padding, dilation)
     sizes = (out_px, out_px * (x.shape[0] if x.dim() == nsp + 2 else 1), in_ch, out_ch,
              filter_taps(kernel))
@@ -806,12 +811,7 @@ def _compiled_rules_choice(layer, x: torch.Tensor) -> bool:
                                  str(x.dtype).replace("torch.", ""))
     if not cands:
         return False
-    if x.is_contiguous():
-        layout = "contiguous"
-    elif x.dim() == 4 and x.is_contiguous(memory_format=torch.channels_last):
-        layout = "channels_last"
-    else:
-        layout = "strided"
+    layout = _traced_layout(x)
     out_px = out_plane(list(x.shape[x.dim() - nsp:]), layer.kernel_size, layer.stride,
                        layer.padding, layer.dilation)
     sizes = {"out_px": out_px, "m_px": out_px * (x.shape[0] if x.dim() == nsp + 2 else 1),
