@@ -46,3 +46,20 @@ def test_no_slow_measured_layer_under_a_gpukern_rule(table):
     slow = [m for m in meas if m[1] < policy.MARGIN]
     assert slow and len(derive_policy.misplaced(everything, meas, policy.MARGIN, cheap)) >= \
         len(slow)
+
+
+def test_compiled_table_keeps_its_torch_cells_on_torch():
+    """No compiled rule sends a cell of derive_policy.COMPILED_TORCH_CELLS (2-D stems, bf16 2-D
+    depthwise layers) to gpukern, though the census has measured rows there that would (so the
+    exclusion is what keeps them on torch)."""
+    def in_cells(op, kind, dtype):
+        return derive_policy._compiled_torch_cell(dict(op=op, kind=kind, dtype=dtype))
+
+    assert not [r for r in policy.COMPILED_RULES
+                if r.path == "gpukern" and in_cells(r.op, r.kind, r.dtype)]
+    files = _census_files()
+    rows = [m for m in derive_policy.measurements(files, skip_batch1=True)
+            if not m[0]["fused"] and in_cells(m[0]["op"], m[0]["kind"], m[0]["dtype"])]
+    assert any(m[1] >= policy.MARGIN for m in rows)  # faster alone, yet torch under compile
+    assert not any(in_cells(m[0]["op"], m[0]["kind"], m[0]["dtype"])
+                   for m in derive_policy.compiled_measurements(files))
