@@ -27,8 +27,8 @@ being captured (timing synchronises). Inside a compiled function the decision co
 :func:`compiled_choice`: :func:`_compiled_plan`, which dynamo calls once while tracing and
 keeps as a constant (``torch._dynamo.assume_constant_result``, as :mod:`torch_ops.fastpath`
 does), gives the choice or the candidate rules' bounds, which the traced code tests on the
-input's sizes (a few guards per layer, each evaluated by every call of the compiled model): the decision
-cached by an earlier eager call with the same signature for ``"autotune"``; for ``"rules"`` the
+input's sizes (a few guards per layer, each evaluated by every call of the compiled model):
+the decision cached by an earlier eager call with the same signature for ``"autotune"``; for ``"rules"`` the
 conv-alone rules (``fused=False``) even for a fused block, since inductor fuses torch's own BN,
 activation and residual add after the conv (the fused rules were measured against torch's eager
 sequence). Under capture the same holds. So, for ``policy="autotune"``, run the model eagerly once per
@@ -780,11 +780,10 @@ def compiled_choice(layer: torch.nn.Module, x: torch.Tensor,
     for rule_layout, bounds, gpukern in rules:
         if rule_layout != "*" and rule_layout != layout:
             continue
-        inside = True
         for v, (lo, hi) in zip(sizes, bounds):
             if (lo is not None and v < lo) or (hi is not None and v > hi):
-                inside = False
-        if inside:
+                break
+        else:  # every bound holds
             return gpukern
     return False
 
