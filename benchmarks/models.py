@@ -42,7 +42,8 @@ column is the median over the rounds of stock's time / the variant's time in tha
 round's times are recorded in the JSON, rounds_ms): a host-bound model's time follows the host,
 and a slow spell that lands on one variant's median and not on stock's shows in the A/A rows
 (stock(again)) of the median column far more than in the paired one. --cpus pins the process to
-some cores.
+some cores; the compiled rows are compiled in this process (--compile-threads 1), so that no
+compile worker pool shares those cores.
 
 Writes models.json and models.md under --out.
 """
@@ -489,6 +490,12 @@ def main():
     p.add_argument("--cpus", default=None,
                    help="pin this process to these CPU cores (e.g. 2-5 or 2,3), for a steadier "
                         "host: host-bound models' times follow the core they run on")
+    p.add_argument("--compile-threads", type=int, default=1,
+                   help="inductor's compile_threads for the compiled rows (default 1: compile in "
+                        "this process). Its worker pool, pinned by --cpus to the same cores, left "
+                        "the compiled models host-bound and noisy: on an H100, --cpus 4-5, "
+                        "compiled ConvNeXt-T bf16 batch 16 ran 3.4-3.9 ms a forward with rounds "
+                        "from 2.95 to 4.46 ms, and 2.26-2.43 ms with 1")
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--out", default=None, help="folder for models.json / models.md")
     args = p.parse_args()
@@ -506,11 +513,15 @@ def main():
     compile_mode = args.compile or ("default" if gpu else "none")
     args.modes = ["eager"] + ([] if compile_mode == "none" else ["compiled"])
     args.compile_kw = {} if compile_mode in ("none", "default") else {"mode": compile_mode}
+    if compile_mode != "none" and args.compile_threads > 0:
+        import torch._inductor.config as inductor_config
+        inductor_config.compile_threads = args.compile_threads
     env = dict(device=torch.cuda.get_device_name() if gpu else f"CPU ({platform.processor()})",
                torch=torch.__version__, cuda=torch.version.cuda,
                gpukern_cuda=torch_ops.has_cuda_kernels(),
                archs=getattr(torch_ops._C, "CUDA_ARCHS", ""), compile=compile_mode,
                max_slowdown=args.max_slowdown, slow_ms=args.slow_ms, cpus=args.cpus,
+               compile_threads=args.compile_threads if compile_mode != "none" else None,
                rounds=args.rounds)
     if not gpu:
         print("models.py: no GPU, timing gpukern's CPU kernels on tiny inputs")

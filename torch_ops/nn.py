@@ -86,7 +86,7 @@ class _FromModule:
                                        list(self.dilation), self.groups)
 
     def _run_torch(self, x: torch.Tensor, residual=None) -> torch.Tensor:
-        return self._torch_class._conv_forward(self, x, self.weight, self.bias)
+        return self._stock_conv_forward(x, self.weight, self.bias)
 
     def _run_gpukern(self, x: torch.Tensor, residual=None) -> torch.Tensor:
         return self._gpukern_conv(x, self.weight, self.bias)
@@ -94,7 +94,7 @@ class _FromModule:
     def _conv_forward(self, input: torch.Tensor, weight: torch.Tensor,
                       bias: Optional[torch.Tensor]) -> torch.Tensor:
         if not _policy.use_gpukern(self, input):
-            return self._torch_class._conv_forward(self, input, weight, bias)
+            return self._stock_conv_forward(input, weight, bias)
         return self._gpukern_conv(input, weight, bias)
 
     def forward(self, input: torch.Tensor) -> torch.Tensor:
@@ -111,7 +111,7 @@ class _FromModule:
                 gk = _policy._decide(self, input)
         if gk:
             return self._gpukern_conv(input, self.weight, self.bias)
-        return self._torch_class._conv_forward(self, input, self.weight, self.bias)
+        return self._stock_conv_forward(input, self.weight, self.bias)
 
     @classmethod
     def from_module(cls: type, module: torch.nn.Module):
@@ -131,6 +131,7 @@ class Conv1d(_FromModule, torch.nn.Conv1d):
     """``torch.nn.Conv1d`` computed by ``gpukern::conv1d`` (same arguments and state_dict)."""
 
     _torch_class = torch.nn.Conv1d
+    _stock_conv_forward = torch.nn.Conv1d._conv_forward
     _gk_op = "conv1d"
     _gk_fn = staticmethod(gk.conv1d)
     _gk_packet = _ops.conv1d
@@ -140,6 +141,7 @@ class Conv2d(_FromModule, torch.nn.Conv2d):
     """``torch.nn.Conv2d`` computed by ``gpukern::conv2d`` (same arguments and state_dict)."""
 
     _torch_class = torch.nn.Conv2d
+    _stock_conv_forward = torch.nn.Conv2d._conv_forward
     _gk_op = "conv2d"
     _gk_fn = staticmethod(gk.conv2d)
     _gk_packet = _ops.conv2d
