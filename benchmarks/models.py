@@ -397,9 +397,19 @@ def summaries(rows):
                  and r["speedup"] is not None]
         if swaps:  # the default swap's promise is its worst case: never slower than stock
             low = min(swaps, key=lambda r: r["speedup"])
-            lines.append(f"{model}: default swap lowest {low['speedup']:.2f}x vs stock "
-                         f"({low['input']}, {low['dtype']} {low['mode']}) over {len(swaps)} "
-                         f"configurations")
+            line = (f"{model}: default swap lowest {low['speedup']:.2f}x vs stock "
+                    f"({low['input']}, {low['dtype']} {low['mode']}) over {len(swaps)} "
+                    f"configurations")
+            paired = [r for r in swaps if r.get("paired") is not None]
+            if paired:  # the paired ratio: the same rounds' stock time, for host-bound models
+                low_p = min(paired, key=lambda r: r["paired"])
+                line += (f"; lowest paired {low_p['paired']:.2f}x ({low_p['input']}, "
+                         f"{low_p['dtype']} {low_p['mode']})")
+            aa = [r["paired"] for r in rows if r["model"] == model and r.get("paired") is not None
+                  and r["variant"] in ("stock(again)", "stock(copy)")]
+            if aa:
+                line += f"; A/A rows (stock against itself) paired {min(aa):.2f}-{max(aa):.2f}x"
+            lines.append(line)
         parts = [f"{r['variant']} {r['speedup']:.2f}x ({r['dtype']} {r['mode']})" for r in order]
         fast = top["convs_fast"]
         lines.append(f"{model}: best gpukern variant {top['variant']} {top['speedup']:.2f}x vs "
@@ -498,7 +508,19 @@ def main():
                         "from 2.95 to 4.46 ms, and 2.26-2.43 ms with 1")
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--out", default=None, help="folder for models.json / models.md")
+    p.add_argument("--render", default=None, metavar="JSON",
+                   help="only write the markdown table of an earlier run's models.json (to "
+                        "--out, default: beside it) and exit")
     args = p.parse_args()
+    if args.render:
+        with open(args.render) as f:
+            data = json.load(f)
+        md = os.path.join(args.out or os.path.dirname(os.path.abspath(args.render)),
+                          os.path.basename(args.render)[:-len(".json")] + ".md")
+        with open(md, "w") as f:
+            f.write(markdown(data["rows"], data["env"]))
+        print(f"wrote {md}")
+        return
     if args.cpus:
         cores = set()
         for part in args.cpus.split(","):
