@@ -15,8 +15,9 @@ for the example signatures:
 - ``torch``: every layer on torch (BatchNorm still folded into the fused blocks);
 - ``stock``: the model as it was before swap (the converted layers back in their torch classes,
   the unfused model's forward), where swap can give it back exactly (:class:`Stock`). Unless
-  the chosen configuration runs below ``KEEP_BELOW_STOCK`` of stock's time (paired per round),
-  swap gives the model back unchanged: a swapped model is then the stock one, never slower than
+  the chosen configuration runs below ``KEEP_BELOW_STOCK`` of stock's time (paired per round)
+  and faster than stock in at least ``KEEP_ROUNDS_FASTER`` of the rounds, swap gives the model
+  back unchanged: a swapped model is then the stock one, never slower than
   it (a host-bound model whose layers gain nothing, e.g. ConvNeXt-T at batch 1).
 
 Each configuration is warmed up, then timed in interleaved rounds (the order rotated each round;
