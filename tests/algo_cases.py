@@ -17,7 +17,7 @@ CONV2D = ["depthwise_nhwc", "depthwise_rows", "depthwise_tma", "depthwise_plane"
           "depthwise_nhwc_tile", "depthwise_strided", "depthwise_nhwc_reg", "depthwise_small",
           "stem_direct"]
 MV = ["rows_vec", "rows", "cols_vec", "cols", "rows_mma", "rows_short", "cols_short",
-      "cols_periodic"]
+      "cols_periodic", "cublas"]
 REDUCE = ["small", "seg_contig", "seg", "row", "col_vec", "col", "row_vec", "seg_runs", "flat",
           "copy", "periodic"]
 OPTIONAL = {"igemm"}  # only in builds with the CUTLASS path on sm_90

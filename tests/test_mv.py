@@ -193,7 +193,7 @@ def test_mv_cuda_paths(device, dtype, name, shape, layout):
 # ---------------------------------------------------------------- algorithm query and forcing
 
 MV_ALGOS = ["rows_vec", "rows", "cols_vec", "cols", "rows_mma", "rows_short", "cols_short",
-            "cols_periodic"]
+            "cols_periodic", "cublas"]
 
 
 def _meta(*shape):
@@ -232,8 +232,9 @@ def test_mv_algorithm_query():
     assert torch_ops.algorithm("mv", b[:4096, :256], bv[:256]) == "rows_mma"
     assert torch_ops.algorithm("mv", b[:4095, :256], bv[:256]) == "rows_short"  # M < 4096
     assert torch_ops.algorithm("mv", b[:, :255], bv[:255]) == "rows_short"  # N % 8 != 0
-    bl = torch.empty(1 << 20, 256, device="meta", dtype=torch.bfloat16)
-    assert torch_ops.algorithm("mv", bl, bv[:256]) == "rows_short"  # M * N > 2^25
+    bl = torch.empty(98000, 512, device="meta", dtype=torch.bfloat16)
+    assert torch_ops.algorithm("mv", bl, bv) == "rows_short"  # M * N > 2^25
+    # (from 98304 rows of 96-1536 columns, 16-bit row-major runs cublas: test_mv_cublas_regions)
     assert torch_ops.algorithm("mv", b[:4096, :], bv) == "rows_mma"  # 1 KB rows
     assert torch_ops.algorithm("mv", b[:, :128], bv[:128]) == "rows_short"  # under 512 bytes
     # Column-major 128 < M <= 256 with 16 < N <= 256: rows.
@@ -317,7 +318,8 @@ def test_mv_algorithm_query():
     with torch_ops.force_algorithm("mv", "nope"):
         with pytest.raises(RuntimeError,
                            match=r"forced algorithm 'nope' is not one of: rows_vec, rows, "
-                                 r"cols_vec, cols, rows_mma, rows_short, cols_short"):
+                                 r"cols_vec, cols, rows_mma, rows_short, cols_short, "
+                                 r"cols_periodic, cublas"):
             torch_ops.algorithm("mv", a, v)
     assert torch_ops.algorithms.forced_algorithm("mv") is None
 
@@ -464,3 +466,41 @@ def test_mv_periodic_cannot_run(device):
                   torch.randn(100, 12, device=device)[:, :6].t()):  # storage rows of 12, M = 6
             with pytest.raises(RuntimeError, match="cannot run this shape"):
                 torch_ops.mv(a, v)
+
+
+def _bf(*shape):
+    return torch.empty(*shape, device="meta", dtype=torch.bfloat16)
+
+
+def test_mv_cublas_regions():
+    """16-bit problems in the size sweep's blocks where cuBLAS (torch.mv's path) was faster than
+    every kernel here run cuBLAS; their neighbours outside the blocks, and fp32, do not."""
+    if not torch_ops.has_cuda_kernels():
+        pytest.skip("needs the CUDA kernels")
+    q = lambda a: torch_ops.algorithm("mv", a, _bf(a.shape[1]))  # noqa: E731
+    # column-major (A.t of a contiguous [N, M]): M >= 1536, 256-6144 columns
+    assert q(_bf(384, 16384).t()) == "cublas"
+    assert q(_bf(1536, 4096).t()) == "cublas"
+    assert q(_bf(6144, 1536).t()) == "cublas"
+    assert q(_bf(6145, 1536).t()) != "cublas"  # 6145 columns
+    assert q(_bf(1024, 1535).t()) != "cublas"  # 1535 rows, 1024 columns
+    # ... and M >= 384 at 256-384 columns
+    assert q(_bf(256, 384).t()) == "cublas"
+    assert q(_bf(384, 384).t()) == "cublas"
+    assert q(_bf(384, 383).t()) != "cublas"
+    # 2-6 rows, 4096-24576 columns
+    assert q(_bf(6144, 4).t()) == "cublas"
+    assert q(_bf(24576, 6).t()) == "cublas"
+    assert q(_bf(24577, 6).t()) != "cublas"
+    assert q(_bf(6144, 7).t()) != "cublas"
+    # 96-384 rows from 262144 columns; 384 rows from 65536
+    assert q(_bf(262144, 96).t()) == "cublas"
+    assert q(_bf(131072, 96).t()) != "cublas"
+    assert q(_bf(65536, 384).t()) == "cublas"
+    # row-major from 98304 rows of 96-1536 columns
+    assert q(_bf(98304, 384)) == "cublas"
+    assert q(_bf(98303, 384)) != "cublas"
+    assert q(_bf(98304, 1537)) != "cublas"
+    # fp32 never
+    assert torch_ops.algorithm("mv", _meta(98304, 384), _meta(384)) != "cublas"
+    assert torch_ops.algorithm("mv", _meta(16384, 4096).t(), _meta(16384)) != "cublas"

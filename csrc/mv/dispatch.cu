@@ -21,6 +21,9 @@
 //   cols_short  lanes along A's storage rows (columns of A), several storage rows per block, N
 //             split over a wave with a last-block finish: s0 == 1 or M == 1 (vectors of V or
 //             V / 2 rows when A is aligned and s1 is a multiple, else element by element)
+//   cublas    torch.mv's own path (at::mv_out: cuBLAS's gemv), the library made for the job, on
+//             the regions where the size sweep measured it faster than every kernel here: any
+//             layout
 // Within the rows kernel: a warp per row when M >= 32 * SMs, else a block per row, with N split
 // across blocks only when the rows fill less than half a resident wave; within the cols kernel,
 // N is split so that row blocks x splits is about one resident wave. Both split paths finish in
@@ -59,7 +62,8 @@ enum class MvAlgo {
   kRowsMma,
   kRowsShort,
   kColsShort,
-  kColsPeriodic
+  kColsPeriodic,
+  kCublas
 };
 
 const AlgorithmTable<MvAlgo> kTable("mv", {{MvAlgo::kRowsVec, "rows_vec"},
@@ -69,7 +73,8 @@ const AlgorithmTable<MvAlgo> kTable("mv", {{MvAlgo::kRowsVec, "rows_vec"},
                                            {MvAlgo::kRowsMma, "rows_mma"},
                                            {MvAlgo::kRowsShort, "rows_short"},
                                            {MvAlgo::kColsShort, "cols_short"},
-                                           {MvAlgo::kColsPeriodic, "cols_periodic"}});
+                                           {MvAlgo::kColsPeriodic, "cols_periodic"},
+                                           {MvAlgo::kCublas, "cublas"}});
 
 // Strides of size-1 dims are arbitrary: make them harmless for the layout tests.
 MvProblem normalised(MvProblem s) {
@@ -97,6 +102,7 @@ bool can_run(MvAlgo a, const MvProblem& s) {
       return s.s0 == 1 && s.s1 == s.M && s.M >= 2 && s.M <= periodic::kMaxPeriod && s.a_aligned;
     case MvAlgo::kRows:
     case MvAlgo::kCols:
+    case MvAlgo::kCublas:
       return true;
   }
   return false;
@@ -122,12 +128,36 @@ MvAlgo vec_or(MvAlgo vec, MvAlgo scalar, const MvProblem& s) {
 // Column-major 16-bit problems up to this many elements run the rows kernel (choose_auto).
 constexpr int64_t kTinyRowsMaxElems = 576;
 
+// The regions that run cuBLAS (torch.mv's path): blocks of the H100 quick size sweep
+// (benchmarks/results/h100_sweep.md, graph-replayed, torch / ours) where every kernel here
+// trailed, 16-bit only (the fp32 points below 0.97x are scattered, not blocks):
+//   column-major (A.t), M >= 1536 rows, 256-6144 columns: 0.71-0.97x (16384 x 384 0.71x,
+//     4096 x 1536 0.76x, 24576 x 256 0.71x), and M >= 384 at 256-384 columns (0.85-0.90x);
+//   column-major with 2-6 rows, 4096-24576 columns: 0.65-0.95x (4 x 6144 0.65x);
+//   column-major with 96-384 rows, from 262144 columns (0.78-0.96x), 384 rows from 65536
+//     (0.83-0.86x);
+//   row-major from 98304 rows of 96-1536 columns: 0.84-0.96x (393216 x 384 0.84x), the rest
+//     of that block 0.98-1.07x.
+bool cublas_wins(const MvProblem& s) {
+  if (s.elem_size != 2) return false;
+  if (s.s0 == 1 && s.M >= 2) {
+    if (s.M >= 1536 && s.N >= 256 && s.N <= 6144) return true;
+    if (s.M >= 384 && s.N >= 256 && s.N <= 384) return true;
+    if (s.M <= 6 && s.N >= 4096 && s.N <= 24576) return true;
+    if (s.M >= 96 && s.M <= 384 && s.N >= 262144) return true;
+    if (s.M == 384 && s.N >= 65536) return true;
+    return false;
+  }
+  return s.s1 == 1 && s.M >= 98304 && s.N >= 96 && s.N <= 1536;
+}
+
 MvAlgo choose_auto(const MvProblem& s) {
   const int64_t row_bytes = s.N * s.elem_size;
   const bool f32 = s.elem_size == 4;
   const bool mid16 = s.elem_size == 2 && row_bytes >= 512 && row_bytes <= 1024;  // 16-bit
   auto can = [&](MvAlgo a) { return can_run(a, s); };
   using A = MvAlgo;
+  if (cublas_wins(s)) return A::kCublas;
   // bf16 65536 x 256: rows_mma 9.1 vs rows_short 9.8 (torch 12.5); 4096 x 256: 1.7 both.
   // (Shorter 16-bit rows stay on rows_short: rows_mma not measured there.)
   if (mid16 && s.M >= 4096 && s.M * s.N <= (1 << 25) && can(A::kRowsMma)) return A::kRowsMma;
@@ -519,6 +549,12 @@ void mv_cuda_run(const MvProblem& p, const at::Tensor& self, const at::Tensor& v
   const int tbase = ticket_slot_base(self.device().index(), ctx.stream);
   const MvProblem s = normalised(p);
   const MvAlgo algo = choose(s);
+  if (algo == MvAlgo::kCublas) {
+    // torch.mv's own path into our output (same stream, capture-safe as torch.mv is).
+    at::Tensor y = out;
+    at::mv_out(y, self, vec);
+    return;
+  }
   GK_DISPATCH_FLOAT_CUDA(self.scalar_type(), "mv", [&] {
     launch_mv<scalar_t>(s, algo, self, vec, out, ctx.stream, tbase);
   });
