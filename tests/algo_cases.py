@@ -19,7 +19,7 @@ CONV2D = ["depthwise_nhwc", "depthwise_rows", "depthwise_tma", "depthwise_plane"
 MV = ["rows_vec", "rows", "cols_vec", "cols", "rows_mma", "rows_short", "cols_short",
       "cols_periodic", "cublas"]
 REDUCE = ["small", "seg_contig", "seg", "row", "col_vec", "col", "row_vec", "seg_runs", "flat",
-          "copy", "periodic"]
+          "copy", "periodic", "aten"]
 OPTIONAL = {"igemm"}  # only in builds with the CUTLASS path on sm_90
 FAMILY_ALGORITHMS = {"conv1d": CONV1D, "conv2d": CONV2D, "mv": MV, "reduce": REDUCE}
 

@@ -537,7 +537,7 @@ def test_cuda_large_index():
 # ---------------------------------------------------------------- algorithm query and forcing
 
 REDUCE_ALGOS = ["small", "seg_contig", "seg", "row", "col_vec", "col", "row_vec", "seg_runs",
-                "flat", "copy", "periodic"]
+                "flat", "copy", "periodic", "aten"]
 
 
 def _meta(*shape, dtype=torch.float32):
@@ -576,21 +576,21 @@ def test_reduce_algorithm_query():
     assert q("sum", _meta(1_000_003, 6), 0) == "col"  # 6 floats: not whole vectors
     assert q("sum", _meta(16, 16384), -1) == "seg_contig"  # few long rows: blocks split them
     assert q("sum", _meta(4096, 65536, dtype=torch.bfloat16), -1) == "seg_contig"  # > 32 KB rows
-    assert q("sum", _meta(4096, 4096, dtype=torch.bfloat16), -1) == "row"
+    assert q("sum", _meta(4096, 4096, dtype=torch.bfloat16), -1) == "aten"  # test_reduce_aten_regions
+    assert q("sum", _meta(4096, 4096), -1) == "row"  # fp32: no aten rule
     assert q("sum", _meta(1536, 4), 0) == "seg"  # few outputs, small: blocks split each one
     assert q("sum", _meta(256, 96, dtype=torch.bfloat16), 0) == "seg"  # <= 128 outputs, 2^16 elements
     assert q("sum", _meta(512, 128), 0) == "seg"
     assert q("sum", _meta(512, 129), 0) != "seg"  # 129 outputs
     assert q("sum", _meta(1024, 96), 0) != "seg"  # 98304 elements
     assert q("sum", _meta(1 << 20, 256, dtype=torch.bfloat16), 0) == "col_vec"
-    # Few rows of many 16-bit outputs: col_vec (its lanes kernel sized for few rows).
-    assert q("sum", _meta(16, 1 << 18, dtype=torch.bfloat16), 0) == "col_vec"
-    assert q("sum", _meta(13, 1 << 17, dtype=torch.bfloat16), 0) == "col_vec"
+    # Few rows of many 16-bit outputs: col_vec (its lanes kernel sized for few rows), past the
+    # aten block (up to 24 rows, 16384-393216 outputs) and for amax / amin.
     assert q("sum", _meta(16, (1 << 20) - 8, dtype=torch.bfloat16), 0) == "col_vec"
     assert q("sum", _meta(16, 1 << 20, dtype=torch.bfloat16), 0) == "col_vec"
-    assert q("sum", _meta(16, (1 << 17) - 8, dtype=torch.bfloat16), 0) == "col_vec"
-    assert q("sum", _meta(12, 1 << 18, dtype=torch.bfloat16), 0) == "col_vec"
-    assert q("sum", _meta(17, 1 << 18, dtype=torch.bfloat16), 0) == "col_vec"
+    assert q("sum", _meta(25, 1 << 18, dtype=torch.bfloat16), 0) == "col_vec"
+    assert q("amax", _meta(16, 1 << 18, dtype=torch.bfloat16), 0) == "col_vec"
+    assert q("amin", _meta(13, 1 << 17, dtype=torch.bfloat16), 0) == "col_vec"
     assert q("sum", _meta(16, 1 << 18), 0) == "col_vec"
     # 16-bit column sums of <= 96 rows and <= 24576 outputs: col (a thread per output).
     assert q("sum", _meta(64, 4096, dtype=torch.bfloat16), 0) == "col"
@@ -619,12 +619,55 @@ def test_reduce_algorithm_query():
             q("sum", _meta(8192, 8193), 0)
     with torch_ops.force_algorithm("reduce", "nope"):
         with pytest.raises(RuntimeError, match=r"is not one of: small, seg_contig, seg, row, "
-                                               r"col_vec, col, row_vec, seg_runs, flat, copy"):
+                                               r"col_vec, col, row_vec, seg_runs, flat, copy, "
+                                               r"periodic, aten"):
             q("sum", x)
     with pytest.raises(RuntimeError, match=r"unknown kind 'prod'"):
         torch.ops.gpukern._algorithm_reduce(x, None, "prod")
     assert torch_ops.algorithms.forced_algorithm("reduce") is None
 
+
+def test_reduce_aten_regions():
+    """16-bit sums and means in the size sweep's blocks where torch's reduction was faster than
+    every kernel here run torch's (aten); amax / amin, fp32 and the neighbours do not."""
+    if not torch_ops.has_cuda_kernels():
+        pytest.skip("needs the CUDA kernels")
+    q = torch_ops.algorithm
+    bf = torch.bfloat16
+    # rows of 1536-4096 elements from 4096 rows
+    assert q("sum", _meta(4096, 1536, dtype=bf), -1) == "aten"
+    assert q("mean", _meta(6144, 4096, dtype=torch.float16), -1) == "aten"
+    assert q("sum", _meta(4095, 1536, dtype=bf), -1) != "aten"
+    assert q("sum", _meta(4096, 1535, dtype=bf), -1) != "aten"
+    assert q("sum", _meta(4096, 4097, dtype=bf), -1) != "aten"
+    # rows from 65536 elements, 256-1536 rows
+    assert q("sum", _meta(256, 65536, dtype=bf), -1) == "aten"
+    assert q("sum", _meta(1536, 98304, dtype=bf), -1) == "aten"
+    assert q("sum", _meta(255, 65536, dtype=bf), -1) != "aten"
+    assert q("sum", _meta(1537, 65536, dtype=bf), -1) != "aten"
+    # columns: 2-4 rows of 256-6144 outputs; up to 24 rows of 16384-393216; 256-384 rows from
+    # 65536 outputs
+    assert q("sum", _meta(4, 256, dtype=bf), 0) == "aten"
+    assert q("sum", _meta(4, 6144, dtype=bf), 0) == "aten"
+    assert q("sum", _meta(5, 6144, dtype=bf), 0) != "aten"
+    assert q("sum", _meta(16, 98304, dtype=bf), 0) == "aten"
+    assert q("mean", _meta(24, 393216, dtype=bf), 0) == "aten"
+    assert q("sum", _meta(24, 393217, dtype=bf), 0) != "aten"
+    assert q("sum", _meta(25, 65536, dtype=bf), 0) != "aten"
+    assert q("sum", _meta(256, 65536, dtype=bf), 0) == "aten"
+    assert q("sum", _meta(384, 1 << 20, dtype=bf), 0) == "aten"
+    assert q("sum", _meta(385, 65536, dtype=bf), 0) != "aten"
+    # not amax / amin, not fp32, not a strided or 3-D layout
+    assert q("amax", _meta(4096, 4096, dtype=bf), -1) != "aten"
+    assert q("amin", _meta(16, 98304, dtype=bf), 0) != "aten"
+    assert q("sum", _meta(16, 98304), 0) != "aten"
+    assert q("sum", _meta(16, 196608, dtype=bf)[:, ::2], 0) != "aten"
+    assert q("sum", _meta(4, 16, 4096, dtype=bf), [0, 2]) != "aten"  # two reduced dims
+    # forced: any float layout, any of the four ops; integers cannot
+    with torch_ops.force_algorithm("reduce", "aten"):
+        assert q("amax", _meta(3, 5, 7), 1) == "aten"
+        with pytest.raises(RuntimeError, match=r"forced algorithm 'aten' cannot"):
+            q("sum", _meta(3, 5, dtype=torch.int32), 1)
 
 # Each algorithm forced on edge layouts: full reductions (1 element, 1K, misaligned, strided),
 # rows (short, 1 output, prime length), columns (vector-divisible or not), middle dims, tuples of

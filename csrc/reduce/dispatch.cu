@@ -71,7 +71,8 @@ enum class RedAlgo {
   kSegRuns,
   kFlat,
   kCopy,
-  kPeriodic
+  kPeriodic,
+  kAten
 };
 
 const AlgorithmTable<RedAlgo> kTable("reduce", {{RedAlgo::kSmall, "small"},
@@ -84,13 +85,16 @@ const AlgorithmTable<RedAlgo> kTable("reduce", {{RedAlgo::kSmall, "small"},
                                                 {RedAlgo::kSegRuns, "seg_runs"},
                                                 {RedAlgo::kFlat, "flat"},
                                                 {RedAlgo::kCopy, "copy"},
-                                                {RedAlgo::kPeriodic, "periodic"}});
+                                                {RedAlgo::kPeriodic, "periodic"},
+                                                {RedAlgo::kAten, "aten"}});
 
-// What the choice reads besides the layout.
+// What the choice reads besides the layout. sum_like: a sum or a mean (the aten rules apply to
+// those only).
 struct RedInput {
   bool float_acc;
   int elem_size;
   bool aligned;
+  bool sum_like = false;
 };
 
 bool contiguous_run(const ReduceLayout& L) { return L.nr == 1 && L.rstride[0] == 1; }
@@ -126,9 +130,34 @@ bool can_run(RedAlgo a, const ReduceLayout& L, const RedInput& in) {
     case RedAlgo::kPeriodic:
       return in.float_acc && in.aligned && L.nk == 1 && L.kstride[0] == 1 && L.nr == 1 &&
              L.n_out >= 2 && L.n_out <= periodic::kMaxPeriod && L.rstride[0] == L.n_out;
+    case RedAlgo::kAten:
+      return in.float_acc;
     case RedAlgo::kSeg:
     case RedAlgo::kCol:
       return true;
+  }
+  return false;
+}
+
+// The layouts that run torch's own reduction: 16-bit sums and means, blocks of the H100 quick
+// size sweep (benchmarks/results/h100_sweep.md, graph-replayed, torch / ours; sum and mean read
+// alike) where every kernel here trailed torch:
+//   rows ([n_out, R] over the last dim) of 1536-4096 elements from 4096 rows: 0.79-0.95x
+//     ([4096, 4096] 0.79x, [4096, 1536] 0.81x, [6144, 1536] 0.82x);
+//   rows from 65536 elements, 256-1536 rows: 0.67-0.97x ([256, 65536] 0.67x);
+//   columns ([R, n_out] over dim 0) of 2-4 rows, 256-6144 outputs: 0.94-0.95x (2.0-2.1 us);
+//   columns of up to 24 rows, 16384-393216 outputs: 0.77-0.96x ([16, 98304] 0.77x);
+//   columns of 256-384 rows from 65536 outputs: 0.87-0.97x.
+bool aten_wins(const ReduceLayout& L, const RedInput& in) {
+  if (!in.float_acc || !in.sum_like || in.elem_size != 2 || L.nk != 1 || L.nr != 1) return false;
+  if (L.rstride[0] == 1 && L.kstride[0] == L.R) {  // rows
+    return (L.R >= 1536 && L.R <= 4096 && L.n_out >= 4096) ||
+           (L.R >= 65536 && L.n_out >= 256 && L.n_out <= 1536);
+  }
+  if (L.kstride[0] == 1 && L.rstride[0] == L.n_out) {  // columns
+    return (L.R <= 4 && L.n_out >= 256 && L.n_out <= 6144) ||
+           (L.R <= 24 && L.n_out >= 16384 && L.n_out <= 393216) ||
+           (L.R >= 256 && L.R <= 384 && L.n_out >= 65536);
   }
   return false;
 }
@@ -173,6 +202,7 @@ RedAlgo choose_auto(const ReduceLayout& L, const RedInput& in) {
   }
   // One element per output (a reduction over dims of size 1): a cast copy at copy speed.
   if (L.R == 1) return RedAlgo::kCopy;
+  if (aten_wins(L, in)) return RedAlgo::kAten;
   // Many short aligned rows: one resident wave pipelining whole-vector rows.
   if (contig && L.n_out >= kRowVecMinRows && can_run(RedAlgo::kRowVec, L, in))
     return RedAlgo::kRowVec;
@@ -576,6 +606,9 @@ void launch_reduce(const ReduceLayout& L, const reduce::ReduceOut& o, const at::
     case RedAlgo::kCopy:
       TORCH_INTERNAL_ASSERT(false, "copy is run by reduce_cuda_run");
       return;
+    case RedAlgo::kAten:
+      TORCH_INTERNAL_ASSERT(false, "aten is run by reduce_cuda_run");
+      return;
   }
 }
 
@@ -585,8 +618,40 @@ void reduce_cuda_run(const ReduceLayout& L, ReduceKind kind, ReduceOutKind out_k
                      const at::Tensor& x, const at::Tensor& out) {
   CudaLaunchContext ctx(x);
   const RedInput in{x.is_floating_point(), static_cast<int>(x.element_size()),
-                    is_aligned16(x.data_ptr())};
-  if (choose(L, in) == RedAlgo::kCopy) {
+                    is_aligned16(x.data_ptr()),
+                    kind == ReduceKind::kSum || kind == ReduceKind::kMean};
+  const RedAlgo algo = choose(L, in);
+  if (algo == RedAlgo::kAten) {
+    // torch's reduction of the same elements: the layout's kept dims, then its reduced dims, as
+    // one strided view, reduced over the latter into the output (contiguous, kept dims in order).
+    std::vector<int64_t> sizes(L.ksize, L.ksize + L.nk);
+    std::vector<int64_t> strides(L.kstride, L.kstride + L.nk);
+    sizes.insert(sizes.end(), L.rsize, L.rsize + L.nr);
+    strides.insert(strides.end(), L.rstride, L.rstride + L.nr);
+    const at::Tensor xv = x.as_strided(sizes, strides, x.storage_offset());
+    std::vector<int64_t> dims(L.nr);
+    for (int d = 0; d < L.nr; ++d) dims[d] = L.nk + d;
+    at::Tensor o = out.view(std::vector<int64_t>(L.ksize, L.ksize + L.nk));
+    const std::optional<at::ScalarType> dt =
+        out_kind == ReduceOutKind::kSame ? std::nullopt
+                                         : std::optional<at::ScalarType>(out.scalar_type());
+    switch (kind) {
+      case ReduceKind::kSum:
+        at::sum_out(o, xv, dims, false, dt);
+        break;
+      case ReduceKind::kMean:
+        at::mean_out(o, xv, dims, false, dt);
+        break;
+      case ReduceKind::kMax:
+        at::amax_out(o, xv, dims, false);
+        break;
+      case ReduceKind::kMin:
+        at::amin_out(o, xv, dims, false);
+        break;
+    }
+    return;
+  }
+  if (algo == RedAlgo::kCopy) {
     // One element per output: the kept elements, cast to the output's dtype (mean's factor is 1).
     const std::vector<int64_t> sizes(L.ksize, L.ksize + L.nk);
     const std::vector<int64_t> strides(L.kstride, L.kstride + L.nk);
@@ -639,8 +704,8 @@ void reduce_cuda_run(const ReduceLayout& L, ReduceKind kind, ReduceOutKind out_k
 }
 
 std::string reduce_cuda_algorithm(const ReduceLayout& L, bool float_acc, int elem_size,
-                                  bool aligned) {
-  return kTable.name(choose(L, RedInput{float_acc, elem_size, aligned}));
+                                  bool aligned, bool sum_like) {
+  return kTable.name(choose(L, RedInput{float_acc, elem_size, aligned, sum_like}));
 }
 
 }  // namespace gpukern

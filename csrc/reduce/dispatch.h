@@ -19,8 +19,9 @@ void reduce_cuda_run(const ReduceLayout& layout, ReduceKind kind, ReduceOutKind 
 
 // Name of the algorithm reduce_cuda_run runs for this layout (honours a forced one; raises like
 // the call): float_acc = the kernel reads a float type (else an integer type summed in int64),
-// elem_size = bytes per element read, aligned = the data starts on a 16-byte boundary.
+// elem_size = bytes per element read, aligned = the data starts on a 16-byte boundary,
+// sum_like = a sum or a mean (not amax / amin).
 std::string reduce_cuda_algorithm(const ReduceLayout& layout, bool float_acc, int elem_size,
-                                  bool aligned);
+                                  bool aligned, bool sum_like);
 
 }  // namespace gpukern

@@ -275,7 +275,7 @@ std::string reduce_algorithm(const at::Tensor& self, at::OptionalIntArrayRef dim
   if (self.numel() == 0 || n_out == 0) return "empty";
   const ReduceLayout L = make_layout(op, self, mask);
   return reduce_cuda_algorithm(L, !int_in, static_cast<int>(self.element_size()),
-                               starts_aligned16(self));
+                               starts_aligned16(self), kind == "sum" || kind == "mean");
 #else
   (void)n_out;
   return "cpu (built without CUDA kernels)";
