@@ -634,29 +634,37 @@ def test_reduce_aten_regions():
         pytest.skip("needs the CUDA kernels")
     q = torch_ops.algorithm
     bf = torch.bfloat16
-    # rows of 1536-4096 elements from 4096 rows
+    # rows of 1536-4095 elements from 4096 rows; of 4096 elements, 4096-6143 rows
     assert q("sum", _meta(4096, 1536, dtype=bf), -1) == "aten"
-    assert q("mean", _meta(6144, 4096, dtype=torch.float16), -1) == "aten"
+    assert q("mean", _meta(65536, 4095, dtype=torch.float16), -1) == "aten"
+    assert q("sum", _meta(6143, 4096, dtype=bf), -1) == "aten"
+    assert q("sum", _meta(6144, 4096, dtype=bf), -1) != "aten"
     assert q("sum", _meta(4095, 1536, dtype=bf), -1) != "aten"
     assert q("sum", _meta(4096, 1535, dtype=bf), -1) != "aten"
     assert q("sum", _meta(4096, 4097, dtype=bf), -1) != "aten"
-    # rows from 65536 elements, 256-1536 rows
+    # rows of 65536-98304 elements, 256-1536 rows
     assert q("sum", _meta(256, 65536, dtype=bf), -1) == "aten"
     assert q("sum", _meta(1536, 98304, dtype=bf), -1) == "aten"
+    assert q("sum", _meta(256, 98305, dtype=bf), -1) != "aten"
     assert q("sum", _meta(255, 65536, dtype=bf), -1) != "aten"
     assert q("sum", _meta(1537, 65536, dtype=bf), -1) != "aten"
-    # columns: 2-4 rows of 256-6144 outputs; up to 24 rows of 16384-393216; 256-384 rows from
-    # 65536 outputs
+    # columns: 2-4 rows of 256-393216 outputs; 5-16 rows of 65536-393216; 17-24 rows of
+    # 262144-393216; 256-384 rows from 65536 outputs
     assert q("sum", _meta(4, 256, dtype=bf), 0) == "aten"
-    assert q("sum", _meta(4, 6144, dtype=bf), 0) == "aten"
+    assert q("sum", _meta(2, 393216, dtype=bf), 0) == "aten"
+    assert q("sum", _meta(4, 393217, dtype=bf), 0) != "aten"
+    assert q("sum", _meta(4, 255, dtype=bf), 0) != "aten"
     assert q("sum", _meta(5, 6144, dtype=bf), 0) != "aten"
     assert q("sum", _meta(16, 98304, dtype=bf), 0) == "aten"
+    assert q("sum", _meta(16, 65535, dtype=bf), 0) != "aten"
+    assert q("sum", _meta(24, 98304, dtype=bf), 0) != "aten"
     assert q("mean", _meta(24, 393216, dtype=bf), 0) == "aten"
     assert q("sum", _meta(24, 393217, dtype=bf), 0) != "aten"
-    assert q("sum", _meta(25, 65536, dtype=bf), 0) != "aten"
+    assert q("sum", _meta(25, 393216, dtype=bf), 0) != "aten"
     assert q("sum", _meta(256, 65536, dtype=bf), 0) == "aten"
     assert q("sum", _meta(384, 1 << 20, dtype=bf), 0) == "aten"
     assert q("sum", _meta(385, 65536, dtype=bf), 0) != "aten"
+    assert q("sum", _meta(1, 65536, dtype=bf), 0) == "copy"  # one row: the copy stays first
     # not amax / amin, not fp32, not a strided or 3-D layout
     assert q("amax", _meta(4096, 4096, dtype=bf), -1) != "aten"
     assert q("amin", _meta(16, 98304, dtype=bf), 0) != "aten"

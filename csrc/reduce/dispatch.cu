@@ -141,22 +141,28 @@ bool can_run(RedAlgo a, const ReduceLayout& L, const RedInput& in) {
 
 // The layouts that run torch's own reduction: 16-bit sums and means, blocks of the H100 quick
 // size sweep (benchmarks/results/h100_sweep.md, graph-replayed, torch / ours; sum and mean read
-// alike) where every kernel here trailed torch:
-//   rows ([n_out, R] over the last dim) of 1536-4096 elements from 4096 rows: 0.79-0.95x
-//     ([4096, 4096] 0.79x, [4096, 1536] 0.81x, [6144, 1536] 0.82x);
-//   rows from 65536 elements, 256-1536 rows: 0.67-0.97x ([256, 65536] 0.67x);
-//   columns ([R, n_out] over dim 0) of 2-4 rows, 256-6144 outputs: 0.94-0.95x (2.0-2.1 us);
-//   columns of up to 24 rows, 16384-393216 outputs: 0.77-0.96x ([16, 98304] 0.77x);
+// alike) where every kernel here trailed torch, bounded so that no point of the block ran above
+// 1.05x:
+//   rows ([n_out, R] over the last dim) of 1536-4095 elements from 4096 rows, and of 4096 from
+//     4096 to 6143 rows: 0.79-0.95x ([4096, 4096] 0.79x, [4096, 1536] 0.81x, [6144, 1536]
+//     0.82x; [6144, 4096] 1.03x is outside);
+//   rows of 65536-98304 elements, 256-1536 rows: 0.67-0.98x ([256, 65536] 0.67x);
+//   columns ([R, n_out] over dim 0) of 2-4 rows, 256-393216 outputs: 0.83-0.96x ([4, 16384]
+//     0.83x; 2.0-2.1 us up to 6144 outputs);
+//   columns of 5-16 rows, 65536-393216 outputs: 0.77-1.01x ([16, 98304] 0.77x);
+//   columns of 17-24 rows, 262144-393216 outputs: 0.89-0.94x (24 rows of 65536-98304 ran
+//     1.24-1.35x: outside);
 //   columns of 256-384 rows from 65536 outputs: 0.87-0.97x.
 bool aten_wins(const ReduceLayout& L, const RedInput& in) {
   if (!in.float_acc || !in.sum_like || in.elem_size != 2 || L.nk != 1 || L.nr != 1) return false;
   if (L.rstride[0] == 1 && L.kstride[0] == L.R) {  // rows
-    return (L.R >= 1536 && L.R <= 4096 && L.n_out >= 4096) ||
-           (L.R >= 65536 && L.n_out >= 256 && L.n_out <= 1536);
+    return (L.R >= 1536 && L.n_out >= 4096 && (L.R < 4096 || (L.R == 4096 && L.n_out < 6144))) ||
+           (L.R >= 65536 && L.R <= 98304 && L.n_out >= 256 && L.n_out <= 1536);
   }
   if (L.kstride[0] == 1 && L.rstride[0] == L.n_out) {  // columns
-    return (L.R <= 4 && L.n_out >= 256 && L.n_out <= 6144) ||
-           (L.R <= 24 && L.n_out >= 16384 && L.n_out <= 393216) ||
+    return (L.R <= 4 && L.n_out >= 256 && L.n_out <= 393216) ||
+           (L.R <= 16 && L.n_out >= 65536 && L.n_out <= 393216) ||
+           (L.R <= 24 && L.n_out >= 262144 && L.n_out <= 393216) ||
            (L.R >= 256 && L.R <= 384 && L.n_out >= 65536);
   }
   return false;
