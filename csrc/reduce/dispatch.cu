@@ -142,7 +142,7 @@ bool can_run(RedAlgo a, const ReduceLayout& L, const RedInput& in) {
 // The layouts that run torch's own reduction: 16-bit sums and means, blocks of the H100 quick
 // size sweep (benchmarks/results/h100_sweep.md, graph-replayed, torch / ours; sum and mean read
 // alike) where every kernel here trailed torch, bounded so that no point of the block ran above
-// 1.05x:
+// 1.05x (but for sum [65536, 1536] at 2.16x, where mean on the same shape read 0.94x):
 //   rows ([n_out, R] over the last dim) of 1536-4095 elements from 4096 rows, and of 4096 from
 //     4096 to 6143 rows: 0.79-0.95x ([4096, 4096] 0.79x, [4096, 1536] 0.81x, [6144, 1536]
 //     0.82x; [6144, 4096] 1.03x is outside);
