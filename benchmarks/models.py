@@ -576,10 +576,11 @@ def main():
                         "compiled ConvNeXt-T bf16 batch 16 ran 3.4-3.9 ms a forward with rounds "
                         "from 2.95 to 4.46 ms, and 2.26-2.43 ms with 1")
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    p.add_argument("--out", default=None, help="folder for models.json / models.md")
+    p.add_argument("--out", default=None,
+                   help="folder for models.json / models.md / models.png")
     p.add_argument("--render", default=None, metavar="JSON",
-                   help="only write the markdown table of an earlier run's models.json (to "
-                        "--out, default: beside it) and exit")
+                   help="only write the markdown table and the chart of an earlier run's "
+                        "models.json (to --out, default: beside it) and exit")
     args = p.parse_args()
     if args.render:
         with open(args.render) as f:
