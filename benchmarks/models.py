@@ -45,7 +45,9 @@ and a slow spell that lands on one variant's median and not on stock's shows in 
 some cores; the compiled rows are compiled in this process (--compile-threads 1), so that no
 compile worker pool shares those cores.
 
-Writes models.json and models.md under --out.
+Writes models.json, models.md and models.png (a bar chart of the default swap's paired speedup
+per model and configuration, with the A/A pair) under --out; --render rewrites the table and the
+chart of an earlier run from its JSON.
 """
 import argparse
 import collections
@@ -419,6 +421,73 @@ def summaries(rows):
     return lines
 
 
+def _config_label(r):
+    """A row's configuration as the chart labels it: mode, batch, dtype, memory format."""
+    batch = r["input"].split("x")[0]
+    fmt = "channels_last" if "channels_last" in r["input"] else "contiguous"
+    dtype = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}.get(r["dtype"], r["dtype"])
+    return f"{r['mode']}, batch {batch}, {dtype}, {fmt}"
+
+
+def chart(rows, env, path):
+    """A bar chart (PNG) of the default swap's paired speedup over stock, one bar per model and
+    configuration, with the same configuration's A/A pair (stock against itself) as a tick and
+    a line at 1.0x. Returns False where there is nothing to plot; raises ImportError without
+    matplotlib."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    def value(r):
+        return r.get("paired") if r.get("paired") is not None else r.get("speedup")
+
+    swaps = [r for r in rows if r["variant"] == "swap" and value(r) is not None]
+    if not swaps:
+        return False
+    aa = {}
+    for r in rows:
+        if r["variant"] in ("stock(again)", "stock(copy)") and value(r) is not None:
+            aa.setdefault((r["model"], _config_label(r)), value(r))
+    labels, vals, colors, ticks = [], [], [], []
+    for model in dict.fromkeys(r["model"] for r in swaps):
+        for r in (r for r in swaps if r["model"] == model):
+            cfg = _config_label(r)
+            labels.append(f"{model}: {cfg}" + (" (stock given back)" if "'stock'" in r["note"]
+                                               else ""))
+            vals.append(value(r))
+            colors.append("#2a7ab0" if r["mode"] == "eager" else "#e08a1e")
+            ticks.append(aa.get((model, cfg)))
+    height = max(3.0, 0.26 * len(vals) + 1.4)
+    fig, ax = plt.subplots(figsize=(12, height))
+    ys = list(range(len(vals)))[::-1]
+    ax.barh(ys, vals, color=colors, height=0.7)
+    for y, v in zip(ys, vals):
+        ax.text(v, y, f" {v:.2f}x", va="center", fontsize=7)
+    tys = [y for y, t in zip(ys, ticks) if t is not None]
+    txs = [t for t in ticks if t is not None]
+    if txs:
+        ax.plot(txs, tys, "k|", markersize=9, label="A/A (stock against itself)")
+        ax.legend(loc="lower right", fontsize=7)
+    ax.axvline(1.0, color="k", linewidth=0.8)
+    ax.set_yticks(ys)
+    ax.set_yticklabels(labels, fontsize=7)
+    ax.set_xlim(0, max(vals + txs) * 1.15)
+    ax.set_xlabel("paired speedup over stock (blue: eager, orange: compiled)")
+    ax.set_title(f"torch_ops.swap(model) against the stock model ({env['device']})", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True
+
+
+def _write_chart(rows, env, path):
+    try:
+        if chart(rows, env, path):
+            print(f"wrote {path}")
+    except ImportError:
+        print("models.py: matplotlib is not installed, no chart (pip install -e .[bench])")
+
+
 def markdown(rows, env):
     lines = [f"# Real models, stock vs gpukern ({env['device']})", "",
              f"torch {env['torch']}, CUDA {env['cuda']}, gpukern CUDA kernels: "
@@ -507,10 +576,11 @@ def main():
                         "compiled ConvNeXt-T bf16 batch 16 ran 3.4-3.9 ms a forward with rounds "
                         "from 2.95 to 4.46 ms, and 2.26-2.43 ms with 1")
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    p.add_argument("--out", default=None, help="folder for models.json / models.md")
+    p.add_argument("--out", default=None,
+                   help="folder for models.json / models.md / models.png")
     p.add_argument("--render", default=None, metavar="JSON",
-                   help="only write the markdown table of an earlier run's models.json (to "
-                        "--out, default: beside it) and exit")
+                   help="only write the markdown table and the chart of an earlier run's "
+                        "models.json (to --out, default: beside it) and exit")
     args = p.parse_args()
     if args.render:
         with open(args.render) as f:
@@ -520,6 +590,7 @@ def main():
         with open(md, "w") as f:
             f.write(markdown(data["rows"], data["env"]))
         print(f"wrote {md}")
+        _write_chart(data["rows"], data["env"], md[:-len(".md")] + ".png")
         return
     if args.cpus:
         cores = set()
@@ -572,6 +643,7 @@ def main():
                       f"{time.perf_counter() - t0:.0f} s", flush=True)
                 write(rows)
     print(f"\nall models: {time.perf_counter() - t_start:.0f} s")
+    _write_chart(rows, env, os.path.join(out, "models.png"))
     for line in summaries(rows):
         print("summary " + line)
     print(f"wrote {out}/models.json and models.md")

@@ -4,6 +4,8 @@ import json
 import os
 import sys
 
+import pytest
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 import models  # noqa: E402
@@ -39,3 +41,16 @@ def test_render_rewrites_the_table_from_the_json(tmp_path, monkeypatch):
     md = (tmp_path / "run.md").read_text()
     assert md == models.markdown(rows, env)
     assert "| m | 16x3 | float32 | eager | swap | 1.000 | 1.50x | 1.40x |" in md
+
+
+def test_chart_plots_the_swap_rows(tmp_path):
+    pytest.importorskip("matplotlib")
+    rows = [dict(_row("stock", 1.0, 1.0), note=""),
+            dict(_row("swap", 1.5, 1.4), note="kept 'rules'"),
+            dict(_row("stock(again)", 0.99, 1.01), note="")]
+    env = dict(device="GPU X")
+    path = tmp_path / "m.png"
+    assert models.chart(rows, env, str(path))
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert not models.chart([rows[0]], env, str(tmp_path / "none.png"))  # no swap row
+    assert not (tmp_path / "none.png").exists()

@@ -28,12 +28,12 @@ being captured (timing synchronises). Inside a compiled function the decision co
 keeps as a constant (``torch._dynamo.assume_constant_result``, as :mod:`torch_ops.fastpath`
 does), gives the choice or the candidate rules' bounds, which the traced code tests on the
 input's sizes (a few guards per layer, each evaluated by every call of the compiled model):
-the decision cached by an earlier eager call with the same signature for ``"autotune"``; for ``"rules"`` the
-conv-alone rules (``fused=False``) even for a fused block, since inductor fuses torch's own BN,
-activation and residual add after the conv (the fused rules were measured against torch's eager
-sequence). Under capture the same holds. So, for ``policy="autotune"``, run the model eagerly once per
-input shape before compiling or capturing it (``swap(..., example_inputs=...)`` does that);
-for ``"rules"`` nothing is needed.
+the decision cached by an earlier eager call with the same signature for ``"autotune"``; for
+``"rules"`` the conv-alone rules (``fused=False``) even for a fused block, since inductor fuses
+torch's own BN, activation and residual add after the conv (the fused rules were measured
+against torch's eager sequence). Under capture the same holds. So, for ``policy="autotune"``,
+run the model eagerly once per input shape before compiling or capturing it
+(``swap(..., example_inputs=...)`` does that); for ``"rules"`` nothing is needed.
 
 The rule tables (``RULES``, and ``COMPILED_RULES`` for torch.compile) are generated:
 ``python3 benchmarks/derive_policy.py CENSUS.json ... --write`` rewrites the block between the
