@@ -206,7 +206,8 @@ def test_mv_algorithm_query():
         assert torch_ops.algorithm("mv", a, v) == "cpu (built without CUDA kernels)"
         return
     assert torch_ops.algorithm("mv", a, v) == "rows_short"  # fp32 rows up to 32 KB, M >= 4096
-    assert torch_ops.algorithm("mv", a.t(), v) == "cols_vec"
+    big = _meta(16384, 16384)  # past 2^26 elements: fp32 column-major leaves cublas to cols_vec
+    assert torch_ops.algorithm("mv", big.t(), _meta(16384)) == "cols_vec"
     # Short aligned rows (at most 1 KB): rows_short, except 16-bit rows of 512 bytes to 1 KB with
     # 4096 <= M, M * N <= 2^25 (rows_mma). fp32 rows up to 32 KB with M >= 4096 (up to 6 KB with
     # M >= 1024): rows_short too.
@@ -219,8 +220,10 @@ def test_mv_algorithm_query():
     assert torch_ops.algorithm("mv", _meta(4096, 8196), _meta(8196)) == "rows_vec"  # over 32 KB
     assert torch_ops.algorithm("mv", _meta(1024, 512), _meta(512)) == "rows_short"  # M >= 1024
     assert torch_ops.algorithm("mv", _meta(1023, 512), _meta(512)) == "rows_vec"  # M < 1024
-    # 1024 <= M < 4096: rows_short only up to 6 KB rows (1024 x 4096 fp32 lost on it).
-    assert torch_ops.algorithm("mv", _meta(1024, 1536), _meta(1536)) == "rows_short"
+    # 1024 <= M < 4096: rows_short only up to 6 KB rows (1024 x 4096 fp32 lost on it), and 6 KB
+    # rows only from 1536 rows (1024 x 1536 ran faster on rows_vec).
+    assert torch_ops.algorithm("mv", _meta(1536, 1536), _meta(1536)) == "rows_short"
+    assert torch_ops.algorithm("mv", _meta(1024, 1536), _meta(1536)) == "rows_vec"
     assert torch_ops.algorithm("mv", _meta(1024, 1540), _meta(1540)) == "rows_vec"
     assert torch_ops.algorithm("mv", _meta(4095, 4096), _meta(4096)) == "rows_vec"
     assert torch_ops.algorithm("mv", _meta(256, 4096), _meta(4096)) == "rows_vec"
@@ -283,7 +286,7 @@ def test_mv_algorithm_query():
     assert torch_ops.algorithm("mv", hb.t(), hv[:1000]) == "cols_vec"  # bf16, N 1000
     hb = torch.empty(1000, 257, device="meta", dtype=torch.bfloat16)
     assert torch_ops.algorithm("mv", hb.t(), hv[:1000]) == "cols"  # rows not whole vectors
-    assert torch_ops.algorithm("mv", _meta(4096, 4096).t(), _meta(4096)) == "cols_vec"  # > 2^21
+    assert torch_ops.algorithm("mv", _meta(32768, 4096).t(), _meta(32768)) == "cols_vec"  # > 2^26
     assert torch_ops.algorithm("mv", _meta(16, 1 << 20).t(), _meta(16)) == "cols_short"
     assert torch_ops.algorithm("mv", _meta(1_000_003, 1), _meta(1)) == "cols_short"  # s0 == 1
     h = torch.empty(8192, 16384, device="meta", dtype=torch.float16)
@@ -473,34 +476,99 @@ def _bf(*shape):
 
 
 def test_mv_cublas_regions():
-    """16-bit problems in the size sweep's blocks where cuBLAS (torch.mv's path) was faster than
-    every kernel here run cuBLAS; their neighbours outside the blocks, and fp32, do not."""
+    """Problems in the size sweep's blocks where cuBLAS (torch.mv's path) was faster than every
+    kernel here run cuBLAS; their neighbours outside the blocks do not."""
     if not torch_ops.has_cuda_kernels():
         pytest.skip("needs the CUDA kernels")
     q = lambda a: torch_ops.algorithm("mv", a, _bf(a.shape[1]))  # noqa: E731
-    # column-major (A.t of a contiguous [N, M]): M >= 1536, 256-6144 columns
+    qf = lambda a: torch_ops.algorithm("mv", a, _meta(a.shape[1]))  # noqa: E731
+    # 16-bit column-major (A.t of a contiguous [N, M]): M >= 1536, 256-24576 columns
     assert q(_bf(384, 16384).t()) == "cublas"
     assert q(_bf(1536, 4096).t()) == "cublas"
-    assert q(_bf(6144, 1536).t()) == "cublas"
-    assert q(_bf(6145, 1536).t()) != "cublas"  # 6145 columns
+    assert q(_bf(24576, 1536).t()) == "cublas"
+    assert q(_bf(8192, 1535).t()) != "cublas"  # 1535 rows, 8192 columns
     assert q(_bf(1024, 1535).t()) != "cublas"  # 1535 rows, 1024 columns
+    # ... 1024-1535 rows from 16384 columns
+    assert q(_bf(16384, 1024).t()) == "cublas"
+    assert q(_bf(16383, 1024).t()) != "cublas"
+    assert q(_bf(16384, 1023).t()) != "cublas"
     # ... and M >= 384 at 256-384 columns
     assert q(_bf(256, 384).t()) == "cublas"
     assert q(_bf(384, 384).t()) == "cublas"
     assert q(_bf(384, 383).t()) != "cublas"
-    # 2-6 rows, 4096-24576 columns
+    # 2-6 rows, 4096-65536 columns
     assert q(_bf(6144, 4).t()) == "cublas"
-    assert q(_bf(24576, 6).t()) == "cublas"
-    assert q(_bf(24577, 6).t()) != "cublas"
+    assert q(_bf(65536, 6).t()) == "cublas"
+    assert q(_bf(65537, 6).t()) != "cublas"
     assert q(_bf(6144, 7).t()) != "cublas"
-    # 96-384 rows from 262144 columns; 384 rows from 65536
+    # 96-384 rows from 262144 columns; 256-384 rows from 98304
     assert q(_bf(262144, 96).t()) == "cublas"
     assert q(_bf(131072, 96).t()) != "cublas"
-    assert q(_bf(65536, 384).t()) == "cublas"
-    # row-major from 98304 rows of 96-1536 columns
+    assert q(_bf(98304, 256).t()) == "cublas"
+    assert q(_bf(65536, 256).t()) != "cublas"
+    # 16385-65535 rows of 65-128 columns
+    assert q(_bf(96, 24576).t()) == "cublas"
+    assert q(_bf(96, 65536).t()) != "cublas"
+    assert q(_bf(64, 24576).t()) != "cublas"
+    # row-major from 98304 rows of 96-1536 columns, from 2^20 rows of 64-95
     assert q(_bf(98304, 384)) == "cublas"
     assert q(_bf(98303, 384)) != "cublas"
     assert q(_bf(98304, 1537)) != "cublas"
-    # fp32 never
-    assert torch_ops.algorithm("mv", _meta(98304, 384), _meta(384)) != "cublas"
-    assert torch_ops.algorithm("mv", _meta(16384, 4096).t(), _meta(16384)) != "cublas"
+    assert q(_bf(1 << 20, 64)) == "cublas"
+    assert q(_bf(393216, 64)) != "cublas"
+    # row-major 64-95 rows from 262144 columns, 192-256 rows from 98304, one row of 49152-98303
+    assert q(_bf(64, 262144)) == "cublas"
+    assert q(_bf(64, 131072)) != "cublas"
+    assert q(_bf(256, 98304)) == "cublas"
+    assert q(_bf(128, 98304)) != "cublas"
+    assert q(_bf(1, 65536)) == "cublas"
+    assert q(_bf(1, 98304)) != "cublas"
+    # fp32 column-major: from 4096 rows, 256+ columns, 2^21-2^26 elements; 1536-4095 and
+    # 256-384 rows of 1025-2047 columns; 2-6 rows of 16384-65536 columns
+    assert qf(_meta(256, 24576).t()) == "cublas"
+    assert qf(_meta(1024, 4096).t()) == "cublas"
+    assert qf(_meta(384, 4096).t()) != "cublas"  # 2^21 elements
+    assert qf(_meta(16384, 4096).t()) == "cublas"
+    assert qf(_meta(16385, 4096).t()) != "cublas"  # past 2^26
+    assert qf(_meta(1536, 1536).t()) == "cublas"
+    assert qf(_meta(1536, 1024).t()) != "cublas"
+    assert qf(_meta(1536, 256).t()) == "cublas"
+    assert qf(_meta(1536, 255).t()) != "cublas"
+    assert qf(_meta(16384, 4).t()) == "cublas"
+    assert qf(_meta(16383, 4).t()) != "cublas"
+    # fp32 row-major: 64-256 rows from 65536 columns (64-95 rows from 98304); 257-1023 rows of
+    # 1024-1536; 20480-49151 rows of 257-1023
+    assert qf(_meta(96, 65536)) == "cublas"
+    assert qf(_meta(64, 65536)) != "cublas"
+    assert qf(_meta(64, 98304)) == "cublas"
+    assert qf(_meta(257, 65536)) != "cublas"
+    assert qf(_meta(384, 1024)) == "cublas"
+    assert qf(_meta(1024, 1024)) != "cublas"
+    assert qf(_meta(24576, 384)) == "cublas"
+    assert qf(_meta(16384, 384)) != "cublas"
+
+
+def test_mv_rules_of_the_seventeenth_sweep():
+    """The points where another kernel here beat the earlier choice get that kernel."""
+    if not torch_ops.has_cuda_kernels():
+        pytest.skip("needs the CUDA kernels")
+    q = lambda a: torch_ops.algorithm("mv", a, _bf(a.shape[1]))  # noqa: E731
+    qf = lambda a: torch_ops.algorithm("mv", a, _meta(a.shape[1]))  # noqa: E731
+    assert q(_bf(24576, 1536)) == "rows_mma"  # past 2^25, 16384+ rows of <= 1536 columns
+    assert q(_bf(6144, 16).t()) == "cols_periodic"
+    assert q(_bf(4096, 16).t()) == "rows"
+    assert q(_bf(4, 1024).t()) == "cols"
+    assert q(_bf(4, 4097).t()) != "cols"
+    assert q(_bf(96, 1024).t()) == "rows"
+    assert q(_bf(1536, 96).t()) == "rows"  # 96 x 1536: the rows rule's 147456 elements
+    assert q(_bf(1536, 256).t()) == "cols_vec"
+    assert qf(_meta(1024, 1536)) == "rows_vec"
+    assert qf(_meta(1536, 1536)) == "rows_short"
+    assert qf(_meta(384, 384)) == "rows_short"
+    assert qf(_meta(96, 6).t()) == "rows"
+    assert qf(_meta(6144, 6).t()) == "rows"
+    assert qf(_meta(6144, 4).t()) != "rows"
+    assert qf(_meta(1536, 96).t()) == "rows"
+    assert qf(_meta(1536, 256).t()) == "cublas"
+    assert qf(_meta(16, 98304).t()) == "cols"
+    assert qf(_meta(16, 65536).t()) != "cols"

@@ -578,7 +578,7 @@ def test_reduce_algorithm_query():
     assert q("sum", _meta(4096, 65536, dtype=torch.bfloat16), -1) == "seg_contig"  # > 32 KB rows
     assert q("sum", _meta(4096, 4096, dtype=torch.bfloat16), -1) == "aten"  # test_reduce_aten_regions
     assert q("sum", _meta(4096, 4096), -1) == "row"  # fp32: no aten rule
-    assert q("sum", _meta(1536, 4), 0) == "seg"  # few outputs, small: blocks split each one
+    assert q("sum", _meta(1024, 4), 0) == "seg"  # few outputs, small: blocks split each one
     assert q("sum", _meta(256, 96, dtype=torch.bfloat16), 0) == "seg"  # <= 128 outputs, 2^16 elements
     assert q("sum", _meta(512, 128), 0) == "seg"
     assert q("sum", _meta(512, 129), 0) != "seg"  # 129 outputs
@@ -628,13 +628,14 @@ def test_reduce_algorithm_query():
 
 
 def test_reduce_aten_regions():
-    """16-bit sums and means in the size sweep's blocks where torch's reduction was faster than
-    every kernel here run torch's (aten); amax / amin, fp32 and the neighbours do not."""
+    """Layouts in the size sweep's blocks where torch's reduction was faster than every kernel
+    here run torch's (aten); their neighbours outside the blocks do not."""
     if not torch_ops.has_cuda_kernels():
         pytest.skip("needs the CUDA kernels")
     q = torch_ops.algorithm
     bf = torch.bfloat16
-    # rows of 1536-4095 elements from 4096 rows; of 4096 elements, 4096-6143 rows
+    # 16-bit sums and means. Rows of 1536-4095 elements from 4096 rows; of 4096 elements,
+    # 4096-6143 rows
     assert q("sum", _meta(4096, 1536, dtype=bf), -1) == "aten"
     assert q("mean", _meta(65536, 4095, dtype=torch.float16), -1) == "aten"
     assert q("sum", _meta(6143, 4096, dtype=bf), -1) == "aten"
@@ -648,34 +649,83 @@ def test_reduce_aten_regions():
     assert q("sum", _meta(256, 98305, dtype=bf), -1) != "aten"
     assert q("sum", _meta(255, 65536, dtype=bf), -1) != "aten"
     assert q("sum", _meta(1537, 65536, dtype=bf), -1) != "aten"
-    # columns: 2-4 rows of 256-393216 outputs; 5-16 rows of 65536-393216; 17-24 rows of
-    # 262144-393216; 256-384 rows from 65536 outputs
+    # columns: 2-4 rows of 256-393216 outputs; 5-6 rows of 65536-2^20; 5-16 rows of
+    # 65536-393216; 17-24 rows of 262144-393216
     assert q("sum", _meta(4, 256, dtype=bf), 0) == "aten"
     assert q("sum", _meta(2, 393216, dtype=bf), 0) == "aten"
-    assert q("sum", _meta(4, 393217, dtype=bf), 0) != "aten"
+    assert q("sum", _meta(4, 1 << 20, dtype=bf), 0) == "aten"
+    assert q("sum", _meta(4, (1 << 20) + 1, dtype=bf), 0) != "aten"
     assert q("sum", _meta(4, 255, dtype=bf), 0) != "aten"
     assert q("sum", _meta(5, 6144, dtype=bf), 0) != "aten"
     assert q("sum", _meta(16, 98304, dtype=bf), 0) == "aten"
     assert q("sum", _meta(16, 65535, dtype=bf), 0) != "aten"
+    assert q("sum", _meta(7, 1 << 20, dtype=bf), 0) != "aten"
     assert q("sum", _meta(24, 98304, dtype=bf), 0) != "aten"
     assert q("mean", _meta(24, 393216, dtype=bf), 0) == "aten"
     assert q("sum", _meta(24, 393217, dtype=bf), 0) != "aten"
     assert q("sum", _meta(25, 393216, dtype=bf), 0) != "aten"
-    assert q("sum", _meta(256, 65536, dtype=bf), 0) == "aten"
-    assert q("sum", _meta(384, 1 << 20, dtype=bf), 0) == "aten"
-    assert q("sum", _meta(385, 65536, dtype=bf), 0) != "aten"
     assert q("sum", _meta(1, 65536, dtype=bf), 0) == "copy"  # one row: the copy stays first
-    # not amax / amin, not fp32, not a strided or 3-D layout
+    # [B, N, D] summed over N: D of 49-96 from 128 batches, 112-127 from 512
+    assert q("sum", _meta(256, 1000, 64, dtype=bf), 1) == "aten"
+    assert q("sum", _meta(127, 1000, 64, dtype=bf), 1) != "aten"
+    assert q("sum", _meta(256, 1000, 100, dtype=bf), 1) != "aten"
+    assert q("sum", _meta(1024, 1024, 127, dtype=bf), 1) == "aten"
+    assert q("sum", _meta(16, 1024, 127, dtype=bf), 1) != "aten"
+    assert q("sum", _meta(256, 1000, 64), 1) != "aten"  # fp32
+    assert q("amax", _meta(256, 1000, 64, dtype=bf), 1) != "aten"
+    # not amax / amin there, not fp32, not a strided layout
     assert q("amax", _meta(4096, 4096, dtype=bf), -1) != "aten"
     assert q("amin", _meta(16, 98304, dtype=bf), 0) != "aten"
     assert q("sum", _meta(16, 98304), 0) != "aten"
     assert q("sum", _meta(16, 196608, dtype=bf)[:, ::2], 0) != "aten"
     assert q("sum", _meta(4, 16, 4096, dtype=bf), [0, 2]) != "aten"  # two reduced dims
-    # forced: any float layout, any of the four ops; integers cannot
+    # Every op and dtype: columns of 256-384 rows from 65536 outputs, fp32 256-383 rows from
+    # 24576; 1025-4095 rows into 2-6 outputs
+    for op in ("sum", "mean", "amax", "amin"):
+        for dt in (bf, torch.float32):
+            assert q(op, _meta(256, 65536, dtype=dt), 0) == "aten"
+            assert q(op, _meta(384, 1 << 20, dtype=dt), 0) == "aten"
+            assert q(op, _meta(385, 65536, dtype=dt), 0) != "aten"
+            assert q(op, _meta(1536, 4, dtype=dt), 0) == "aten"
+            assert q(op, _meta(4095, 6, dtype=dt), 0) == "aten"
+            assert q(op, _meta(1024, 4, dtype=dt), 0) != "aten"
+            assert q(op, _meta(1536, 7, dtype=dt), 0) != "aten"
+        assert q(op, _meta(256, 24576), 0) == "aten"
+        assert q(op, _meta(384, 24576), 0) != "aten"
+        assert q(op, _meta(256, 16384), 0) != "aten"
+        # fp32 rows of 16385-32768 elements, 257-767 rows; of 1536-4095, 4097-16383 rows
+        assert q(op, _meta(384, 24576), -1) == "aten"
+        assert q(op, _meta(256, 24576), -1) != "aten"
+        assert q(op, _meta(768, 24576), -1) != "aten"
+        assert q(op, _meta(6144, 1536), -1) == "aten"
+        assert q(op, _meta(4096, 1536), -1) != "aten"
+        assert q(op, _meta(16384, 1536), -1) != "aten"
+        assert q(op, _meta(6144, 4096), -1) != "aten"
+    assert q("sum", _meta(1536, 4, dtype=torch.int32), 0) != "aten"  # integers: never automatic
+    # forced: any layout, any op, any dtype (integer sums into int64 as torch.sum)
     with torch_ops.force_algorithm("reduce", "aten"):
         assert q("amax", _meta(3, 5, 7), 1) == "aten"
-        with pytest.raises(RuntimeError, match=r"forced algorithm 'aten' cannot"):
-            q("sum", _meta(3, 5, dtype=torch.int32), 1)
+        assert q("sum", _meta(3, 5, dtype=torch.int32), 1) == "aten"
+
+
+def test_reduce_rules_of_the_seventeenth_sweep():
+    """The points where another kernel here beat the earlier choice get that kernel."""
+    if not torch_ops.has_cuda_kernels():
+        pytest.skip("needs the CUDA kernels")
+    q = torch_ops.algorithm
+    bf = torch.bfloat16
+    assert q("sum", _meta(6, 6, dtype=bf), -1) == "seg"  # tiny 16-bit rows
+    assert q("sum", _meta(96, 7, dtype=bf), -1) == "seg"
+    assert q("sum", _meta(97, 6, dtype=bf), -1) != "seg"
+    assert q("sum", _meta(6, 6), -1) != "seg"  # fp32 keeps its path
+    assert q("sum", _meta(16, 16384, dtype=bf), -1) == "seg_runs"
+    assert q("sum", _meta(256, 24576, dtype=bf), -1) == "seg_runs"
+    assert q("sum", _meta(384, 24576, dtype=bf), -1) == "seg_contig"
+    assert q("sum", _meta(4, 256), 0) == "seg"  # fp32 few rows, up to 256 outputs
+    assert q("sum", _meta(96, 1536), 0) == "col"  # fp32 65-96 rows of <= 6144 outputs
+    assert q("sum", _meta(64, 1536), 0) == "col_vec"
+    assert q("sum", _meta(96, 8192), 0) == "col_vec"
+
 
 # Each algorithm forced on edge layouts: full reductions (1 element, 1K, misaligned, strided),
 # rows (short, 1 output, prime length), columns (vector-divisible or not), middle dims, tuples of

@@ -112,7 +112,11 @@ bool can_run(MvAlgo a, const MvProblem& s) {
 // (M < 32 * SMs) and each warp sees only a few vectors; not on long rows nor on large matrices,
 // where rows_vec's warps read 512 contiguous bytes of one row per load and the mma tiles 64
 // bytes of each of 8 rows.
+// (The 2^25 cap is lifted for 16384+ rows of up to 1536 columns: H100, benchmarks/algos.py,
+// bf16 24576 x 1536 rows_mma 28.4 us against rows_vec 30.7, torch 29.1; 65536 x 1536 74.7
+// against 79.8, torch 76.0.)
 bool mma_wins(const MvProblem& s) {
+  if (s.N <= 1536 && s.M >= 16384) return true;
   if (s.M * s.N > (int64_t{1} << 25)) return false;
   return (s.N <= 4096 && s.M >= 2048) || (s.N <= 1024 && s.M >= 512);
 }
@@ -130,25 +134,57 @@ constexpr int64_t kTinyRowsMaxElems = 576;
 
 // The regions that run cuBLAS (torch.mv's path): blocks of the H100 quick size sweep
 // (benchmarks/results/h100_sweep.md, graph-replayed, torch / ours) where every kernel here
-// trailed, 16-bit only (the fp32 points below 0.97x are scattered, not blocks):
+// trailed. 16-bit:
 //   column-major (A.t), M >= 1536 rows, 256-6144 columns: 0.71-0.97x (16384 x 384 0.71x,
 //     4096 x 1536 0.76x, 24576 x 256 0.71x), and M >= 384 at 256-384 columns (0.85-0.90x);
-//   column-major with 2-6 rows, 4096-24576 columns: 0.65-0.95x (4 x 6144 0.65x);
-//   column-major with 96-384 rows, from 262144 columns (0.78-0.96x), 384 rows from 65536
-//     (0.83-0.86x);
+//     then (the seventeenth session's sweep, h100_sweep_vendor1.json, and benchmarks/algos.py
+//     forcing each kernel: h100_algos_s17.txt) on to 24576 columns from 1536 rows and from 16384
+//     columns at 1024-1535 rows (1536 x 16384 cols_short 23.8 us, torch 22.0; 1024 x 98304
+//     0.96x);
+//   column-major with 2-6 rows, 4096-65536 columns: 0.65-0.95x (4 x 6144 0.65x; 4 x 65536
+//     cols_periodic 4.7 us, torch 4.5);
+//   column-major with 96-384 rows from 262144 columns (0.78-0.96x), 256-384 rows from 98304
+//     (256 x 98304 cols_short 24.3, torch 23.0; 384 x 65536 0.83-0.86x);
+//   column-major 16385-65535 rows of 65-128 columns: 24576 x 96 cols_vec 4.1, torch 3.3;
 //   row-major from 98304 rows of 96-1536 columns: 0.84-0.96x (393216 x 384 0.84x), the rest
-//     of that block 0.98-1.07x.
+//     of that block 0.98-1.07x; from 2^20 rows of 64-95 columns 0.95-0.97x;
+//   row-major 64-95 rows from 262144 columns (64 x 262144 rows_vec 16.5, torch 14.1), 192-256
+//     rows from 98304 (256 x 98304 24.2 against 23.2); one row of 49152-98303 (1 x 65536 rows_vec
+//     4.1, torch 3.9).
+// fp32 (the seventeenth session, same sources):
+//   column-major from 4096 rows, 256 or more columns, 2^21-2^26 elements: 0.67-0.97x
+//     (24576 x 256 cols_short 6.1, torch 5.4; 4096 x 1536 7.2 against 6.2); 1536-4095 rows of
+//     1025-2047 columns (1536 x 1536 0.73x), 256-384 rows of 1025-2047 columns (0.79-0.85x);
+//   column-major with 2-6 rows, 16384-65536 columns (cols_periodic 4.1-4.8, torch 3.9-4.9);
+//   row-major 64-256 rows from 65536 columns (96 x 65536 rows_vec 11.0, torch 9.6; 64 x 98304
+//     10.6 against 8.2), not 64-95 rows below 98304 (64 x 65536 ran 1.45x); 257-1023 rows of
+//     1024-1536 columns (384 x 1024 rows 2.5, torch 2.4); 20480-49151 rows of 257-1023 columns
+//     (24576 x 384 rows_short 12.7, torch 11.5).
 bool cublas_wins(const MvProblem& s) {
-  if (s.elem_size != 2) return false;
-  if (s.s0 == 1 && s.M >= 2) {
-    if (s.M >= 1536 && s.N >= 256 && s.N <= 6144) return true;
-    if (s.M >= 384 && s.N >= 256 && s.N <= 384) return true;
-    if (s.M <= 6 && s.N >= 4096 && s.N <= 24576) return true;
-    if (s.M >= 96 && s.M <= 384 && s.N >= 262144) return true;
-    if (s.M == 384 && s.N >= 65536) return true;
-    return false;
+  const int64_t M = s.M, N = s.N, MN = s.M * s.N;
+  if (s.elem_size == 2) {
+    if (s.s0 == 1 && M >= 2) {
+      return (M >= 1536 && N >= 256 && N <= 24576) || (M >= 1024 && N >= 16384) ||
+             (M >= 384 && N >= 256 && N <= 384) || (M <= 6 && N >= 4096 && N <= 65536) ||
+             (M >= 96 && M <= 384 && N >= 262144) || (M >= 256 && M <= 384 && N >= 98304) ||
+             (M > 16384 && M < 65536 && N > 64 && N <= 128);
+    }
+    return s.s1 == 1 &&
+           ((M >= 98304 && N >= 96 && N <= 1536) || (M >= (1 << 20) && N >= 64 && N < 96) ||
+            (M >= 64 && M < 96 && N >= 262144) || (M >= 192 && M <= 256 && N >= 98304) ||
+            (M == 1 && N >= 49152 && N < 98304));
   }
-  return s.s1 == 1 && s.M >= 98304 && s.N >= 96 && s.N <= 1536;
+  if (s.elem_size != 4) return false;
+  if (s.s0 == 1 && M >= 2) {
+    return (M >= 4096 && N >= 256 && MN > (1 << 21) && MN <= (1 << 26)) ||
+           (M >= 1536 && M < 4096 && N > 1024 && N < 2048) ||
+           (M >= 256 && M <= 384 && N > 1024 && N < 2048) ||
+           (M <= 6 && N >= 16384 && N <= 65536);
+  }
+  return s.s1 == 1 &&
+         ((M >= 64 && M <= 256 && N >= 65536 && (M >= 96 || N >= 98304)) ||
+          (M > 256 && M < 1024 && N >= 1024 && N <= 1536) ||
+          (M >= 20480 && M < 49152 && N > 256 && N < 1024));
 }
 
 MvAlgo choose_auto(const MvProblem& s) {
@@ -167,9 +203,24 @@ MvAlgo choose_auto(const MvProblem& s) {
   // H100 1536 x 1024: 2.9 vs rows_vec 7.7 (torch 6.7; benchmarks/algos.py).
   // Not for 1024-4095 rows of 16-24 KB: the quick sweep's 1024 x 4096 / 6144 fell from 1.08x /
   // 1.12x torch to 0.64x / 0.49x on rows_short (1024-1536 x 384-1536 gained: 0.4-0.9x -> 1.0-1.7x).
-  if (f32 && row_bytes <= 32768 && s.M >= 1024 && (s.M >= 4096 || row_bytes <= 6144) &&
+  // (1024-1535 rows of 1536 columns run rows_vec: H100, benchmarks/algos.py, fp32 1024 x 1536
+  // rows_vec 2.7 us against rows_short 3.7, torch 3.3.)
+  if (f32 && row_bytes <= 32768 && s.M >= 1024 &&
+      (s.M >= 4096 || row_bytes < 6144 || (row_bytes == 6144 && s.M >= 1536)) &&
       can(A::kRowsShort))
     return A::kRowsShort;
+  // fp32 rows of 257-384 columns from 384 rows: H100, benchmarks/algos.py, 384 x 384 rows_short
+  // 1.8 us against rows_vec 2.8 (torch 2.6).
+  if (f32 && row_bytes <= 1536 && s.M >= 384 && can(A::kRowsShort)) return A::kRowsShort;
+  // Small column-major fp32 problems: rows. H100, benchmarks/algos.py (A.t fp32, torch in
+  // parentheses): 6 x 4 1.7 us (1.8), 6 x 96 1.5 against cols_short 1.9 (1.8); 6 x 6144 2.9
+  // against 5.0 (3.7); 16 x 4096 3.0 against 4.2 (3.9), 16 x 6144 3.6 (4.1), 24 x 1536 2.5
+  // against 4.0 (3.8), 96 x 1536 2.9 against 4.1 (3.3). (6 x 16384 ran 4.9 on rows: cublas.)
+  if (f32 && s.s0 == 1 && s.M >= 2 &&
+      ((s.M <= 6 && s.M * s.N <= kTinyRowsMaxElems) ||
+       (s.M >= 5 && s.M <= 6 && s.N >= 6144 && s.N < 16384) ||
+       (s.M >= 16 && s.M <= 96 && s.N >= 1536 && s.N <= 6144 && s.M * s.N <= 147456)))
+    return A::kRows;
   // Small, short and wide column-major 16-bit problems (M * N <= 2^15, M <= 256, N >= 64): H100,
   // A.t bf16 6 x 1024 rows 1.8 vs cols_short 3.3, 64 x 384 1.8 vs 4.5, 6 x 4096 4.1 vs 7.1,
   // 200 x 160 1.8 vs 2.8 (benchmarks/algos.py; fp32 keeps cols_short). Tall ones lost on rows
@@ -179,8 +230,11 @@ MvAlgo choose_auto(const MvProblem& s) {
   // ... and up to 2^17 elements from 16 rows, up to 6144 columns: H100, benchmarks/algos.py,
   // A.t bf16 256 x 384 rows 2.3 us against cols_short 4.5 (torch 2.8), 96 x 1024 2.5 against
   // 4.4 (3.5), 64 x 1536 2.8 against 5.3 (4.0), 16 x 6144 4.7 against 6.0 (5.7).
-  if (s.s0 == 1 && s.elem_size == 2 && s.M * s.N <= (1 << 17) && s.M >= 16 && s.M <= 256 &&
-      s.N >= 64 && s.N <= 6144)
+  // (and 96 x 1536: rows 3.1 us against cols_short 4.5, torch 4.2; not 16 x 4097-6144, where
+  // the seventeenth session measured rows 6.0 against cols_periodic 4.3, torch 5.8)
+  if (s.s0 == 1 && s.elem_size == 2 && s.M >= 16 && s.M <= 256 && s.N >= 64 && s.N <= 6144 &&
+      (s.M * s.N <= (1 << 17) || (s.M <= 96 && s.N <= 1536 && s.M * s.N <= 147456)) &&
+      !(s.M <= 16 && s.N > 4096))
     return A::kRows;
   // Column-major 16-bit with storage rows of 8 bytes (M = 4: cols_short's 8-byte vectors), N of
   // 24576-393216 or from 6M: cols_periodic. H100, benchmarks/algos.py, A.t bf16 4 x N:
@@ -205,6 +259,21 @@ MvAlgo choose_auto(const MvProblem& s) {
   if (s.s0 == 1 && s.M * s.N >= 24576 && s.s1 % (16 / s.elem_size / 2) != 0 &&
       can(A::kColsPeriodic))
     return A::kColsPeriodic;
+  // Column-major points of the seventeenth session's sweep where another kernel beat the
+  // choice below (H100, benchmarks/algos.py, torch in parentheses): bf16 16 x 6144
+  // cols_periodic 4.3 us against rows 6.0 (5.8); bf16 256-1536 rows of 4 columns cols 1.3-1.5
+  // against cols_short 1.9-2.0 (1.8-1.9); bf16 1024-1536 x 96 rows 1.9-2.1 against 2.5 (2.4);
+  // bf16 256 x 1536 cols_vec 3.8 against cols_short 5.8 (4.4); fp32 98304 x 16 cols 2.8 against
+  // 3.3 (3.1).
+  if (s.s0 == 1 && s.elem_size == 2) {
+    if (s.M == 16 && s.N > 4096 && s.N <= 8192 && can(A::kColsPeriodic)) return A::kColsPeriodic;
+    if (s.N <= 4 && s.M >= 256 && s.M <= 4096 && can(A::kCols)) return A::kCols;
+    if (s.N > 64 && s.N <= 128 && s.M >= 384 && s.M <= 1536) return A::kRows;
+    if (s.M > 128 && s.M <= 256 && s.N > 1024 && s.N < 2048 && can(A::kColsVec))
+      return A::kColsVec;
+  }
+  if (s.s0 == 1 && f32 && s.N > 8 && s.N <= 16 && s.M >= 81920 && s.M <= 131072 && can(A::kCols))
+    return A::kCols;
   // A.t 256 x 256: rows 2.0 vs cols_vec 2.8, cols_short 5.7 (bf16); 2.3 vs 2.5, 3.9 (fp32).
   if (s.s0 == 1 && s.M > 128 && s.M <= 256 && s.N > 16 && s.N <= 256) return A::kRows;
   // A.t fp32 64 x 2^20: cols_short 67.4 (torch 73.5); A.t bf16 2^20 x 16: 14.1 (torch 23.4).

@@ -130,8 +130,8 @@ bool can_run(RedAlgo a, const ReduceLayout& L, const RedInput& in) {
     case RedAlgo::kPeriodic:
       return in.float_acc && in.aligned && L.nk == 1 && L.kstride[0] == 1 && L.nr == 1 &&
              L.n_out >= 2 && L.n_out <= periodic::kMaxPeriod && L.rstride[0] == L.n_out;
-    case RedAlgo::kAten:
-      return in.float_acc;
+    case RedAlgo::kAten:  // torch's own reduction runs every dtype (integer sums into int64)
+      return true;
     case RedAlgo::kSeg:
     case RedAlgo::kCol:
       return true;
@@ -139,31 +139,65 @@ bool can_run(RedAlgo a, const ReduceLayout& L, const RedInput& in) {
   return false;
 }
 
-// The layouts that run torch's own reduction: 16-bit sums and means, blocks of the H100 quick
-// size sweep (benchmarks/results/h100_sweep.md, graph-replayed, torch / ours; sum and mean read
-// alike) where every kernel here trailed torch, bounded so that no point of the block ran above
-// 1.05x (but for sum [65536, 1536] at 2.16x, where mean on the same shape read 0.94x):
+// The layouts that run torch's own reduction, blocks of the H100 quick size sweep where every
+// kernel here trailed torch (graph-replayed, torch / ours; benchmarks/algos.py forcing each kernel
+// on the points, benchmarks/results/h100_algos_s17.txt). Two sets.
+//
+// 16-bit sums and means (benchmarks/results/h100_sweep.md of the sixteenth session; sum and mean
+// read alike), bounded so that no point of a block ran above 1.05x (but for sum [65536, 1536] at
+// 2.16x, where mean on the same shape read 0.94x):
 //   rows ([n_out, R] over the last dim) of 1536-4095 elements from 4096 rows, and of 4096 from
 //     4096 to 6143 rows: 0.79-0.95x ([4096, 4096] 0.79x, [4096, 1536] 0.81x, [6144, 1536]
 //     0.82x; [6144, 4096] 1.03x is outside);
 //   rows of 65536-98304 elements, 256-1536 rows: 0.67-0.98x ([256, 65536] 0.67x);
 //   columns ([R, n_out] over dim 0) of 2-4 rows, 256-393216 outputs: 0.83-0.96x ([4, 16384]
-//     0.83x; 2.0-2.1 us up to 6144 outputs);
+//     0.83x; 2.0-2.1 us up to 6144 outputs); (seventeenth session) of 5-6 rows, 65536 to 2^20
+//     outputs (bf16 [6, 2^20] col_vec 6.6 us, torch 6.3);
 //   columns of 5-16 rows, 65536-393216 outputs: 0.77-1.01x ([16, 98304] 0.77x);
 //   columns of 17-24 rows, 262144-393216 outputs: 0.89-0.94x (24 rows of 65536-98304 ran
 //     1.24-1.35x: outside);
-//   columns of 256-384 rows from 65536 outputs: 0.87-0.97x.
+//   (seventeenth session) [B, N, D] summed over N (kept dims (B, D), D contiguous), D of 49-96
+//     from 128 batches or of 112-127 from 512: bf16 [256, 1000-1024, 64] 16.1-17.1 us against
+//     torch's 15.5-16.4, [1024, 1024, 127] 121 against 115 (D = 100 ran 1.03-1.27x: outside).
+// Every op and dtype (the seventeenth session's sweep, h100_sweep_vendor1.json, after the set
+// above; sum, mean and amax dipped alike):
+//   columns of 256-384 rows from 65536 outputs (0.87-0.97x; fp32 [256, 98304] col_vec 37.0 us,
+//     torch 35.7), and fp32 256-383 rows of 24576-65535 outputs ([256, 24576] col_vec 6.9,
+//     torch 6.3; 384 rows ran 1.15x);
+//   columns of 1025-4095 rows into 2-6 outputs: [1536, 4] and [1536, 6] seg 3.0-3.2 us, torch
+//     2.7-2.9 (1024 rows ran 1.3x, 4096 1.1x);
+//   fp32 rows of 16385-32768 elements, 257-767 rows (past seg_contig's 32 MB of one block a
+//     row): [384, 24576] seg_runs 10.8 us, seg_contig 11.3, torch 8.2 ([256, 24576] 1.23x and
+//     [1024, 24576] 1.08x are outside);
+//   fp32 rows of 1536-4095 elements, 4097-16383 rows: [6144, 1536] row 10.3 us, torch 7.8
+//     ([4096, 1536] 1.12x, [16384, 1536] 1.03x outside).
 bool aten_wins(const ReduceLayout& L, const RedInput& in) {
-  if (!in.float_acc || !in.sum_like || in.elem_size != 2 || L.nk != 1 || L.nr != 1) return false;
+  if (!in.float_acc || L.nr != 1) return false;
+  const bool half = in.elem_size == 2, sum_like = in.sum_like && half;
+  if (L.nk == 2) {  // [B, N, D] over N
+    const int64_t B = L.ksize[0], D = L.ksize[1];
+    return sum_like && L.kstride[1] == 1 && L.rstride[0] == D && L.kstride[0] == L.R * D &&
+           ((D >= 49 && D <= 96 && B >= 128) || (D >= 112 && D <= 127 && B >= 512));
+  }
+  if (L.nk != 1) return false;
   if (L.rstride[0] == 1 && L.kstride[0] == L.R) {  // rows
-    return (L.R >= 1536 && L.n_out >= 4096 && (L.R < 4096 || (L.R == 4096 && L.n_out < 6144))) ||
-           (L.R >= 65536 && L.R <= 98304 && L.n_out >= 256 && L.n_out <= 1536);
+    if (sum_like &&
+        ((L.R >= 1536 && L.n_out >= 4096 && (L.R < 4096 || (L.R == 4096 && L.n_out < 6144))) ||
+         (L.R >= 65536 && L.R <= 98304 && L.n_out >= 256 && L.n_out <= 1536)))
+      return true;
+    return in.elem_size == 4 &&
+           ((L.R > 16384 && L.R <= 32768 && L.n_out > 256 && L.n_out < 768) ||
+            (L.R >= 1536 && L.R < 4096 && L.n_out > 4096 && L.n_out < 16384));
   }
   if (L.kstride[0] == 1 && L.rstride[0] == L.n_out) {  // columns
-    return (L.R <= 4 && L.n_out >= 256 && L.n_out <= 393216) ||
-           (L.R <= 16 && L.n_out >= 65536 && L.n_out <= 393216) ||
-           (L.R <= 24 && L.n_out >= 262144 && L.n_out <= 393216) ||
-           (L.R >= 256 && L.R <= 384 && L.n_out >= 65536);
+    if (sum_like && ((L.R <= 4 && L.n_out >= 256 && L.n_out <= 393216) ||
+                     (L.R <= 6 && L.n_out >= 65536 && L.n_out <= (1 << 20)) ||
+                     (L.R <= 16 && L.n_out >= 65536 && L.n_out <= 393216) ||
+                     (L.R <= 24 && L.n_out >= 262144 && L.n_out <= 393216)))
+      return true;
+    return (L.R >= 256 && L.R <= 384 && L.n_out >= 65536) ||
+           (in.elem_size == 4 && L.R >= 256 && L.R < 384 && L.n_out >= 24576) ||
+           (L.R > 1024 && L.R < 4096 && L.n_out >= 2 && L.n_out <= 6);
   }
   return false;
 }
@@ -209,6 +243,17 @@ RedAlgo choose_auto(const ReduceLayout& L, const RedInput& in) {
   // One element per output (a reduction over dims of size 1): a cast copy at copy speed.
   if (L.R == 1) return RedAlgo::kCopy;
   if (aten_wins(L, in)) return RedAlgo::kAten;
+  // Tiny 16-bit rows shorter than a vector (<= 7 elements), at most 96 of them: seg's block an
+  // output. H100, benchmarks/algos.py: bf16 [6, 6] and [16, 6] 1.4 us against row's 2.0-2.1
+  // (torch 1.9-2.0).
+  if (contig && in.elem_size == 2 && L.R <= 7 && L.n_out <= 96) return RedAlgo::kSeg;
+  // A few 16-bit rows of 24-48 KB: seg_runs rather than seg_contig's split rows. H100,
+  // benchmarks/algos.py: bf16 [16, 16384] 2.5 us against 3.2 (torch 3.0), [256, 24576] 4.1
+  // against 4.6 (torch 4.4; [384, 24576] keeps seg_contig, 4.7 against 6.6).
+  if (contig && in.elem_size == 2 &&
+      ((L.n_out <= 16 && L.R >= 12288 && L.R < 24576) ||
+       (L.n_out >= 192 && L.n_out <= 320 && L.R >= 20480 && L.R <= 28672)))
+    return RedAlgo::kSegRuns;
   // Many short aligned rows: one resident wave pipelining whole-vector rows.
   if (contig && L.n_out >= kRowVecMinRows && can_run(RedAlgo::kRowVec, L, in))
     return RedAlgo::kRowVec;
@@ -234,14 +279,21 @@ RedAlgo choose_auto(const ReduceLayout& L, const RedInput& in) {
   // output; the col kernels' lanes and finishing tree cost more there (1.3-2.9 us against
   // 2.0-4.5 us on an H200).
   if (L.n_out < reduce::kColX && L.R * L.n_out <= kSegMaxSmallCols) return RedAlgo::kSeg;
-  if (L.n_out <= kSegMaxOutputs && L.R * L.n_out <= kSegMaxTinyCols) return RedAlgo::kSeg;
+  // (and up to 256 outputs of at most 6 rows: fp32 [4, 256] seg 1.7 us, col_vec 2.0, torch 1.9)
+  if ((L.n_out <= kSegMaxOutputs || (L.R <= 6 && L.n_out <= 256)) &&
+      L.R * L.n_out <= kSegMaxTinyCols)
+    return RedAlgo::kSeg;
   // Few reduced rows (<= 96) of a 16-bit row of <= 24576 outputs: a thread per output, not
   // col_vec's vector of outputs with the rows split over a workspace. H100, benchmarks/algos.py
   // over the quick sweep's bf16 column sums (2-D, over dim 0): col 1.8-2.5 us where col_vec took
   // 2.6-4.0 (torch 2.0-3.3), e.g. [64, 4096] 2.0 against 3.2, [16, 65536] within noise of
   // col_vec; points below 0.97x torch 70 -> 42 of 278, none new (24 rows ran col_vec 1.9-2.2
   // against col 2.4-3.2, both at or above torch).
-  if (in.elem_size == 2 && L.R <= kColFewRows && L.n_out <= kColFewRowsMaxOutputs &&
+  // The same for fp32 at 65-96 rows of up to 6144 outputs: H100, benchmarks/algos.py, fp32
+  // [96, 384-6144] col 2.1-2.4 us against col_vec 3.3-3.6 (torch 3.2-3.4; 64 rows ran col_vec at
+  // 1.2x torch).
+  if (((in.elem_size == 2 && L.R <= kColFewRows && L.n_out <= kColFewRowsMaxOutputs) ||
+       (in.elem_size == 4 && L.R > 64 && L.R <= kColFewRows && L.n_out <= 6144)) &&
       can_run(RedAlgo::kColVec, L, in))
     return RedAlgo::kCol;
   // Contiguous outputs, aligned rows: a 16-byte vector of outputs per thread.
