@@ -417,6 +417,8 @@ def test_cuda_fft_forced_errors(device):
     (1_024_000, 3, 1, "rowwise16"),       # fp32 short filters too
     (2**20, 511, 510, "rowwise16"),       # below kFftMinTaps
     (500_000, 1024, 1023, "rowwise16"),   # below kFftMinMacs (fixed costs not amortised)
+    (16, 16, 15, "rowwise16"),            # one short fp32 row (the size sweep's N = 1-48)
+    (1, 16, 15, "rowwise16"),
 ])
 def test_fft_choice(L, K, padding, expected):
     """The automatic choice between the direct and FFT paths (a pure function of the shape; meta
@@ -424,6 +426,20 @@ def test_fft_choice(L, K, padding, expected):
     x = torch.empty(1, 1, L, device="meta")
     w = torch.empty(1, 1, K, device="meta")
     assert torch_ops.algorithm("conv1d", x, w, None, 1, padding) == expected
+
+
+@pytest.mark.skipif(not torch_ops.has_cuda_kernels(), reason="needs the CUDA build of gpukern")
+def test_short_rows_choice():
+    """Short fp32 rows run rowwise16 only when there are at most 4 of them; 16-bit short rows and
+    many short rows keep the general kernel."""
+    w = torch.empty(1, 1, 16, device="meta")
+    assert torch_ops.algorithm("conv1d", torch.empty(4, 1, 16, device="meta"), w, None, 1,
+                               15) == "rowwise16"
+    assert torch_ops.algorithm("conv1d", torch.empty(5, 1, 16, device="meta"), w, None, 1,
+                               15) != "rowwise16"
+    wh = torch.empty(1, 1, 16, device="meta", dtype=torch.bfloat16)
+    xh = torch.empty(1, 1, 16, device="meta", dtype=torch.bfloat16)
+    assert torch_ops.algorithm("conv1d", xh, wh, None, 1, 15) != "rowwise16"
 
 
 @pytest.mark.parametrize("device", [pytest.param("cuda", marks=cuda_only)])

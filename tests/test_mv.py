@@ -505,6 +505,7 @@ def test_mv_cublas_regions():
     assert q(_bf(262144, 96).t()) == "cublas"
     assert q(_bf(131072, 96).t()) != "cublas"
     assert q(_bf(98304, 256).t()) == "cublas"
+    assert q(_bf(65536, 384).t()) == "cublas"  # 257-384 rows from 65536
     assert q(_bf(65536, 256).t()) != "cublas"
     # 16385-65535 rows of 65-128 columns
     assert q(_bf(96, 24576).t()) == "cublas"

@@ -665,6 +665,14 @@ def test_reduce_aten_regions():
     assert q("sum", _meta(24, 393217, dtype=bf), 0) != "aten"
     assert q("sum", _meta(25, 393216, dtype=bf), 0) != "aten"
     assert q("sum", _meta(1, 65536, dtype=bf), 0) == "copy"  # one row: the copy stays first
+    # 1024-1536 rows into 98304-262143 outputs; 8192+ rows and outputs from 2^27 elements
+    assert q("sum", _meta(1536, 98304, dtype=bf), 0) == "aten"
+    assert q("mean", _meta(1024, 196608, dtype=bf), 0) == "aten"
+    assert q("sum", _meta(1024, 262144, dtype=bf), 0) != "aten"
+    assert q("sum", _meta(1537, 98304, dtype=bf), 0) != "aten"
+    assert q("sum", _meta(16384, 16384, dtype=bf), 0) == "aten"
+    assert q("sum", _meta(8192, 8192, dtype=bf), 0) != "aten"
+    assert q("amax", _meta(16384, 16384, dtype=bf), 0) != "aten"
     # [B, N, D] summed over N: D of 49-96 from 128 batches, 112-127 from 512
     assert q("sum", _meta(256, 1000, 64, dtype=bf), 1) == "aten"
     assert q("sum", _meta(127, 1000, 64, dtype=bf), 1) != "aten"
@@ -701,6 +709,13 @@ def test_reduce_aten_regions():
         assert q(op, _meta(4096, 1536), -1) != "aten"
         assert q(op, _meta(16384, 1536), -1) != "aten"
         assert q(op, _meta(6144, 4096), -1) != "aten"
+        assert q(op, _meta(384, 65536), -1) == "aten"
+        assert q(op, _meta(384, 98304), -1) != "aten"
+    # fp32 sums and means over rows of 4096-8191 elements from 2^27
+    assert q("sum", _meta(65536, 4096), -1) == "aten"
+    assert q("mean", _meta(32768, 6144), -1) == "aten"
+    assert q("sum", _meta(24576, 4096), -1) != "aten"
+    assert q("amax", _meta(65536, 4096), -1) != "aten"
     assert q("sum", _meta(1536, 4, dtype=torch.int32), 0) != "aten"  # integers: never automatic
     # forced: any layout, any op, any dtype (integer sums into int64 as torch.sum)
     with torch_ops.force_algorithm("reduce", "aten"):

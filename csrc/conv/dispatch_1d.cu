@@ -89,8 +89,11 @@ Conv1dAlgo choose_auto(const ConvProblem& p) {
   if (can_run_rowwise_mma(p) && p.KW >= kMmaMinK && long_rows) return A::kRowwiseMma;
   // 16-bit rows, K < 8: registers and shuffles, no shared memory.
   if (can_run_rowwise_reg(p) && half && p.KW < kMmaMinK && long_rows) return A::kRowwiseReg;
-  // Other rows (fp32, any K): 16x16 register blocks, one warp per tile.
-  if (can_run_rowwise16(p) && long_rows) return A::kRowwise16;
+  // Other rows (fp32, any K): 16x16 register blocks, one warp per tile; also an fp32 row too
+  // short for the rule above when it is one of at most 4 rows (H100 size sweep, [1, 1, N] with
+  // K = 16, padding 15, graph-replayed: general_ot1 3.05 us at N = 1-16 against cuDNN's 2.93-2.98,
+  // rowwise16 2.4-2.5 us at N = 256-65536).
+  if (can_run_rowwise16(p) && (long_rows || (!half && p.N * p.C <= 4))) return A::kRowwise16;
   // Dense channels (groups = 1, aligned O, sm_90; aligned C or a stem): the tensor cores.
   if (igemm_preferred(p)) return A::kIgemm;
   // Several channels a group, stride 1, filters of 16+ taps (wav2vec2's positional conv: 768 ->

@@ -144,7 +144,8 @@ constexpr int64_t kTinyRowsMaxElems = 576;
 //   column-major with 2-6 rows, 4096-65536 columns: 0.65-0.95x (4 x 6144 0.65x; 4 x 65536
 //     cols_periodic 4.7 us, torch 4.5);
 //   column-major with 96-384 rows from 262144 columns (0.78-0.96x), 256-384 rows from 98304
-//     (256 x 98304 cols_short 24.3, torch 23.0; 384 x 65536 0.83-0.86x);
+//     (256 x 98304 cols_short 24.3, torch 23.0), 257-384 rows from 65536 (384 x 65536
+//     0.83-0.86x);
 //   column-major 16385-65535 rows of 65-128 columns: 24576 x 96 cols_vec 4.1, torch 3.3;
 //   row-major from 98304 rows of 96-1536 columns: 0.84-0.96x (393216 x 384 0.84x), the rest
 //     of that block 0.98-1.07x; from 2^20 rows of 64-95 columns 0.95-0.97x;
@@ -167,6 +168,7 @@ bool cublas_wins(const MvProblem& s) {
       return (M >= 1536 && N >= 256 && N <= 24576) || (M >= 1024 && N >= 16384) ||
              (M >= 384 && N >= 256 && N <= 384) || (M <= 6 && N >= 4096 && N <= 65536) ||
              (M >= 96 && M <= 384 && N >= 262144) || (M >= 256 && M <= 384 && N >= 98304) ||
+             (M > 256 && M <= 384 && N >= 65536) ||
              (M > 16384 && M < 65536 && N > 64 && N <= 128);
     }
     return s.s1 == 1 &&

@@ -166,11 +166,18 @@ bool can_run(RedAlgo a, const ReduceLayout& L, const RedInput& in) {
 //     torch 6.3; 384 rows ran 1.15x);
 //   columns of 1025-4095 rows into 2-6 outputs: [1536, 4] and [1536, 6] seg 3.0-3.2 us, torch
 //     2.7-2.9 (1024 rows ran 1.3x, 4096 1.1x);
-//   fp32 rows of 16385-32768 elements, 257-767 rows (past seg_contig's 32 MB of one block a
-//     row): [384, 24576] seg_runs 10.8 us, seg_contig 11.3, torch 8.2 ([256, 24576] 1.23x and
-//     [1024, 24576] 1.08x are outside);
+//   fp32 rows of 16385-65536 elements, 257-767 rows (past seg_contig's 32 MB of one block a
+//     row): [384, 24576] seg_runs 10.8 us, seg_contig 11.3, torch 8.2; [384, 65536] 38.3-38.6
+//     against 36.6-36.9 in the sweep after ([256, 24576] 1.23x, [1024, 24576] 1.08x and
+//     [384, 98304] 1.05x are outside);
 //   fp32 rows of 1536-4095 elements, 4097-16383 rows: [6144, 1536] row 10.3 us, torch 7.8
-//     ([4096, 1536] 1.12x, [16384, 1536] 1.03x outside).
+//     ([4096, 1536] 1.12x, [16384, 1536] 1.03x outside);
+//   fp32 sums and means over rows of 4096-8191 elements from 2^27 elements: [65536, 4096]
+//     367 us against 352 in two sweeps (0.96x; [24576, 4096] 0.98x is outside).
+// And, in the sweep after those (h100_sweep_vendor2.json), 16-bit sums and means over columns
+// of 1024-1536 rows into 98304-262143 outputs ([1536, 98304] 119 us against 110 in three
+// sweeps; [1024, 262144] 1.02x outside) and of at least 8192 rows and outputs from 2^27
+// elements ([16384, 16384] 191.5 against 185 in three sweeps).
 bool aten_wins(const ReduceLayout& L, const RedInput& in) {
   if (!in.float_acc || L.nr != 1) return false;
   const bool half = in.elem_size == 2, sum_like = in.sum_like && half;
@@ -186,14 +193,17 @@ bool aten_wins(const ReduceLayout& L, const RedInput& in) {
          (L.R >= 65536 && L.R <= 98304 && L.n_out >= 256 && L.n_out <= 1536)))
       return true;
     return in.elem_size == 4 &&
-           ((L.R > 16384 && L.R <= 32768 && L.n_out > 256 && L.n_out < 768) ||
-            (L.R >= 1536 && L.R < 4096 && L.n_out > 4096 && L.n_out < 16384));
+           ((L.R > 16384 && L.R <= 65536 && L.n_out > 256 && L.n_out < 768) ||
+            (L.R >= 1536 && L.R < 4096 && L.n_out > 4096 && L.n_out < 16384) ||
+            (in.sum_like && L.R >= 4096 && L.R < 8192 && L.R * L.n_out >= (int64_t{1} << 27)));
   }
   if (L.kstride[0] == 1 && L.rstride[0] == L.n_out) {  // columns
     if (sum_like && ((L.R <= 4 && L.n_out >= 256 && L.n_out <= 393216) ||
                      (L.R <= 6 && L.n_out >= 65536 && L.n_out <= (1 << 20)) ||
                      (L.R <= 16 && L.n_out >= 65536 && L.n_out <= 393216) ||
-                     (L.R <= 24 && L.n_out >= 262144 && L.n_out <= 393216)))
+                     (L.R <= 24 && L.n_out >= 262144 && L.n_out <= 393216) ||
+                     (L.R >= 1024 && L.R <= 1536 && L.n_out >= 98304 && L.n_out < 262144) ||
+                     (L.R >= 8192 && L.n_out >= 8192 && L.R * L.n_out >= (int64_t{1} << 27))))
       return true;
     return (L.R >= 256 && L.R <= 384 && L.n_out >= 65536) ||
            (in.elem_size == 4 && L.R >= 256 && L.R < 384 && L.n_out >= 24576) ||
