@@ -36,7 +36,8 @@ flagged SLOW.
 on a 2-D grid every 2nd value of each axis; the bnd grid every 4th point. Without --quick the
 coarse points are measured first, then the rest, so a run cut short by --budget (or by a SIGTERM,
 e.g. `timeout`) has covered every family coarsely first; the points left are listed as skipped,
-and the files are written either way.
+and the files are written either way. A first pass cut by --budget still rechecks the points it
+measured (the recheck then runs until it ends or a SIGTERM stops it).
 
 --device cpu (or no GPU visible) is a smoke mode: a tiny grid (at most 4096 elements, conv2d up
 to 64x64), wall-clock medians of gpukern's CPU kernels against torch's CPU ops. Its speedups say
@@ -683,7 +684,9 @@ def main(argv=None):
     except (Terminated, KeyboardInterrupt) as e:
         i = len(rows)
         result["stopped"] = f"{type(e).__name__} after {i} points"
-    if not cpu and args.recheck > 0 and not result["stopped"]:
+    # A first pass cut by --budget still rechecks what it measured (a SIGTERM does not).
+    budget_cut = bool(result["stopped"]) and result["stopped"].startswith("budget")
+    if not cpu and args.recheck > 0 and (not result["stopped"] or budget_cut):
         again = [(q, r) for q, r in zip(order, rows)
                  if r.get("speedup") is not None and r["speedup"] < RECHECK_BELOW]
         print(f"\nrechecking {len(again)} points below {RECHECK_BELOW}x ({args.recheck} "
@@ -696,7 +699,8 @@ def main(argv=None):
                 print(f"[recheck {j + 1}/{len(again)} {time.perf_counter() - t1:6.0f}s] "
                       f"{fmt_line(r)} (first {was:.2f}x)", flush=True)
         except (Terminated, KeyboardInterrupt) as e:
-            result["stopped"] = f"{type(e).__name__} during the recheck"
+            result["stopped"] = (result["stopped"] + "; " if budget_cut else "") + \
+                f"{type(e).__name__} during the recheck"
         info["recheck_s"] = round(time.perf_counter() - t1, 1)
         info["rechecked"] = sum("first" in r for r in rows)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
