@@ -660,10 +660,12 @@ def main(argv=None):
     signal.signal(signal.SIGTERM, _on_sigterm)
     t0 = last_ckpt = time.perf_counter()
     i = 0
+    budget_cut = False  # the first pass stopped at --budget: its points are still rechecked
     try:
         for i, q in enumerate(order):
             if args.budget is not None and time.perf_counter() - t0 > args.budget:
                 result["stopped"] = f"budget of {args.budget:g} s reached after {i} points"
+                budget_cut = True
                 break
             try:
                 row = measure(q, device)
@@ -685,7 +687,6 @@ def main(argv=None):
         i = len(rows)
         result["stopped"] = f"{type(e).__name__} after {i} points"
     # A first pass cut by --budget still rechecks what it measured (a SIGTERM does not).
-    budget_cut = bool(result["stopped"]) and result["stopped"].startswith("budget")
     if not cpu and args.recheck > 0 and (not result["stopped"] or budget_cut):
         again = [(q, r) for q, r in zip(order, rows)
                  if r.get("speedup") is not None and r["speedup"] < RECHECK_BELOW]
