@@ -517,6 +517,10 @@ def test_mv_cublas_regions():
     assert q(_bf(98304, 1537)) != "cublas"
     assert q(_bf(1 << 20, 64)) == "cublas"
     assert q(_bf(393216, 64)) != "cublas"
+    # column-major from 2^22 rows of 17-32 columns
+    assert q(_bf(24, 1 << 22).t()) == "cublas"
+    assert q(_bf(16, 1 << 22).t()) != "cublas"
+    assert q(_bf(24, 1 << 20).t()) != "cublas"
     # row-major 64-95 rows from 262144 columns, 192-256 rows from 98304, one row of 49152-98303
     assert q(_bf(64, 262144)) == "cublas"
     assert q(_bf(64, 131072)) != "cublas"
@@ -559,7 +563,8 @@ def test_mv_rules_of_the_seventeenth_sweep():
     assert q(_bf(6144, 16).t()) == "cols_periodic"
     assert q(_bf(4096, 16).t()) == "rows"
     assert q(_bf(4, 1024).t()) == "cols"
-    assert q(_bf(4, 4097).t()) != "cols"
+    assert q(_bf(4, 8192).t()) == "cols"
+    assert q(_bf(4, 8193).t()) != "cols"
     assert q(_bf(96, 1024).t()) == "rows"
     assert q(_bf(1536, 96).t()) == "rows"  # 96 x 1536: the rows rule's 147456 elements
     assert q(_bf(1536, 256).t()) == "cols_vec"

@@ -711,10 +711,11 @@ def test_reduce_aten_regions():
         assert q(op, _meta(6144, 4096), -1) != "aten"
         assert q(op, _meta(384, 65536), -1) == "aten"
         assert q(op, _meta(384, 98304), -1) != "aten"
-    # fp32 sums and means over rows of 4096-8191 elements from 2^27
+    # fp32 sums and means over rows of 4096-8191 elements past 2^26
     assert q("sum", _meta(65536, 4096), -1) == "aten"
     assert q("mean", _meta(32768, 6144), -1) == "aten"
-    assert q("sum", _meta(24576, 4096), -1) != "aten"
+    assert q("sum", _meta(24576, 4096), -1) == "aten"
+    assert q("sum", _meta(16384, 4096), -1) != "aten"
     assert q("amax", _meta(65536, 4096), -1) != "aten"
     assert q("sum", _meta(1536, 4, dtype=torch.int32), 0) != "aten"  # integers: never automatic
     # forced: any layout, any op, any dtype (integer sums into int64 as torch.sum)

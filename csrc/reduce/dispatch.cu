@@ -172,8 +172,9 @@ bool can_run(RedAlgo a, const ReduceLayout& L, const RedInput& in) {
 //     [384, 98304] 1.05x are outside);
 //   fp32 rows of 1536-4095 elements, 4097-16383 rows: [6144, 1536] row 10.3 us, torch 7.8
 //     ([4096, 1536] 1.12x, [16384, 1536] 1.03x outside);
-//   fp32 sums and means over rows of 4096-8191 elements from 2^27 elements: [65536, 4096]
-//     367 us against 352 in two sweeps (0.96x; [24576, 4096] 0.98x is outside).
+//   fp32 sums and means over rows of 4096-8191 elements past 2^26 elements: [65536, 4096]
+//     367 us against 352 in two sweeps (0.96x), [24576, 4096] 0.970-0.981x in four
+//     ([16384, 4096] 0.99-1.00x is outside).
 // And, in the sweep after those (h100_sweep_vendor2.json), 16-bit sums and means over columns
 // of 1024-1536 rows into 98304-262143 outputs ([1536, 98304] 119 us against 110 in three
 // sweeps; [1024, 262144] 1.02x outside) and of at least 8192 rows and outputs from 2^27
@@ -195,7 +196,7 @@ bool aten_wins(const ReduceLayout& L, const RedInput& in) {
     return in.elem_size == 4 &&
            ((L.R > 16384 && L.R <= 65536 && L.n_out > 256 && L.n_out < 768) ||
             (L.R >= 1536 && L.R < 4096 && L.n_out > 4096 && L.n_out < 16384) ||
-            (in.sum_like && L.R >= 4096 && L.R < 8192 && L.R * L.n_out >= (int64_t{1} << 27)));
+            (in.sum_like && L.R >= 4096 && L.R < 8192 && L.R * L.n_out > (int64_t{1} << 26)));
   }
   if (L.kstride[0] == 1 && L.rstride[0] == L.n_out) {  // columns
     if (sum_like && ((L.R <= 4 && L.n_out >= 256 && L.n_out <= 393216) ||
