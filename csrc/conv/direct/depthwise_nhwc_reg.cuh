@@ -37,6 +37,9 @@
 //          tile, 2642 instructions per tile instead of 2746 and no spills instead of 40 bytes):
 //          kK * kK * 512 bytes (<= 25 KB).
 //   barriers one: the taps are staged before any thread reads them.
+//   launch  launch_pdl (programmatic dependent launch): the kernel waits for the previous one
+//          before touching global memory, so its launch and block scheduling overlap that
+//          kernel's tail (back to back, e.g. replayed from a CUDA graph).
 //   indices in-image offsets (h, w, c of x, y and the residual) in int32 (the host checks each
 //          image's span < 2^31 elements), image bases in int64.
 #include <cstdint>
@@ -46,6 +49,7 @@
 #include "conv/direct/depthwise_nhwc.cuh"
 #include "device/activation.cuh"
 #include "device/async_mma.cuh"
+#include "device/pdl.cuh"
 #include "device/vec.cuh"
 
 namespace gpukern {
@@ -282,6 +286,7 @@ __global__ void __launch_bounds__(NhwcRegTraits::kThreads, NhwcRegTraits::kMinBl
   extern __shared__ float4 smem4[];
   float* s_w = reinterpret_cast<float*>(smem4);  // [tap][channel]
   const int tcv = s.tc * V;
+  pdl_wait_then_release();  // launched with launch_pdl: no global memory touched before it
   const int cb = static_cast<int>(blockIdx.x % static_cast<unsigned>(s.c_blocks));
   const int pb = static_cast<int>(blockIdx.x / static_cast<unsigned>(s.c_blocks));
   const int tcl = threadIdx.x % s.tc;
@@ -461,6 +466,7 @@ __global__ void __launch_bounds__(NhwcRegTraits::kThreads, NhwcRegTraits::kMinBl
   float* s_w = reinterpret_cast<float*>(smem4);  // [tap][L * V channels]
   const int tcv = s.tc * V;
   Raw* s_in = reinterpret_cast<Raw*>(s_w + kK * kK * L * V);  // [IR][IC][L]
+  pdl_wait_then_release();  // launched with launch_pdl: no global memory touched before it
   const int cb = static_cast<int>(blockIdx.x % static_cast<unsigned>(s.c_blocks));
   const int pb = static_cast<int>(blockIdx.x / static_cast<unsigned>(s.c_blocks));
   const int tcl = threadIdx.x % s.tc;
