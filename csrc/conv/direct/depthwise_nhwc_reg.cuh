@@ -37,6 +37,9 @@
 //          tile, 2642 instructions per tile instead of 2746 and no spills instead of 40 bytes):
 //          kK * kK * 512 bytes (<= 25 KB).
 //   barriers one: the taps are staged before any thread reads them.
+//   launch  launch_pdl (programmatic dependent launch): the kernel waits for the previous one
+//          before touching global memory, so its launch and block scheduling overlap that
+//          kernel's tail (back to back, e.g. replayed from a CUDA graph).
 //   indices in-image offsets (h, w, c of x, y and the residual) in int32 (the host checks each
 //          image's span < 2^31 elements), image bases in int64.
 #include <cstdint>
@@ -46,6 +49,7 @@
 #include "conv/direct/depthwise_nhwc.cuh"
 #include "device/activation.cuh"
 #include "device/async_mma.cuh"
+#include "device/pdl.cuh"
 #include "device/vec.cuh"
 
 namespace gpukern {
@@ -132,12 +136,14 @@ __device__ __forceinline__ P* opaque_ptr(P* p) {
 // for the small (1-row) vector tiles as many rows as 32 registers of raw words hold, up to all
 // of them: a small tile is a few rows of little arithmetic each, so its time is the loads'
 // round trips (all rows at once: one round trip instead of one per row). More (40 registers)
-// spilled 16-72 bytes at 7x7.
+// spilled 16-72 bytes at 7x7. `budget` is that register count: 64 for 3x3 (ptxas, sm_90a, fp32
+// small vector tiles: stride 1 all 3 rows in 119 registers, stride 2 all 3 rows in 125, no
+// spills; 32 had left them at 2 and 1 rows, 110 and 116 registers); 5x5 spilled 160 bytes at 48.
 template <typename T>
-constexpr int nhwc_reg_depth(int rows, bool vec, int nr, int ni) {
+constexpr int nhwc_reg_depth(int rows, bool vec, int nr, int ni, int budget = 32) {
   if (rows > 1 || !vec) return 1;
   const int per_row = ni * static_cast<int>(sizeof(NhwcRaw<T>) / 4);  // registers a row
-  const int d = 32 / per_row;
+  const int d = budget / per_row;
   return d < 1 ? 1 : (d > nr ? nr : d);
 }
 
@@ -272,7 +278,9 @@ __global__ void __launch_bounds__(NhwcRegTraits::kThreads, NhwcRegTraits::kMinBl
   constexpr int V = NhwcRegTraits::kV;
   constexpr int NR = (kR - 1) * kS + kK;   // input rows under a tile
   constexpr int NI = (kIW - 1) * kS + kK;  // input pixels under a tile, per row
-  constexpr int D = nhwc_reg_depth<T>(kR, kVecX, NR, NI);  // rows in flight ahead of the FMAs
+  // Rows in flight ahead of the FMAs; 3x3 small tiles get 64 registers of raw words (fp32:
+  // every row of the tile at once, 3 rows of 4 pixels at stride 1, of 5 at stride 2).
+  constexpr int D = nhwc_reg_depth<T>(kR, kVecX, NR, NI, kK == 3 ? 64 : 32);
   // The first tile's first D rows requested before the taps are staged: small vector tiles of
   // 3x3 / 5x5 only (the big, scalar and 7x7 instances spilled 16-100 bytes with those registers
   // live across the staging).
@@ -282,6 +290,7 @@ __global__ void __launch_bounds__(NhwcRegTraits::kThreads, NhwcRegTraits::kMinBl
   extern __shared__ float4 smem4[];
   float* s_w = reinterpret_cast<float*>(smem4);  // [tap][channel]
   const int tcv = s.tc * V;
+  pdl_wait_then_release();  // launched with launch_pdl: no global memory touched before it
   const int cb = static_cast<int>(blockIdx.x % static_cast<unsigned>(s.c_blocks));
   const int pb = static_cast<int>(blockIdx.x / static_cast<unsigned>(s.c_blocks));
   const int tcl = threadIdx.x % s.tc;
@@ -461,6 +470,7 @@ __global__ void __launch_bounds__(NhwcRegTraits::kThreads, NhwcRegTraits::kMinBl
   float* s_w = reinterpret_cast<float*>(smem4);  // [tap][L * V channels]
   const int tcv = s.tc * V;
   Raw* s_in = reinterpret_cast<Raw*>(s_w + kK * kK * L * V);  // [IR][IC][L]
+  pdl_wait_then_release();  // launched with launch_pdl: no global memory touched before it
   const int cb = static_cast<int>(blockIdx.x % static_cast<unsigned>(s.c_blocks));
   const int pb = static_cast<int>(blockIdx.x / static_cast<unsigned>(s.c_blocks));
   const int tcl = threadIdx.x % s.tc;

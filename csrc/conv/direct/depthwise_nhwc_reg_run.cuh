@@ -118,7 +118,7 @@ void launch_stage(const ConvProblem& p, const Plan& plan, cudaStream_t stream) {
       blocks1 / (kTargetWaves * sms * best_resident), 1, conv::NhwcRegTraits::kMaxReps));
   allow_dynamic_smem(kKernel, static_cast<size_t>(best_bytes));
   const dim3 grid = checked_grid(kConv2dOp, ceil_div(s.tiles, s.reps) * s.c_blocks);
-  kKernel<<<grid, threads, static_cast<size_t>(best_bytes), stream>>>(p, s);
+  launch_pdl(kKernel, grid, dim3(threads), static_cast<size_t>(best_bytes), stream, p, s);
   GK_CHECK_LAUNCH();
 }
 
@@ -172,13 +172,8 @@ void launch(const ConvProblem& p, const Plan& plan, cudaStream_t stream) {
                                                 conv::NhwcRegTraits::kMaxReps));
   const dim3 grid =
       checked_grid(kConv2dOp, ceil_div(s.tiles, int64_t{s.tp} * s.reps) * s.c_blocks);
-  if (big) {
-    kBigKernel<<<grid, threads, plan.smem_bytes, stream>>>(p, s);
-  } else if (s.x_vec) {
-    kSmallKernel<<<grid, threads, plan.smem_bytes, stream>>>(p, s);
-  } else {
-    kScalarKernel<<<grid, threads, plan.smem_bytes, stream>>>(p, s);
-  }
+  const auto kernel = big ? kBigKernel : (s.x_vec ? kSmallKernel : kScalarKernel);
+  launch_pdl(kernel, grid, dim3(threads), static_cast<size_t>(plan.smem_bytes), stream, p, s);
   GK_CHECK_LAUNCH();
 }
 
