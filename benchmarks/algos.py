@@ -4,7 +4,7 @@ csrc/mv/dispatch.cu). Benchmark tooling only: it measures, it changes nothing.
 
     python3 benchmarks/algos.py [--family reduce mv] [--dtypes bf16 fp32] [--shapes sweep]
                                 [--json results/algos.json]
-    python3 benchmarks/algos.py --from-sweep results/h100_sweep.json --dtypes bf16 \
+    python3 benchmarks/algos.py --from-sweep results/h100_sweep.json.gz --dtypes bf16 \
                                 [--below 0.97] [--max-elems 16777216] [--list]
 
 Shapes: the sweep's (benchmarks/sweep.py) rows/cols/A/A.t layouts at the sizes where the first
@@ -15,6 +15,7 @@ with the L2 flushed), in the same run. Prints one line per point: torch's time, 
 choice and each algorithm's time, the best marked.
 """
 import argparse
+import gzip
 import json
 import os
 import sys
@@ -113,7 +114,8 @@ def sweep_shapes(path, dtypes, max_elems, below=None):
     rows / cols (the reduce kernels are the same for mean, amax, amin) and mv's A / A.t, for the
     series of the given dtypes (bf16, fp32), at most max_elems elements, and with a speedup under
     `below` if given. Sorted, without duplicates."""
-    with open(path) as f:
+    opener = gzip.open if path.endswith(".gz") else open  # earlier sweeps are kept gzipped
+    with opener(path, "rt") as f:
         points = json.load(f)["points"]
     out = set()
     for p in points:

@@ -4,7 +4,7 @@ at any size". Benchmark tooling only: it measures, it changes nothing.
     python3 benchmarks/sweep.py [--families sum mv ...] [--dtypes bfloat16 float32] [--quick]
                                 [--max-elems N] [--budget SECONDS] [--out results] [--device cpu]
     python3 benchmarks/sweep.py --list [--quick]        # the grid's point counts, nothing timed
-    python3 benchmarks/sweep.py --from-json results/h100_sweep.json   # the .md and .png again
+    python3 benchmarks/sweep.py --from-json results/h100_sweep.json.gz   # the .md and .png again
 
 The grids (sizes are powers of 2 and 3 * 2^k; "elements" are the input's):
 - sum, mean, amax (bfloat16, float32):
@@ -49,6 +49,7 @@ over the shapes of each size, every point as a dot; horizontal lines at 1.0 and 
 the GPU's short name (h100, h200; cpu), as benchmarks/run.py names its files.
 """
 import argparse
+import gzip
 import json
 import math
 import os
@@ -563,6 +564,13 @@ def _on_sigterm(signum, frame):
     raise Terminated()
 
 
+def load_json(path):
+    """A sweep's JSON, plain or gzipped (the results folder keeps earlier sweeps as .json.gz)."""
+    opener = gzip.open if path.endswith(".gz") else open
+    with opener(path, "rt") as f:
+        return json.load(f)
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--families", nargs="+", default=list(FAMILIES),
@@ -586,9 +594,9 @@ def main(argv=None):
     args = p.parse_args(argv)
 
     if args.from_json:
-        with open(args.from_json) as f:
-            result = json.load(f)
-        stem = os.path.splitext(args.from_json)[0]
+        result = load_json(args.from_json)
+        stem = args.from_json[:-len(".json.gz")] if args.from_json.endswith(".gz") else \
+            os.path.splitext(args.from_json)[0]
         print("written:", ", ".join(write_all(stem, result)[1:]))
         return 0
 
