@@ -286,7 +286,7 @@ def test_mv_algorithm_query():
     assert torch_ops.algorithm("mv", hb.t(), hv[:1000]) == "cols_vec"  # bf16, N 1000
     hb = torch.empty(1000, 257, device="meta", dtype=torch.bfloat16)
     assert torch_ops.algorithm("mv", hb.t(), hv[:1000]) == "cols"  # rows not whole vectors
-    assert torch_ops.algorithm("mv", _meta(32768, 4096).t(), _meta(32768)) == "cols_vec"  # > 2^26
+    assert torch_ops.algorithm("mv", _meta(65536, 4096).t(), _meta(65536)) == "cols_vec"  # > 2^27
     assert torch_ops.algorithm("mv", _meta(16, 1 << 20).t(), _meta(16)) == "cols_short"
     assert torch_ops.algorithm("mv", _meta(1_000_003, 1), _meta(1)) == "cols_short"  # s0 == 1
     h = torch.empty(8192, 16384, device="meta", dtype=torch.float16)
@@ -534,13 +534,21 @@ def test_mv_cublas_regions():
     assert qf(_meta(1024, 4096).t()) == "cublas"
     assert qf(_meta(384, 4096).t()) != "cublas"  # 2^21 elements
     assert qf(_meta(16384, 4096).t()) == "cublas"
-    assert qf(_meta(16385, 4096).t()) != "cublas"  # past 2^26
+    assert qf(_meta(16385, 6144).t()) != "cublas"  # past 2^26 from 6144 rows
     assert qf(_meta(1536, 1536).t()) == "cublas"
     assert qf(_meta(1536, 1024).t()) != "cublas"
     assert qf(_meta(1536, 256).t()) == "cublas"
     assert qf(_meta(1536, 255).t()) != "cublas"
     assert qf(_meta(16384, 4).t()) == "cublas"
     assert qf(_meta(16383, 4).t()) != "cublas"
+    # ... 4096-6143 rows on to 2^27 elements; 2-4 rows of 65537-131071 columns
+    assert qf(_meta(24576, 4096).t()) == "cublas"
+    assert qf(_meta(32768, 4096).t()) == "cublas"
+    assert qf(_meta(32769, 4096).t()) != "cublas"  # past 2^27
+    assert qf(_meta(24576, 6144).t()) != "cublas"
+    assert qf(_meta(98304, 4).t()) == "cublas"
+    assert qf(_meta(98304, 6).t()) != "cublas"
+    assert qf(_meta(131072, 4).t()) != "cublas"
     # fp32 row-major: 64-256 rows from 65536 columns (64-95 rows from 98304); 257-1023 rows of
     # 1024-1536; 20480-49151 rows of 257-1023
     assert qf(_meta(96, 65536)) == "cublas"

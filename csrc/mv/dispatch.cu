@@ -155,9 +155,12 @@ constexpr int64_t kTinyRowsMaxElems = 576;
 //     4.1, torch 3.9).
 // fp32 (the seventeenth session, same sources):
 //   column-major from 4096 rows, 256 or more columns, 2^21-2^26 elements: 0.67-0.97x
-//     (24576 x 256 cols_short 6.1, torch 5.4; 4096 x 1536 7.2 against 6.2); 1536-4095 rows of
+//     (24576 x 256 cols_short 6.1, torch 5.4; 4096 x 1536 7.2 against 6.2), and at 4096-6143
+//     rows on to 2^27 elements (4096 x 24576 0.969-0.975x in four sweeps, the eighteenth
+//     session's h100_sweep_s18.md among them; 6144 x 24576 ran 1.02x); 1536-4095 rows of
 //     1025-2047 columns (1536 x 1536 0.73x), 256-384 rows of 1025-2047 columns (0.79-0.85x);
-//   column-major with 2-6 rows, 16384-65536 columns (cols_periodic 4.1-4.8, torch 3.9-4.9);
+//   column-major with 2-6 rows, 16384-65536 columns (cols_periodic 4.1-4.8, torch 3.9-4.9),
+//     2-4 rows of 65537-131071 (4 x 98304 0.968-0.979x in three sweeps; 6 x 98304 ran 1.06x);
 //   row-major 64-256 rows from 65536 columns (96 x 65536 rows_vec 11.0, torch 9.6; 64 x 98304
 //     10.6 against 8.2), not 64-95 rows below 98304 (64 x 65536 ran 1.45x); 257-1023 rows of
 //     1024-1536 columns (384 x 1024 rows 2.5, torch 2.4); 20480-49151 rows of 257-1023 columns
@@ -179,10 +182,11 @@ bool cublas_wins(const MvProblem& s) {
   }
   if (s.elem_size != 4) return false;
   if (s.s0 == 1 && M >= 2) {
-    return (M >= 4096 && N >= 256 && MN > (1 << 21) && MN <= (1 << 26)) ||
+    return (M >= 4096 && N >= 256 && MN > (1 << 21) &&
+            (MN <= (1 << 26) || (M < 6144 && MN <= (1 << 27)))) ||
            (M >= 1536 && M < 4096 && N > 1024 && N < 2048) ||
            (M >= 256 && M <= 384 && N > 1024 && N < 2048) ||
-           (M <= 6 && N >= 16384 && N <= 65536);
+           (M <= 6 && N >= 16384 && N <= 65536) || (M <= 4 && N > 65536 && N < 131072);
   }
   return s.s1 == 1 &&
          ((M >= 64 && M <= 256 && N >= 65536 && (M >= 96 || N >= 98304)) ||
