@@ -187,19 +187,22 @@ def test_census_dispatch(layer, dtype):
     assert got == algo
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
 @pytest.mark.parametrize("layer", CENSUS)
-def test_census_parity(layer):
-    """The census layers through the automatic choice, bf16, against float64."""
+def test_census_parity(layer, dtype):
+    """The census layers through the automatic choice against float64 (in both dtypes: the
+    launch shape, e.g. depthwise_small's units per block, follows the kernel's occupancy)."""
     if not HAS_CUDA:
         pytest.skip("needs a CUDA device and the CUDA build")
     shape, k, stride, pad, cl, algo = layer
     n, c, h, w_ = shape
-    x, w, b = _make(n, c, h, w_, k, True, torch.bfloat16, seed=c + k)
+    x, w, b = _make(n, c, h, w_, k, True, dtype, seed=c + k)
     if cl:
         x = x.to(memory_format=torch.channels_last)
-    assert torch_ops.algorithm("conv2d", x, w, b, stride, pad, 1, c) == algo.split("|")[-1]
+    algo = algo.split("|")[0 if dtype == torch.float32 else -1]
+    assert torch_ops.algorithm("conv2d", x, w, b, stride, pad, 1, c) == algo
     out = torch_ops.conv2d(x, w, b, stride, pad, 1, c)
-    assert_close_ref(out, _ref(x, w, b, stride, pad, c), torch.bfloat16)
+    assert_close_ref(out, _ref(x, w, b, stride, pad, c), dtype)
 
 
 # ---- the native fused epilogue, through torch.ops.gpukern.conv2d_fused when it exists ----

@@ -16,6 +16,7 @@
 #include <cuda_bf16.h>
 #include <vector_types.h>
 #include <vector_functions.h>
+#include <algorithm>
 #include <barrier>
 #include <cmath>
 #include <cstdio>
@@ -132,7 +133,11 @@ void run_case(int N, int C, int H, int W, int ph, int pw, Layout xl, Layout yl, 
     std::printf("REFUSED N%d C%d %dx%d K%d S%d p%d,%d\n", N, C, H, W, K, S, ph, pw);
     return;
   }
-  conv::small_launch_shape(p, 132, s);
+  // The resident blocks an SM holds, modelled as threads and shared memory alone (the extension
+  // asks the runtime for the registers' limit): units per block then follow the waves rule.
+  conv::small_launch_shape(p, 132, s, [](int threads, size_t smem) {
+    return std::max(1, std::min(2048 / threads, static_cast<int>(233472 / (smem + 1024))));
+  });
   const int threads = conv::small_threads(s);
   const size_t smem = conv::small_smem_bytes(s, K);
   g_ve_hist[sizeof(T)][s.ve][S]++;

@@ -1,7 +1,10 @@
 // depthwise_small, host side: can_run, launch and the kernel's instantiations. The planning
-// (tile geometry from the shape alone; units per block from the problem size and the SM count;
-// the staging vector from the strides and the pointer) is in depthwise_small.cuh, torch-free.
+// (tile geometry from the shape alone; units per block from the problem size, the SM count and
+// the kernel's resident blocks; the staging vector from the strides and the pointer) is in
+// depthwise_small.cuh, torch-free.
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
 #include <limits>
 
 #include "conv/direct/depthwise_small.cuh"
@@ -13,6 +16,42 @@ namespace {
 
 constexpr const char* kOp = kConv2dOp;
 
+// GPUKERN_SMALL_UPB=plain: units per block by the rule alone, without the resident-block waves
+// (a tuning knob for benchmarks/dw_nchw_layers.py's before / after; read per call).
+bool plain_units_rule() {
+  const char* v = std::getenv("GPUKERN_SMALL_UPB");
+  return v != nullptr && std::strcmp(v, "plain") == 0;
+}
+
+// Blocks of `threads` threads and `smem` dynamic shared bytes an SM of the current device holds
+// at once: registers and threads (the kernel's occupancy, read once per warp count), then the
+// shared memory (each block also reserves reservedSharedMemPerBlock).
+template <auto kKernel>
+int small_resident(int threads, size_t smem) {
+  const cudaDeviceProp& prop = device_props();
+  const int by_regs = resident_blocks_per_sm<kKernel>(c10::cuda::current_device(), threads);
+  const size_t per_block = smem + prop.reservedSharedMemPerBlock;
+  const int by_smem = static_cast<int>(prop.sharedMemPerMultiprocessor / per_block);
+  return std::max(1, std::min(by_regs, by_smem));
+}
+
+template <auto kKernel>
+void launch_small(const ConvProblem& p, cudaStream_t stream) {
+  conv::SmallShape s;
+  GK_CHECK(conv::small_geometry(p, s), kOp,
+           "internal error: depthwise_small cannot run this shape");
+  const int sms = device_props().multiProcessorCount;
+  if (plain_units_rule()) {
+    conv::small_launch_shape(p, sms, s);
+  } else {
+    conv::small_launch_shape(p, sms, s, small_resident<kKernel>);
+  }
+  const int threads = conv::small_threads(s);
+  const size_t smem = conv::small_smem_bytes(s, static_cast<int>(p.KH));
+  const dim3 grid = checked_grid(kOp, ceil_div(s.units, s.upb));
+  launch_pdl(kKernel, grid, dim3(static_cast<unsigned>(threads)), smem, stream, p, s);
+}
+
 }  // namespace
 
 bool depthwise_small_can_run(const ConvProblem& p) {
@@ -22,23 +61,13 @@ bool depthwise_small_can_run(const ConvProblem& p) {
 
 template <typename T>
 void depthwise_small_run(const ConvProblem& p, cudaStream_t stream) {
-  conv::SmallShape s;
-  GK_CHECK(conv::small_geometry(p, s), kOp,
-           "internal error: depthwise_small cannot run this shape");
-  conv::small_launch_shape(p, device_props().multiProcessorCount, s);
-  const int threads = conv::small_threads(s);
-  const size_t smem = conv::small_smem_bytes(s, static_cast<int>(p.KH));
-  const dim3 grid = checked_grid(kOp, ceil_div(s.units, s.upb));
-  auto go = [&](auto kernel) {
-    launch_pdl(kernel, grid, dim3(static_cast<unsigned>(threads)), smem, stream, p, s);
-  };
   switch (p.KH * 10 + p.stride_h) {
-    case 31: go(conv::conv2d_depthwise_small_kernel<T, 3, 1>); break;
-    case 32: go(conv::conv2d_depthwise_small_kernel<T, 3, 2>); break;
-    case 51: go(conv::conv2d_depthwise_small_kernel<T, 5, 1>); break;
-    case 52: go(conv::conv2d_depthwise_small_kernel<T, 5, 2>); break;
-    case 71: go(conv::conv2d_depthwise_small_kernel<T, 7, 1>); break;
-    default: go(conv::conv2d_depthwise_small_kernel<T, 7, 2>); break;
+    case 31: launch_small<conv::conv2d_depthwise_small_kernel<T, 3, 1>>(p, stream); break;
+    case 32: launch_small<conv::conv2d_depthwise_small_kernel<T, 3, 2>>(p, stream); break;
+    case 51: launch_small<conv::conv2d_depthwise_small_kernel<T, 5, 1>>(p, stream); break;
+    case 52: launch_small<conv::conv2d_depthwise_small_kernel<T, 5, 2>>(p, stream); break;
+    case 71: launch_small<conv::conv2d_depthwise_small_kernel<T, 7, 1>>(p, stream); break;
+    default: launch_small<conv::conv2d_depthwise_small_kernel<T, 7, 2>>(p, stream); break;
   }
 }
 
