@@ -138,8 +138,8 @@ __device__ __forceinline__ P* opaque_ptr(P* p) {
 // round trips (all rows at once: one round trip instead of one per row). More (40 registers)
 // spilled 16-72 bytes at 7x7. `budget` is that register count: 64 for 3x3 stride 1 (ptxas,
 // sm_90a, fp32 small vector tiles: all 3 rows in 119 registers, no spills; 32 had left them at 2
-// rows, 110 registers; stride 2 at 64 held all 3 rows in 125 registers but ran slower, so it
-// keeps 32: 1 row, 116); 5x5 spilled 160 bytes at 48.
+// rows, 110 registers; stride 2 at 64 held all 3 rows in 125 registers and ran no faster, so
+// it keeps 32: 1 row, 116); 5x5 spilled 160 bytes at 48.
 template <typename T>
 constexpr int nhwc_reg_depth(int rows, bool vec, int nr, int ni, int budget = 32) {
   if (rows > 1 || !vec) return 1;
@@ -281,8 +281,9 @@ __global__ void __launch_bounds__(NhwcRegTraits::kThreads, NhwcRegTraits::kMinBl
   constexpr int NI = (kIW - 1) * kS + kK;  // input pixels under a tile, per row
   // Rows in flight ahead of the FMAs; 3x3 stride-1 small tiles get 64 registers of raw words
   // (fp32: every row of the tile at once, 3 rows of 4 pixels). Not stride 2: all 3 rows of 5
-  // pixels there (125 registers) took MobileNetV3's channels_last 16x240x28x28 fp32 layer from
-  // 5.7 to 6.1 us (H100, dw_layers.py, h100_dw_layers_pdl.md; the census 0.83x -> 0.79x).
+  // pixels there (125 registers) and one row (116) both ran MobileNetV3's channels_last
+  // 16x240x28x28 fp32 layer in 6.1 us (H100, dw_layers.py: h100_dw_layers_pdl.md, then
+  // h100_dw_layers_s18.md), so it keeps the smaller budget.
   constexpr int D = nhwc_reg_depth<T>(kR, kVecX, NR, NI, kK == 3 && kS == 1 ? 64 : 32);
   // The first tile's first D rows requested before the taps are staged: small vector tiles of
   // 3x3 / 5x5 only (the big, scalar and 7x7 instances spilled 16-100 bytes with those registers
