@@ -16,11 +16,12 @@ namespace {
 
 constexpr const char* kOp = kConv2dOp;
 
-// GPUKERN_SMALL_UPB=plain: units per block by the rule alone, without the resident-block waves
-// (a tuning knob for benchmarks/dw_nchw_layers.py's before / after; read per call).
-bool plain_units_rule() {
-  const char* v = std::getenv("GPUKERN_SMALL_UPB");
-  return v != nullptr && std::strcmp(v, "plain") == 0;
+// Tuning knobs for benchmarks/dw_nchw_layers.py's before / after, read per call:
+// GPUKERN_SMALL_UPB=plain: units per block by the rule alone, without the resident-block waves;
+// GPUKERN_SMALL_STAGE=all: the staging walks every staged row of whole planes, padding included.
+bool env_is(const char* name, const char* value) {
+  const char* v = std::getenv(name);
+  return v != nullptr && std::strcmp(v, value) == 0;
 }
 
 // Blocks of `threads` threads and `smem` dynamic shared bytes an SM of the current device holds
@@ -41,10 +42,11 @@ void launch_small(const ConvProblem& p, cudaStream_t stream) {
   GK_CHECK(conv::small_geometry(p, s), kOp,
            "internal error: depthwise_small cannot run this shape");
   const int sms = device_props().multiProcessorCount;
-  if (plain_units_rule()) {
-    conv::small_launch_shape(p, sms, s);
+  const bool every_row = env_is("GPUKERN_SMALL_STAGE", "all");
+  if (env_is("GPUKERN_SMALL_UPB", "plain")) {
+    conv::small_launch_shape(p, sms, s, conv::SmallNoOccupancy(), every_row);
   } else {
-    conv::small_launch_shape(p, sms, s, small_resident<kKernel>);
+    conv::small_launch_shape(p, sms, s, small_resident<kKernel>, every_row);
   }
   const int threads = conv::small_threads(s);
   const size_t smem = conv::small_smem_bytes(s, static_cast<int>(p.KH));

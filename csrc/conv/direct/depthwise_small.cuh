@@ -14,7 +14,8 @@
 //   1. prologue (no global memory): zero the staged tiles (16-byte stores; the padding is what
 //      the staging leaves untouched), the units' descriptors (threads < upb), then the PDL wait
 //      (launched with launch_pdl: the launch overlaps the previous kernel's tail) and a barrier.
-//   2. staging: the units' input rows, as vectors of `ve` elements (16 bytes where the rows, the
+//   2. staging: the units' input rows (whole planes: the image rows only, the padding rows
+//      are what step 1 zeroed), as vectors of `ve` elements (16 bytes where the rows, the
 //      planes and the pointer allow it: 8 bytes for 14-wide fp32 rows, 4 for 14-wide bf16,
 //      element by element through the strides otherwise), kBatch vectors a thread issued before
 //      the first is stored. Each vector goes to shared memory as fp32, with vector stores:
@@ -97,7 +98,10 @@ struct SmallShape {
   int ve;               // staging vector: elements (1, 2, 4 or 8; > 1: unit column stride)
   int nvr;              // vectors per image row: W / ve
   FastDiv nvr_div;      // nvr: staging index -> unit row
-  FastDiv rows_div;     // in_rows: unit row -> unit
+  int stage_t0;         // first staged row the staging loads (rows before it: padding)
+  int stage_rows;       // rows it loads a unit from stage_t0 (in_rows; for whole planes, the
+                        // image rows only: the rows above and below are padding, left zero)
+  FastDiv rows_div;     // stage_rows: unit row -> unit
   int64_t units;        // N * C * bands
 };
 
@@ -212,7 +216,7 @@ __device__ __forceinline__ void stage_tiles(const ConvProblem& p, const SmallSha
   const T* x = static_cast<const T*>(p.x);
   const int H = static_cast<int>(p.H);
   const int pad_w = static_cast<int>(p.pad_w);
-  const int total = s.upb * s.in_rows * s.nvr;
+  const int total = s.upb * s.stage_rows * s.nvr;
 #pragma unroll 1
   for (int i0 = tid; i0 < total; i0 += nthreads * kBatch) {
     Vec<T, VE> raw[kBatch];  // as loaded (16-bit: half the registers of floats)
@@ -226,7 +230,7 @@ __device__ __forceinline__ void stage_tiles(const ConvProblem& p, const SmallSha
         const int ur = s.nvr_div.div(i);  // unit row
         const int q = i - ur * s.nvr;
         const int u = s.rows_div.div(ur);
-        const int t = ur - u * s.in_rows;
+        const int t = s.stage_t0 + (ur - u * s.stage_rows);
         const SmallUnit& d = units[u];
         const int iy = d.iy0 + t;
         if (d.valid && iy >= 0 && iy < H) {
@@ -494,6 +498,8 @@ inline bool small_geometry(const ConvProblem& p, SmallShape& s) {
   s.upb = 1;
   s.ve = 1;
   s.nvr = static_cast<int>(W);
+  s.stage_t0 = 0;
+  s.stage_rows = s.in_rows;
   return true;
 }
 
@@ -563,16 +569,30 @@ inline int small_staging_vector(const ConvProblem& p) {
   return 1;
 }
 
-// upb, the staging vector and its dividers, for a launch on a device of `sms` SMs (resident:
-// as in small_units_per_block).
+// upb, the staging vector, the staged rows and the dividers, for a launch on a device of `sms`
+// SMs (resident: as in small_units_per_block; stage_every_row: the staging walks every staged
+// row, padding included, as before whole planes skipped it; an A/B knob).
 template <typename Resident = SmallNoOccupancy>
 inline void small_launch_shape(const ConvProblem& p, int64_t sms, SmallShape& s,
-                               const Resident& resident = Resident()) {
+                               const Resident& resident = Resident(),
+                               bool stage_every_row = false) {
   s.upb = small_units_per_block(s, static_cast<int>(p.KH), sms, resident);
   s.ve = small_staging_vector(p);
   s.nvr = static_cast<int>(p.W / s.ve);
   s.nvr_div = FastDiv(static_cast<uint32_t>(s.nvr));
-  s.rows_div = FastDiv(static_cast<uint32_t>(s.in_rows));
+  // Whole planes (one band): every unit's staged row t is image row t - pad_h, so only the
+  // rows t = pad_h .. pad_h + H - 1 (within the tile) are loaded; the index space of the staging
+  // loop drops the padding rows (MobileNetV3's 14x14 5x5 stride 2: 14 of 19 staged rows). Bands:
+  // every staged row (a band's rows may fall anywhere in the image).
+  s.stage_t0 = 0;
+  s.stage_rows = s.in_rows;
+  if (s.bands == 1 && !stage_every_row) {
+    const int64_t t0 = std::min<int64_t>(p.pad_h, s.in_rows);
+    const int64_t t1 = std::min<int64_t>(p.pad_h + p.H, s.in_rows);
+    s.stage_t0 = static_cast<int>(t0);
+    s.stage_rows = static_cast<int>(std::max<int64_t>(t1 - t0, 0));
+  }
+  s.rows_div = FastDiv(static_cast<uint32_t>(std::max(s.stage_rows, 1)));
 }
 
 // Threads a block: upb * tpu rounded up to whole warps.
