@@ -70,11 +70,8 @@ struct SmallTraits {
   // most vectors that takes (element-by-element staging of 16-bit data). On the small planes a
   // thread has 1-3 vectors to stage in all: bytes in flight come from resident blocks, so the
   // batch is kept small for the registers (64 bytes / 8 vectors needed 64 registers at 3x3).
-  // fp32 5x5 takes 64 bytes / 8 vectors: 48 registers with no spill (ptxas -v, sm_90a), and a
-  // 14x14 5x5 stride-2 plane's 7 vectors a thread in one round trip instead of two; at 64 bytes
-  // the 3x3 instances spilled 44-98 bytes and 16-bit 5x5 50-56.
-  static constexpr int batch_bytes(int k, int elem) { return k == 5 && elem == 4 ? 64 : 32; }
-  static constexpr int max_batch(int k, int elem) { return k == 5 && elem == 4 ? 8 : 4; }
+  static constexpr int kBatchBytes = 32;
+  static constexpr int kMaxBatch = 4;
   // Resident blocks asked of ptxas: 6 for 3x3 (40 registers: 7 blocks of 224 threads an SM),
   // 5 for 5x5 (48), 3 for 7x7 (80: its 49 taps). None spills (cuobjdump -res-usage). The
   // alternative not taken, unmeasured: 3x3 at 64 registers with its taps loaded before the input
@@ -207,17 +204,15 @@ __device__ __forceinline__ void put_cols(float* row, const float (&f)[VE], int q
 // Stages the image rows of the block's units (rows outside the image stay zero) with VE-element
 // vectors. Index i over (unit, staged row, vector), vectors fastest: a warp reads consecutive
 // vectors of a row (coalesced). kBatch loads are issued before their stores.
-template <typename T, int kK, int kS, int VE>
+template <typename T, int kS, int VE>
 __device__ __forceinline__ void stage_tiles(const ConvProblem& p, const SmallShape& s,
                                             const SmallUnit* units, float* tiles, int tid,
                                             int nthreads) {
   using Tr = SmallTraits;
   constexpr int kBytes = static_cast<int>(sizeof(T)) * VE;
-  constexpr int kBatchBytes = Tr::batch_bytes(kK, static_cast<int>(sizeof(T)));
-  constexpr int kMaxBatch = Tr::max_batch(kK, static_cast<int>(sizeof(T)));
-  constexpr int kBatch = kBatchBytes / kBytes < 1           ? 1
-                         : kBatchBytes / kBytes > kMaxBatch ? kMaxBatch
-                                                            : kBatchBytes / kBytes;
+  constexpr int kBatch = Tr::kBatchBytes / kBytes < 1          ? 1
+                         : Tr::kBatchBytes / kBytes > Tr::kMaxBatch ? Tr::kMaxBatch
+                                                                    : Tr::kBatchBytes / kBytes;
   const T* x = static_cast<const T*>(p.x);
   const int H = static_cast<int>(p.H);
   const int pad_w = static_cast<int>(p.pad_w);
@@ -319,16 +314,16 @@ __global__ void __launch_bounds__(SmallTraits::kMaxThreads, SmallTraits::min_blo
   if (tid < n_taps) tap0 = tap_value(tid);
   if (tid + nthreads < n_taps) tap1 = tap_value(tid + nthreads);
   switch (s.ve) {
-    case 2: stage_tiles<T, kK, kS, 2>(p, s, s_unit, tiles, tid, nthreads); break;
-    case 4: stage_tiles<T, kK, kS, 4>(p, s, s_unit, tiles, tid, nthreads); break;
+    case 2: stage_tiles<T, kS, 2>(p, s, s_unit, tiles, tid, nthreads); break;
+    case 4: stage_tiles<T, kS, 4>(p, s, s_unit, tiles, tid, nthreads); break;
     case 8:  // 16-bit only (the host never asks it of fp32)
       if constexpr (sizeof(T) == 2) {
-        stage_tiles<T, kK, kS, 8>(p, s, s_unit, tiles, tid, nthreads);
+        stage_tiles<T, kS, 8>(p, s, s_unit, tiles, tid, nthreads);
       } else {
-        stage_tiles<T, kK, kS, 4>(p, s, s_unit, tiles, tid, nthreads);
+        stage_tiles<T, kS, 4>(p, s, s_unit, tiles, tid, nthreads);
       }
       break;
-    default: stage_tiles<T, kK, kS, 1>(p, s, s_unit, tiles, tid, nthreads); break;
+    default: stage_tiles<T, kS, 1>(p, s, s_unit, tiles, tid, nthreads); break;
   }
   if (tid < n_taps) s_taps[tid] = tap0;
   if (tid + nthreads < n_taps) s_taps[tid + nthreads] = tap1;
