@@ -14,8 +14,9 @@ skipped by --list), as is a filter wider than the padded plane.
 
 Points are measured in a fixed shuffled order, so that a run cut by --budget covers the grid
 evenly. Per point: gpukern's output (the automatic choice; its algorithm is recorded) against
-torch's F.conv2d in float32 on the same (rounded) inputs, norm-relative error within 1e-5 (float32) or
-8e-3 (bfloat16, as benchmarks/layers.py); a wrong or failing output is reported, not timed.
+torch's F.conv2d in float32 on the same (rounded) inputs, norm-relative error within 1e-5
+(float32) or 8e-3 (bfloat16, as benchmarks/layers.py); a wrong or failing output is reported,
+not timed.
 Then both are timed the same way (benchmarks/timing.py): a CUDA graph of 10 calls replayed, the
 L2 flushed by reading before each replay, per-call time, median of 5 replays; torch's time is
 the faster of cudnn.benchmark off and on. Points under 1.0x are timed again in 5 more rounds,
