@@ -3,6 +3,8 @@ slower than torch": plane sizes 1x1 to 256x256, strides 1 and 2, filters 3 to 31
 channels, float32 and bfloat16, NCHW and channels_last. Benchmark tooling only: it measures.
 
     python3 benchmarks/dw_sweep.py [--quick] [--budget SECONDS] [--out results] [--list]
+    python3 benchmarks/dw_sweep.py --forced results/h100_dw_sweep.json.gz [--below 1.0]
+        [--min-h 14] [--max-k 7]     # every depthwise algorithm forced on those points
 
 The grid (padding K // 2, no bias, dilation 1, groups = C):
     plane H = W in 1, 4, 7, 14, 28, 56, 112, 256 (--quick: 1, 7, 14, 28, 56, 112, 256)
@@ -204,6 +206,47 @@ def write(stem, result):
     return stem + ".json", stem + ".md"
 
 
+NCHW_ALGOS = ("depthwise_small", "depthwise_strided", "depthwise_rows", "depthwise_tma",
+              "depthwise_plane", "depthwise_nchw", "depthwise_large", "general_staged")
+NHWC_ALGOS = ("depthwise_nhwc", "depthwise_nhwc_tile", "depthwise_nhwc_reg", "general_staged")
+
+
+def forced(path, min_h, max_k, below):
+    """Every depthwise algorithm forced on the points of an earlier run (JSON, plain or .gz)
+    with planes of at least min_h, filters up to max_k and a speedup under `below`: per point
+    torch's best and each algorithm that runs it (outputs checked first), us per call."""
+    import gzip
+    with (gzip.open if path.endswith(".gz") else open)(path, "rt") as f:
+        pts = [r for r in json.load(f)["points"] if r.get("speedup") is not None and
+               r["H"] >= min_h and r["K"] <= max_k and r["speedup"] < below]
+    print(f"{len(pts)} points (planes >= {min_h}, K <= {max_k}, below {below}x)")
+    out = []
+    for r in pts:
+        p = {k: r[k] for k in ("dtype", "layout", "H", "stride", "K", "C", "N")}
+        x, w, ours, theirs, ref = build(p)
+        row = {"label": label(p), "auto": r.get("algorithm"), "torch_us": time_torch(theirs) * 1e3,
+               "algos": {}}
+        for a in (NHWC_ALGOS if p["layout"] == "channels_last" else NCHW_ALGOS):
+            try:
+                with torch_ops.force_algorithm("conv2d", a):
+                    if norm_rel_err(ours(), ref) > TOL[p["dtype"]]:
+                        row["algos"][a] = "WRONG"
+                        continue
+                    row["algos"][a] = time_cuda_graph(ours, calls=CALLS, reps=REPS,
+                                                      flush=True) * 1e3
+            except RuntimeError:
+                torch.cuda.synchronize()
+        best = min(((v, a) for a, v in row["algos"].items() if isinstance(v, float)),
+                   default=(float("nan"), "-"))
+        row["best"] = best[1]
+        print(f"{row['label']:34s} torch {row['torch_us']:7.1f}  auto {row['auto']:20s} " +
+              "  ".join(f"{a} {v:.1f}" if isinstance(v, float) else f"{a} {v}"
+                        for a, v in row["algos"].items()) +
+              f"  | best {best[1]} {row['torch_us'] / best[0]:.2f}x", flush=True)
+        out.append(row)
+    return out
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="the coarser grid")
@@ -212,7 +255,18 @@ def main(argv=None):
     ap.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                                   "results"))
     ap.add_argument("--list", action="store_true", help="print the point counts and exit")
+    ap.add_argument("--forced", default=None, metavar="JSON",
+                    help="instead of the grid: every depthwise algorithm forced on the points of "
+                         "an earlier run below --below (with --min-h, --max-k)")
+    ap.add_argument("--below", type=float, default=1.0)
+    ap.add_argument("--min-h", type=int, default=14)
+    ap.add_argument("--max-k", type=int, default=7)
     args = ap.parse_args(argv)
+    if args.forced:
+        rows = forced(args.forced, args.min_h, args.max_k, args.below)
+        with open(os.path.join(args.out, "dw_sweep_forced.json"), "w") as f:
+            json.dump(rows, f, indent=1)
+        return 0
     points, skipped = grid(args.quick)
     print(f"{len(points)} points, {len(skipped)} left out of the grid")
     if args.list or not torch.cuda.is_available():
