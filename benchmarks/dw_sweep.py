@@ -29,6 +29,7 @@ Writes <out>/<gpu>_dw_sweep.json (every point) and .md (a summary per dtype and 
 points below 1.0x). Needs a GPU (without one: --list only).
 """
 import argparse
+import gzip
 import json
 import os
 import random
@@ -43,6 +44,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import torch_ops  # noqa: E402
+from dw_layers import gpu_name, norm_rel_err  # noqa: E402  (the layer script's helpers)
 from timing import time_cuda_graph  # noqa: E402
 
 PLANES = (1, 4, 7, 14, 28, 56, 112, 256)
@@ -93,14 +95,6 @@ def grid(quick):
 def label(p):
     return (f"{p['N']}x{p['C']}x{p['H']}x{p['H']} k{p['K']} s{p['stride']} "
             f"{p['dtype'][:4]} {'cl' if p['layout'] == 'channels_last' else 'nchw'}")
-
-
-def norm_rel_err(out, ref):
-    o, r = out.double(), ref.double()
-    if o.shape != r.shape or not torch.isfinite(o).all():
-        return float("inf")
-    d = r.norm().item()
-    return (o - r).norm().item() / (d if d > 0 else 1.0)
 
 
 def build(p):
@@ -215,7 +209,6 @@ def forced(path, min_h, max_k, below):
     """Every depthwise algorithm forced on the points of an earlier run (JSON, plain or .gz)
     with planes of at least min_h, filters up to max_k and a speedup under `below`: per point
     torch's best and each algorithm that runs it (outputs checked first), us per call."""
-    import gzip
     with (gzip.open if path.endswith(".gz") else open)(path, "rt") as f:
         pts = [r for r in json.load(f)["points"] if r.get("speedup") is not None and
                r["H"] >= min_h and r["K"] <= max_k and r["speedup"] < below]
@@ -229,7 +222,7 @@ def forced(path, min_h, max_k, below):
         for a in (NHWC_ALGOS if p["layout"] == "channels_last" else NCHW_ALGOS):
             try:
                 with torch_ops.force_algorithm("conv2d", a):
-                    if norm_rel_err(ours(), ref) > TOL[p["dtype"]]:
+                    if not norm_rel_err(ours(), ref) <= TOL[p["dtype"]]:  # NaN fails
                         row["algos"][a] = "WRONG"
                         continue
                     row["algos"][a] = time_cuda_graph(ours, calls=CALLS, reps=REPS,
@@ -274,7 +267,7 @@ def main(argv=None):
             print("No GPU: nothing timed (--list gives the grid).")
         return 0
     torch.backends.cudnn.allow_tf32 = True  # irrelevant to depthwise; torch's default
-    name = torch.cuda.get_device_name().lower().replace("nvidia", "").split()[0]
+    name = gpu_name()
     info = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
             "cudnn": torch.backends.cudnn.version(), "grid": "quick" if args.quick else "full",
             "time": time.strftime("%Y-%m-%d %H:%M:%S"), "budget_s": args.budget}
