@@ -586,3 +586,66 @@ def test_small_fused(case, act, dtype):
             assert_close_ref(out, want, dtype)
         # the automatic choice takes these NCHW shapes too (stride 2, or planes up to 16x16)
         assert torch_ops.algorithm("conv2d", x, w, b, stride, pad, 1, c) == "depthwise_small"
+
+
+# ---- filters wider than the plane lets them be: the problem is cut to the taps that can meet the
+# image (conv/args.cpp cut_dead_taps) ----
+
+# (C, H, W, K, stride, padding): 'same' filters over tiny planes (1x1: only the centre tap meets
+# the image), non-square planes, a padding wider than K // 2, valid padding (nothing to cut), and
+# a strided one whose last output row starts inside the padding.
+DEAD_TAP_CASES = [
+    (8, 1, 1, 31, 1, 15), (8, 1, 1, 3, 2, 1), (16, 4, 4, 31, 1, 15), (16, 4, 4, 31, 2, 15),
+    (3, 7, 7, 15, 2, 7), (5, 2, 9, 7, 1, 3), (8, 1, 56, 5, 1, 2), (8, 3, 3, 5, 1, 4),
+    (8, 9, 9, 7, 1, 0), (4, 6, 5, 9, 2, 4),
+]
+
+
+@pytest.mark.parametrize("device", ["cpu"] + (["cuda"] if HAS_CUDA else []))
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("case", DEAD_TAP_CASES)
+def test_dead_taps_cut(case, dtype, device):
+    """Depthwise convolutions whose filters reach past what the padded plane can meet give
+    F.conv2d's result (float64), in NCHW and channels_last, with a bias, and through the fused
+    op with a residual and an activation where it exists."""
+    c, h, w_, k, stride, pad = case
+    g = torch.Generator().manual_seed(c * 100 + h * 10 + k)
+    x = rand(2, c, h, w_, dtype=dtype, device=device, generator=g)
+    w = rand(c, 1, k, k, dtype=dtype, device=device, generator=g)
+    b = rand(c, dtype=dtype, device=device, generator=g)
+    ref = _ref(x, w, b, stride, pad, c)
+    for xin in (x, x.to(memory_format=torch.channels_last)):
+        out = torch_ops.conv2d(xin, w, b, stride, pad, 1, c)
+        assert_close_ref(out, ref, dtype)
+    if hasattr(torch.ops.gpukern, "conv2d_fused"):
+        r = rand(*ref.shape, dtype=dtype, device=device, generator=g)
+        out = torch_ops.conv2d_fused(x, w, b, stride, pad, 1, c, activation="relu", residual=r)
+        assert_close_ref(out, F.relu(ref + r.to("cpu", torch.float64)), dtype)
+
+
+@pytest.mark.parametrize("device", ["cpu"] + (["cuda"] if HAS_CUDA else []))
+def test_dead_taps_cut_conv1d(device):
+    """The same for a depthwise conv1d: a 31-tap 'same' filter over rows of 1, 5 and 16."""
+    for length in (1, 5, 16):
+        g = torch.Generator().manual_seed(length)
+        x = rand(2, 8, length, dtype=torch.float32, device=device, generator=g)
+        w = rand(8, 1, 31, dtype=torch.float32, device=device, generator=g)
+        b = rand(8, dtype=torch.float32, device=device, generator=g)
+        d = lambda t: t.to("cpu", torch.float64)  # noqa: E731
+        ref = F.conv1d(d(x), d(w), d(b), 1, 15, 1, 8)
+        assert_close_ref(torch_ops.conv1d(x, w, b, 1, 15, 1, 8), ref, torch.float32)
+
+
+def test_dead_taps_cut_query():
+    """The cut is what the dispatch sees: a 'same' 31-tap filter over a 4x4 plane is chosen for as
+    the 7-tap one it reduces to, over a 1x1 plane as the 1-tap one; a 56x56 plane keeps all 31."""
+    x4, x1, x56 = (torch.empty(8, 64, h, h, device="meta") for h in (4, 1, 56))
+    w = {k: torch.empty(64, 1, k, k, device="meta") for k in (1, 7, 31)}
+    q = lambda x, k, p: torch_ops.algorithm("conv2d", x, w[k], None, 1, p, 1, 64)  # noqa: E731
+    if q(x4, 31, 15).startswith("cpu"):
+        pytest.skip("the CPU-only build has no CUDA algorithm choice")
+    for lay in (torch.contiguous_format, torch.channels_last):
+        a4, a1 = x4.to(memory_format=lay), x1.to(memory_format=lay)
+        assert q(a4, 31, 15) == q(a4, 7, 3)
+        assert q(a1, 31, 15) == q(a1, 1, 0)
+    assert q(x56, 31, 15) == "depthwise_large"

@@ -169,6 +169,47 @@ at::Tensor conv_batched_output(const ConvArgs& a, const at::Tensor& output) {
   return output.as_strided(sizes, strides);
 }
 
+namespace {
+
+// The filter taps of one spatial dim that can meet the image, [k0, k1): tap k reads input
+// index o * stride - pad + k for outputs o < out, so below pad - (out - 1) * stride and from
+// pad + in on it only ever reads the zero padding. Whether cutting the taps outside leaves a
+// problem the symmetric formula still gives `out` for (pad - k0 before, the rest implied).
+bool live_taps(int64_t in, int64_t k, int64_t out, int64_t stride, int64_t pad, int64_t& k0,
+               int64_t& k1) {
+  k0 = std::max<int64_t>(0, pad - (out - 1) * stride);
+  k1 = std::min<int64_t>(k, pad + in);
+  if (k1 <= k0 || (k0 == 0 && k1 == k)) return false;
+  const int64_t pad2 = pad - k0, k2 = k1 - k0;
+  return (in + 2 * pad2 - k2) / stride + 1 == out;
+}
+
+// Depthwise filters wider than the padded plane lets them be (a 'same' 31-tap filter over a
+// 4x4 plane: 7 of its 31 rows and columns can meet the image; over a 1x1 plane only the centre
+// tap): the problem is cut to the taps that can, a view of the same weights with the padding
+// reduced by what was cut on its near side. The output is the same (the cut taps multiplied
+// zeros); the algorithms see the smaller filter (benchmarks/dw_sweep.py: at 1x1 to 7x7 planes
+// cuDNN's time stayed flat while every kernel here walked all the taps, down to 0.02x).
+void cut_dead_taps(ConvProblem& p) {
+  if (!p.depthwise1() || p.dil_h != 1 || p.dil_w != 1) return;
+  int64_t h0 = 0, h1 = p.KH, w0 = 0, w1 = p.KW;
+  const bool cut_h = live_taps(p.H, p.KH, p.OH, p.stride_h, p.pad_h, h0, h1);
+  const bool cut_w = live_taps(p.W, p.KW, p.OW, p.stride_w, p.pad_w, w0, w1);
+  if (!cut_h && !cut_w) return;
+  if (!cut_h) h0 = 0, h1 = p.KH;
+  if (!cut_w) w0 = 0, w1 = p.KW;
+  if (p.w != nullptr) {  // meta tensors (the algorithm query) have none
+    p.w = static_cast<const char*>(p.w) + (h0 * p.w_sh + w0 * p.w_sw) * p.elem_size;
+  }
+  p.w_tensor = nullptr;  // p.w is no longer the tensor's first element
+  p.pad_h -= h0;
+  p.pad_w -= w0;
+  p.KH = h1 - h0;
+  p.KW = w1 - w0;
+}
+
+}  // namespace
+
 ConvProblem make_conv_problem(const ConvArgs& a, const at::Tensor& x, const at::Tensor& w,
                               const std::optional<at::Tensor>& bias, const at::Tensor& y) {
   ConvProblem p;
@@ -220,6 +261,7 @@ ConvProblem make_conv_problem(const ConvArgs& a, const at::Tensor& x, const at::
   p.w = w.const_data_ptr();
   p.b = has_bias ? bias->const_data_ptr() : nullptr;
   p.y = y.data_ptr();
+  cut_dead_taps(p);
   return p;
 }
 
