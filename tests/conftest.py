@@ -1,6 +1,12 @@
 """Shared test fixtures: devices (cpu always, cuda when present), the per-dtype tolerance table
 and the float64-reference comparison every parity test uses."""
 import collections
+import os
+
+# The suite checks gpukern's kernels and its rules: the first-call race against cuDNN
+# (csrc/conv/vendor.h), which would swap a shape's algorithm by a timing, is off unless the
+# environment says otherwise. tests/test_conv_cudnn.py runs it on, in subprocesses.
+os.environ.setdefault("GPUKERN_CONV_RACE", "0")
 
 import pytest
 import torch

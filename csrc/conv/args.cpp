@@ -257,6 +257,7 @@ ConvProblem make_conv_problem(const ConvArgs& a, const at::Tensor& x, const at::
   const bool has_bias = bias.has_value() && bias->defined();
   p.b_s = has_bias ? bias->stride(0) : 0;
   p.elem_size = x.element_size();
+  p.dtype = static_cast<int>(x.scalar_type());
   p.x = x.const_data_ptr();
   p.w = w.const_data_ptr();
   p.b = has_bias ? bias->const_data_ptr() : nullptr;

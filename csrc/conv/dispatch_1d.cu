@@ -12,6 +12,7 @@
 #include "conv/igemm/blas.h"
 #include "conv/igemm/igemm.h"
 #include "conv/launch_1d.h"
+#include "conv/vendor.h"
 #include "core/algo_table.h"
 #include "core/checks.h"
 #include "core/dispatch.h"
@@ -31,6 +32,7 @@ enum class Conv1dAlgo {
   kRowwiseMma,
   kIgemm,
   kGroupedReg,
+  kCudnn,
 };
 
 // What torch_ops.force_algorithm("conv1d", name) accepts and _algorithm_conv1d returns.
@@ -45,7 +47,8 @@ const AlgorithmTable<Conv1dAlgo>& algo_table() {
                  {Conv1dAlgo::kRowwiseReg, "rowwise_reg"},
                  {Conv1dAlgo::kRowwiseMma, "rowwise_mma"},
                  {Conv1dAlgo::kIgemm, "igemm"},
-                 {Conv1dAlgo::kGroupedReg, "grouped_reg"}});
+                 {Conv1dAlgo::kGroupedReg, "grouped_reg"},
+                 {Conv1dAlgo::kCudnn, "cudnn"}});
   return table;
 }
 
@@ -68,6 +71,7 @@ bool can_run(Conv1dAlgo a, const ConvProblem& p) {
     case Conv1dAlgo::kRowwiseMma: return can_run_rowwise_mma(p);
     case Conv1dAlgo::kIgemm: return igemm_can_run(p);  // dense, sm_90, aligned channels
     case Conv1dAlgo::kGroupedReg: return can_run_grouped_reg(p);
+    case Conv1dAlgo::kCudnn: return cudnn_conv_can_run(p);  // conv/vendor.h
     case Conv1dAlgo::kGeneralOT1:
     case Conv1dAlgo::kGeneralOT4: return true;
   }
@@ -140,7 +144,8 @@ void run(Conv1dAlgo algo, const ConvProblem& p, const at::Tensor& x, cudaStream_
     case Conv1dAlgo::kFft: return launch_fft(p, x, stream);
     case Conv1dAlgo::kRowwiseReg: return launch_rowwise_reg<T>(p, stream);
     case Conv1dAlgo::kRowwiseMma: return launch_rowwise_mma<T>(p, stream);
-    case Conv1dAlgo::kIgemm: return;  // run before the dtype dispatch (conv1d_cuda_run)
+    case Conv1dAlgo::kIgemm:  // run before the dtype dispatch (run_call)
+    case Conv1dAlgo::kCudnn: return;
     case Conv1dAlgo::kRowwise8: return launch_rowwise<T, true>(p, stream);
     case Conv1dAlgo::kRowwise16: return launch_rowwise16<T>(p, stream);
     case Conv1dAlgo::kRowwise8Dilated: return launch_rowwise<T, false>(p, stream);
@@ -150,26 +155,55 @@ void run(Conv1dAlgo algo, const ConvProblem& p, const at::Tensor& x, cudaStream_
   }
 }
 
+// One whole call by algorithm a on `stream`: the convolution with its bias, then, after an
+// algorithm without a native epilogue, one elementwise pass (conv/epilogue.h; one more rounding of
+// y than a native epilogue): y = act(y + r) for the fused ops, and for cuDNN, which computes the
+// convolution alone, y = act(y + bias + r) whenever there is a bias.
+void run_call(Conv1dAlgo a, const ConvProblem& p, const at::Tensor& x, cudaStream_t stream) {
+  if (a == Conv1dAlgo::kIgemm) {
+    igemm_run(p, x);  // its own dtype switch and layouts
+  } else if (a == Conv1dAlgo::kCudnn) {
+    cudnn_conv_run(p);
+  } else {
+    GK_DISPATCH_FLOAT_CUDA(x.scalar_type(), "conv1d", [&] { run<scalar_t>(a, p, x, stream); });
+  }
+  const bool with_bias = a == Conv1dAlgo::kCudnn;
+  if ((p.fused() || (with_bias && p.b != nullptr)) && !algorithm_fuses_epilogue(a)) {
+    GK_DISPATCH_FLOAT_CUDA(x.scalar_type(), "conv1d",
+                           [&] { conv_epilogue_run<scalar_t>(p, stream, with_bias); });
+  }
+}
+
+// Whether the automatic choice a may be raced against cuDNN (conv/vendor.h).
+bool raceable(Conv1dAlgo a, const ConvProblem& p) {
+  return a != Conv1dAlgo::kCudnn && conv_race_enabled() && !algo_table().forced() &&
+         cudnn_conv_can_run(p);
+}
+
 }  // namespace
 
-std::string conv1d_cuda_algorithm(const ConvProblem& p) { return algo_table().name(choose(p)); }
+std::string conv1d_cuda_algorithm(const ConvProblem& p) {
+  const Conv1dAlgo a = choose(p);
+  if (raceable(a, p) && conv_race_verdict(p).value_or(false)) {
+    return algo_table().name(Conv1dAlgo::kCudnn);
+  }
+  return algo_table().name(a);
+}
 
 void conv1d_cuda_run(const ConvProblem& p, const at::Tensor& x) {
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
   if (igemm_built()) conv::blas_prepare_handle(stream);  // before any capture needs it
-  const Conv1dAlgo algo = choose(p);
-  if (algo == Conv1dAlgo::kIgemm) {
-    igemm_run(p, x);  // its own dtype switch and layouts
-  } else {
-    GK_DISPATCH_FLOAT_CUDA(x.scalar_type(), "conv1d",
-                           [&] { run<scalar_t>(algo, p, x, stream); });
+  Conv1dAlgo algo = choose(p);
+  if (raceable(algo, p)) {
+    std::optional<bool> cudnn = conv_race_verdict(p);
+    if (!cudnn) {
+      cudnn = conv_race(
+          p, [&] { run_call(algo, p, x, stream); },
+          [&] { run_call(Conv1dAlgo::kCudnn, p, x, stream); }, stream);
+    }
+    if (cudnn.value_or(false)) algo = Conv1dAlgo::kCudnn;
   }
-  // The fused ops (p.fused()): one elementwise pass y = act(y + r) after an algorithm without a
-  // native epilogue (conv/epilogue.h; one more rounding of y than a native epilogue).
-  if (p.fused() && !algorithm_fuses_epilogue(algo)) {
-    GK_DISPATCH_FLOAT_CUDA(x.scalar_type(), "conv1d",
-                           [&] { conv_epilogue_run<scalar_t>(p, stream); });
-  }
+  run_call(algo, p, x, stream);
 }
 
 }  // namespace gpukern

@@ -11,6 +11,7 @@
 #include "conv/epilogue.h"
 #include "conv/igemm/blas.h"
 #include "conv/igemm/igemm.h"
+#include "conv/vendor.h"
 #include "core/algo_table.h"
 #include "core/checks.h"
 #include "core/dispatch.h"
@@ -36,6 +37,7 @@ enum class Algo {
   kGeneralDirect,
   kIgemm,
   kStemDirect,
+  kCudnn,
 };
 
 // Names in Algo order: what _set_algorithm("conv2d", ...) accepts and _algorithm_conv2d returns.
@@ -54,6 +56,7 @@ const AlgorithmTable<Algo> kTable("conv2d", {
                                                {Algo::kGeneralDirect, "general_direct"},
                                                {Algo::kIgemm, "igemm"},
                                                {Algo::kStemDirect, "stem_direct"},
+                                               {Algo::kCudnn, "cudnn"},
                                            });
 
 // fp32 filters from this many taps on (beyond 7x7) take depthwise_large.
@@ -83,6 +86,7 @@ bool can_run(Algo a, const ConvProblem& p) {
     case Algo::kGeneralDirect: return true;
     case Algo::kIgemm: return igemm_can_run(p);  // dense, sm_90, aligned channels
     case Algo::kStemDirect: return stem_direct_can_run(p);
+    case Algo::kCudnn: return cudnn_conv_can_run(p);  // conv/vendor.h
   }
   return false;
 }
@@ -209,29 +213,57 @@ void run(Algo a, const ConvProblem& p, cudaStream_t stream) {
     case Algo::kGeneralStaged: return general_staged_run<T>(p, stream);
     case Algo::kGeneralDirect: return general_direct_run<T>(p, stream);
     case Algo::kStemDirect: return stem_direct_run<T>(p, stream);
-    case Algo::kIgemm: return;  // run before the dtype dispatch (conv2d_cuda_run)
+    case Algo::kIgemm:  // run before the dtype dispatch (run_call)
+    case Algo::kCudnn: return;
   }
+}
+
+// One whole call by algorithm a on `stream`: the convolution with its bias, then, after an
+// algorithm without a native epilogue, one elementwise pass (conv/epilogue.h; one more rounding of
+// y than a native epilogue): y = act(y + r) for the fused ops, and for cuDNN, which computes the
+// convolution alone, y = act(y + bias + r) whenever there is a bias.
+void run_call(Algo a, const ConvProblem& p, const at::Tensor& x, cudaStream_t stream) {
+  if (a == Algo::kIgemm) {
+    igemm_run(p, x);  // its own dtype switch, layouts and workspace
+  } else if (a == Algo::kCudnn) {
+    cudnn_conv_run(p);
+  } else {
+    GK_DISPATCH_FLOAT_CUDA(x.scalar_type(), kOp, [&] { run<scalar_t>(a, p, stream); });
+  }
+  const bool with_bias = a == Algo::kCudnn;
+  if ((p.fused() || (with_bias && p.b != nullptr)) && !algorithm_fuses_epilogue(a)) {
+    GK_DISPATCH_FLOAT_CUDA(x.scalar_type(), kOp,
+                           [&] { conv_epilogue_run<scalar_t>(p, stream, with_bias); });
+  }
+}
+
+// Whether the automatic choice a may be raced against cuDNN (conv/vendor.h).
+bool raceable(Algo a, const ConvProblem& p) {
+  return a != Algo::kCudnn && conv_race_enabled() && !kTable.forced() && cudnn_conv_can_run(p);
 }
 
 }  // namespace
 
-std::string conv2d_cuda_algorithm(const ConvProblem& p) { return kTable.name(choose(p)); }
+std::string conv2d_cuda_algorithm(const ConvProblem& p) {
+  const Algo a = choose(p);
+  if (raceable(a, p) && conv_race_verdict(p).value_or(false)) return kTable.name(Algo::kCudnn);
+  return kTable.name(a);
+}
 
 void conv2d_cuda_run(const ConvProblem& p, const at::Tensor& x) {
-  const Algo a = choose(p);
+  Algo a = choose(p);
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream(x.device().index()).stream();
   if (igemm_built()) conv::blas_prepare_handle(stream);  // before any capture needs it
-  if (a == Algo::kIgemm) {
-    igemm_run(p, x);  // its own dtype switch, layouts and workspace
-  } else {
-    GK_DISPATCH_FLOAT_CUDA(x.scalar_type(), kOp, [&] { run<scalar_t>(a, p, stream); });
+  if (raceable(a, p)) {
+    std::optional<bool> cudnn = conv_race_verdict(p);
+    if (!cudnn) {
+      cudnn = conv_race(
+          p, [&] { run_call(a, p, x, stream); }, [&] { run_call(Algo::kCudnn, p, x, stream); },
+          stream);
+    }
+    if (cudnn.value_or(false)) a = Algo::kCudnn;
   }
-  // The fused ops (p.fused()): one elementwise pass y = act(y + r) after an algorithm without a
-  // native epilogue (conv/epilogue.h; one more rounding of y than a native epilogue).
-  if (p.fused() && !algorithm_fuses_epilogue(a)) {
-    GK_DISPATCH_FLOAT_CUDA(x.scalar_type(), kOp,
-                           [&] { conv_epilogue_run<scalar_t>(p, stream); });
-  }
+  run_call(a, p, x, stream);
 }
 
 }  // namespace gpukern

@@ -30,6 +30,10 @@ struct ConvProblem {
   int64_t b_s = 0;  // bias stride (bias may be a strided 1-D view)
   int64_t y_sn = 0, y_so = 0, y_sh = 0, y_sw = 0;
   int64_t elem_size = 0;  // bytes per element of x, w, b and y (one dtype)
+  // The dtype of x, w, b and y as an at::ScalarType value (make_conv_problem), -1 when the problem
+  // was built without one (convolve's): the cudnn algorithm (conv/vendor.h) needs it and runs only
+  // where it is set.
+  int dtype = -1;
   const void* x = nullptr;
   const void* w = nullptr;
   // The caller's weight tensor (an at::Tensor*, alive for the call; set by make_conv_problem),

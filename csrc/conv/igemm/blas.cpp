@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "core/checks.h"
+#include "core/timing_events.h"
 
 namespace gpukern {
 namespace conv {
@@ -165,24 +166,6 @@ cublasStatus_t launch(const Plan& plan, const cublasLtMatmulAlgo_t& algo, const 
                         &beta, cptr, plan.layouts[2], p.d, plan.layouts[2], &algo, workspace,
                         workspace_bytes, stream);
 }
-
-// The two events of tune(), destroyed however tune() leaves (a failed CUDA check throws).
-struct TimingEvents {
-  cudaEvent_t start = nullptr;
-  cudaEvent_t stop = nullptr;
-  TimingEvents() {
-    cudaError_t err = cudaEventCreate(&start);
-    if (err == cudaSuccess) err = cudaEventCreate(&stop);
-    if (err != cudaSuccess && start != nullptr) cudaEventDestroy(start);
-    C10_CUDA_CHECK(err);
-  }
-  ~TimingEvents() {
-    if (start != nullptr) cudaEventDestroy(start);
-    if (stop != nullptr) cudaEventDestroy(stop);
-  }
-  TimingEvents(const TimingEvents&) = delete;
-  TimingEvents& operator=(const TimingEvents&) = delete;
-};
 
 // Times each candidate on this call's operands and keeps the fastest as the plan's algorithm:
 // kRounds rounds over the candidates (interleaved, so that a clock ramping up or a neighbour's

@@ -1,0 +1,202 @@
+// cuDNN's convolution as a gpukern algorithm, and the first-call race (conv/vendor.h).
+#if defined(GPUKERN_WITH_CUDA)
+#include "conv/vendor.h"
+
+#include <ATen/ATen.h>
+#include <ATen/Context.h>
+#include <ATen/cuda/CUDAContext.h>
+#include <ATen/cuda/Sleep.h>
+#include <ATen/detail/CUDAHooksInterface.h>
+
+#include <algorithm>
+#include <array>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <mutex>
+#include <unordered_map>
+
+#include "core/timing_events.h"
+
+namespace gpukern {
+namespace {
+
+constexpr int kRounds = 3;
+constexpr int kTimedCalls = 8;
+// The queue's head start, ~0.5 ms at an H100's clock: eight cuDNN calls through the dispatcher
+// take the host longer than the ~100 us that cuBLASLt's tuning gives its bare launches.
+constexpr int64_t kSpinCycles = 1000000;
+constexpr float kLongCallMs = 2.0f;  // from this time per call: one round of one timed call
+constexpr double kMargin = 0.97;  // cuDNN's time must be below this fraction of ours
+constexpr size_t kMaxVerdicts = 4096;
+
+constexpr int64_t kMaxElems = (int64_t{1} << 31) - 1;
+
+// The number of elements a tensor of these sizes spans (the sizes' product).
+int64_t elems(int64_t a, int64_t b, int64_t c, int64_t d) { return a * b * c * d; }
+
+// Whether symmetric padding `pad` on both sides gives `out` outputs.
+bool symmetric(int64_t in, int64_t k, int64_t out, int64_t stride, int64_t dil, int64_t pad) {
+  return (in + 2 * pad - dil * (k - 1) - 1) / stride + 1 == out;
+}
+
+bool all_nonnegative(std::initializer_list<int64_t> v) {
+  return std::all_of(v.begin(), v.end(), [](int64_t s) { return s >= 0; });
+}
+
+// Whether every operand's address and byte steps are multiples of 16 (vector accesses on).
+bool aligned16(const ConvProblem& p) {
+  uint64_t bits = 0;
+  for (const void* ptr : {p.x, p.w, static_cast<const void*>(p.y), p.r, p.b}) {
+    bits |= reinterpret_cast<uintptr_t>(ptr);
+  }
+  return bits % 16 == 0;
+}
+
+using Key = std::array<int64_t, 42>;
+
+struct KeyHash {
+  size_t operator()(const Key& k) const {
+    size_t h = 1469598103934665603ull;
+    for (int64_t v : k) h = (h ^ static_cast<size_t>(v)) * 1099511628211ull;
+    return h;
+  }
+};
+
+Key key_of(const ConvProblem& p) {
+  const at::Context& ctx = at::globalContext();
+  return {p.nsp,      p.N,        p.C,        p.H,         p.W,          p.O,
+          p.KH,       p.KW,       p.OH,       p.OW,        p.groups,     p.stride_h,
+          p.stride_w, p.dil_h,    p.dil_w,    p.pad_h,     p.pad_w,      p.x_sn,
+          p.x_sc,     p.x_sh,     p.x_sw,     p.w_so,      p.w_sc,       p.w_sh,
+          p.w_sw,     p.y_sn,     p.y_so,     p.y_sh,      p.y_sw,       p.dtype,
+          p.b != nullptr, p.b_s,  p.act,      p.r != nullptr, p.r_sn,    p.r_so,
+          p.r_sh,     p.r_sw,     aligned16(p), c10::cuda::current_device(),
+          ctx.allowTF32CuDNN() ? 1 : 0, ctx.benchmarkCuDNN() ? 1 : 0};
+}
+
+std::mutex& verdicts_mutex() {
+  static std::mutex m;
+  return m;
+}
+
+std::unordered_map<Key, bool, KeyHash>& verdicts() {
+  static std::unordered_map<Key, bool, KeyHash> v;
+  return v;
+}
+
+bool capturing(cudaStream_t stream) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  C10_CUDA_CHECK(cudaStreamIsCapturing(stream, &status));
+  return status != cudaStreamCaptureStatusNone;
+}
+
+// One side's time in ms per call: a spin, a warm-up call, then `calls` calls between the events.
+float time_calls(const std::function<void()>& call, int calls, TimingEvents& events,
+                 cudaStream_t stream) {
+  at::cuda::sleep(kSpinCycles);
+  call();
+  C10_CUDA_CHECK(cudaEventRecord(events.start, stream));
+  for (int i = 0; i < calls; ++i) call();
+  C10_CUDA_CHECK(cudaEventRecord(events.stop, stream));
+  C10_CUDA_CHECK(cudaEventSynchronize(events.stop));
+  float ms = 0.0f;
+  C10_CUDA_CHECK(cudaEventElapsedTime(&ms, events.start, events.stop));
+  return ms / calls;
+}
+
+}  // namespace
+
+bool cudnn_conv_can_run(const ConvProblem& p) {
+  if (p.dtype < 0) return false;
+  const auto t = static_cast<at::ScalarType>(p.dtype);
+  if (t != at::kFloat && t != at::kHalf && t != at::kBFloat16) return false;
+  if (!at::detail::getCUDAHooks().compiledWithCuDNN() ||
+      !at::globalContext().userEnabledCuDNN()) {
+    return false;
+  }
+  if (!all_nonnegative({p.x_sn, p.x_sc, p.x_sh, p.x_sw, p.w_so, p.w_sc, p.w_sh, p.w_sw, p.y_sn,
+                        p.y_so, p.y_sh, p.y_sw})) {
+    return false;
+  }
+  if (!symmetric(p.H, p.KH, p.OH, p.stride_h, p.dil_h, p.pad_h) ||
+      !symmetric(p.W, p.KW, p.OW, p.stride_w, p.dil_w, p.pad_w)) {
+    return false;
+  }
+  if (elems(p.N, p.C, p.H, p.W) > kMaxElems || elems(p.N, p.O, p.OH, p.OW) > kMaxElems ||
+      elems(p.O, p.c_per_group, p.KH, p.KW) > kMaxElems) {
+    return false;
+  }
+  return p.r == nullptr || p.r != p.y;
+}
+
+void cudnn_conv_run(const ConvProblem& p) {
+  const at::TensorOptions opts = at::TensorOptions()
+                                     .dtype(static_cast<at::ScalarType>(p.dtype))
+                                     .device(at::kCUDA, c10::cuda::current_device());
+  // Views of the problem's operands (the pointers include any offset; a cut depthwise filter is
+  // a view into the caller's weight). Nothing is copied unless cuDNN wants another layout.
+  const at::Tensor x = at::from_blob(const_cast<void*>(p.x), {p.N, p.C, p.H, p.W},
+                                     {p.x_sn, p.x_sc, p.x_sh, p.x_sw}, opts);
+  const at::Tensor w = at::from_blob(const_cast<void*>(p.w), {p.O, p.c_per_group, p.KH, p.KW},
+                                     {p.w_so, p.w_sc, p.w_sh, p.w_sw}, opts);
+  at::Tensor y = at::from_blob(p.y, {p.N, p.O, p.OH, p.OW}, {p.y_sn, p.y_so, p.y_sh, p.y_sw},
+                               opts);
+  const at::Context& ctx = at::globalContext();
+  at::cudnn_convolution_out(y, x, w, {p.pad_h, p.pad_w}, {p.stride_h, p.stride_w},
+                            {p.dil_h, p.dil_w}, p.groups, ctx.benchmarkCuDNN(),
+                            ctx.deterministicCuDNN() || ctx.deterministicAlgorithms(),
+                            ctx.allowTF32CuDNN());
+}
+
+bool conv_race_enabled() {
+  static const bool env_on = [] {
+    const char* e = std::getenv("GPUKERN_CONV_RACE");
+    return e == nullptr || std::strcmp(e, "0") != 0;
+  }();
+  return env_on && !at::globalContext().deterministicAlgorithms();
+}
+
+std::optional<bool> conv_race_verdict(const ConvProblem& p) {
+  if (c10::cuda::device_count() == 0) return std::nullopt;  // a query on a machine without a GPU
+  const Key k = key_of(p);
+  std::lock_guard<std::mutex> lock(verdicts_mutex());
+  const auto it = verdicts().find(k);
+  if (it == verdicts().end()) return std::nullopt;
+  return it->second;
+}
+
+std::optional<bool> conv_race(const ConvProblem& p, const std::function<void()>& ours,
+                              const std::function<void()>& theirs, cudaStream_t stream) {
+  if (capturing(stream)) return std::nullopt;
+  float best_ours = std::numeric_limits<float>::infinity();
+  float best_theirs = best_ours;
+  bool theirs_ok = true;
+  {
+    TimingEvents events;
+    // Long calls get fewer timed calls and rounds, so that a race costs at most a few of them.
+    const float first = time_calls(ours, 1, events, stream);
+    const int calls = first < kLongCallMs / 4 ? kTimedCalls : 1;
+    const int rounds = first < kLongCallMs ? kRounds : 1;
+    best_ours = first;
+    for (int round = 0; round < rounds; ++round) {
+      best_ours = std::min(best_ours, time_calls(ours, calls, events, stream));
+      if (!theirs_ok) continue;
+      try {
+        best_theirs = std::min(best_theirs, time_calls(theirs, calls, events, stream));
+      } catch (const c10::Error&) {
+        theirs_ok = false;  // cuDNN refused the problem: gpukern's algorithm runs it
+        C10_CUDA_CHECK(cudaStreamSynchronize(stream));
+      }
+    }
+  }
+  const bool verdict = theirs_ok && best_theirs < kMargin * best_ours;
+  const Key k = key_of(p);
+  std::lock_guard<std::mutex> lock(verdicts_mutex());
+  if (verdicts().size() >= kMaxVerdicts) verdicts().clear();
+  verdicts()[k] = verdict;
+  return verdict;
+}
+
+}  // namespace gpukern
+#endif  // GPUKERN_WITH_CUDA

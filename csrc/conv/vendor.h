@@ -1,0 +1,67 @@
+#pragma once
+// cuDNN's convolution as one more gpukern algorithm ("cudnn" in the conv1d and conv2d tables), and
+// the first-call race that runs it where it is faster than gpukern's own choice.
+//
+// Why: a drop-in must never be slower than what it replaces, and on some dense layers (ResNet-50's
+// NCHW 3x3 and strided 1x1 layers, where the CUTLASS kernels and their layout conversions trail
+// cuDNN's kernels by 5-30%) and some depthwise shapes (channels_last fp32 with few channels) every
+// kernel here trails cuDNN. A static rule per shape class would miss the shapes nobody measured;
+// so, like cudnn.benchmark and the cuBLASLt tuning of conv/igemm/blas.h, the first call of a
+// problem outside a CUDA-graph capture times gpukern's choice against cuDNN on the call's own
+// operands and remembers the faster, per problem.
+//
+// The race: 3 interleaved rounds; in each, per side, a spin kernel (so that the host queues the
+// launches ahead of the GPU and the events time the kernels, not the host's calls), one warm-up
+// call, then 8 calls back to back between two events; a side's time is its best round. Calls of
+// 0.5 ms and more are timed one at a time, and from 2 ms in one round, so that a race costs a few
+// calls' time. Each side is the whole call: gpukern's algorithm with its epilogue, or cuDNN's
+// convolution plus gpukern's elementwise pass for the bias and the fused epilogue
+// (conv/epilogue.h). cuDNN wins only when it is faster by more than 3%, so that noise
+// does not swap a kernel for an equal one. Every timed call writes the output, which the call's
+// own run then overwrites.
+//
+// Not raced (gpukern's choice runs): an algorithm forced by name; torch's deterministic mode
+// (torch.use_deterministic_algorithms), so that the kernel and its rounding do not depend on a
+// timing; GPUKERN_CONV_RACE=0 in the environment (read once); torch.backends.cudnn.enabled False;
+// a problem cuDNN cannot take (cudnn_conv_can_run). A call during a capture uses a verdict found
+// before and otherwise gpukern's choice, and leaves the race to a later call.
+//
+// Host cost of a raced call: the problem's key, one hash-map lookup under a mutex. The verdicts
+// are process-wide (at most kMaxVerdicts, then the map starts over), keyed by every size and
+// stride, the dtype, bias, activation and residual, the operands' 16-byte alignment, the device
+// and torch's cuDNN flags (allow_tf32, benchmark).
+// CUDA builds only; the caller holds the device guard.
+#include <cuda_runtime_api.h>
+
+#include <functional>
+#include <optional>
+
+#include "conv/problem.h"
+
+namespace gpukern {
+
+// Whether cuDNN can run p: torch built with cuDNN and torch.backends.cudnn.enabled, p.dtype set
+// (a float dtype), every stride >= 0, symmetric padding that gives p's output size, every operand
+// under 2^31 elements (cuDNN's 32-bit indexing; torch splits such calls, gpukern's kernels take
+// them), and the residual not the output itself.
+bool cudnn_conv_can_run(const ConvProblem& p);
+
+// y = conv(x, w) (no bias, no epilogue: the caller adds them) by at::cudnn_convolution_out on the
+// current stream with torch's flags (cudnn.benchmark, cudnn.deterministic, cudnn.allow_tf32). A
+// 1-D problem runs as H = 1.
+void cudnn_conv_run(const ConvProblem& p);
+
+// Whether calls may be raced now: GPUKERN_CONV_RACE is not "0" and torch's deterministic mode is
+// off.
+bool conv_race_enabled();
+
+// The remembered verdict for p: true cuDNN, false gpukern's algorithm, nullopt not raced yet.
+std::optional<bool> conv_race_verdict(const ConvProblem& p);
+
+// Races ours() against theirs() (each one whole call on `stream`, above), remembers and returns
+// the verdict (true: theirs). nullopt, nothing remembered, when `stream` is capturing. A c10::Error
+// from theirs() (cuDNN refusing the problem) is a verdict for ours.
+std::optional<bool> conv_race(const ConvProblem& p, const std::function<void()>& ours,
+                              const std::function<void()>& theirs, cudaStream_t stream);
+
+}  // namespace gpukern

@@ -1,0 +1,269 @@
+"""cuDNN as a conv algorithm ("cudnn", csrc/conv/vendor.h) and the first-call race that picks it.
+
+- Forced by name, "cudnn" computes conv1d / conv2d and the fused ops (bias, activation and
+  residual in gpukern's elementwise pass) to torch's accuracy: dense, grouped, depthwise, strided,
+  dilated, channels_last, strided views, every float dtype, TF32 on and off.
+- Its query rules (which problems it can take) hold without a GPU.
+- The race (on by default for users; off in this suite's process, conftest.py) runs in a
+  subprocess: it picks cuDNN where gpukern's kernel is far slower (a dense layer with channels the
+  tensor-core path cannot take), keeps gpukern's kernel where cuDNN is far slower (a
+  single-channel image), remembers its verdict (the query reports it, the result is right either
+  way), does not race during a CUDA-graph capture, and not in torch's deterministic mode.
+"""
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+
+import torch_ops
+from algo_cases import ACTIVATIONS, conv_ref, epilogue_rounding_allowance
+from conftest import HAS_CUDA, assert_close_ref
+
+CUDA_BUILD = torch_ops.has_cuda_kernels()
+
+# Norm-relative bounds as in tests/test_igemm.py: bf16 / fp16 one rounding of an fp32 sum; TF32
+# operands rounded to 10 mantissa bits.
+REL_TOL = {torch.bfloat16: 1e-2, torch.float16: 2e-3}
+TF32_TOL = 2e-3
+FP32_TOL = 1e-5
+
+gpu = pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA device and the CUDA build of gpukern")
+
+
+def _rel_err(out, ref):
+    return float((out.double() - ref).norm() / ref.norm().clamp_min(1e-30))
+
+
+# (N, C, H, W, O, K, stride, padding, dilation, groups): dense, grouped, depthwise with a
+# multiplier of 1 and 2, strided and dilated, odd sizes, a 1x1 plane.
+CASES_2D = [
+    (2, 16, 15, 13, 24, 3, 1, 1, 1, 1),
+    (3, 30, 17, 17, 10, 3, 2, 1, 1, 1),       # channels no tensor-core path takes
+    (2, 32, 9, 11, 64, 1, 1, 0, 1, 1),
+    (2, 32, 12, 12, 32, 3, 1, 2, 2, 4),       # grouped, dilated
+    (4, 24, 14, 14, 24, 5, 2, 2, 1, 24),      # depthwise stride 2
+    (2, 8, 10, 10, 16, 3, 1, 1, 1, 8),        # depthwise multiplier 2
+    (2, 12, 1, 1, 12, 7, 1, 3, 1, 12),        # 7x7 over a 1x1 plane (cut to its centre tap)
+]
+
+
+def _case_tensors(case, dtype, channels_last, gen):
+    n, c, h, w, o, k, stride, pad, dil, groups = case
+    x = torch.randn(n, c, h, w, device="cuda", generator=gen).to(dtype)
+    wt = torch.randn(o, c // groups, k, k, device="cuda", generator=gen).to(dtype)
+    if channels_last:
+        x = x.to(memory_format=torch.channels_last)
+        wt = wt.to(memory_format=torch.channels_last)
+    kw = dict(stride=stride, padding=pad, dilation=dil, groups=groups)
+    return x, wt, kw
+
+
+def _tol(dtype):
+    if dtype == torch.float32:
+        return TF32_TOL if torch.backends.cudnn.allow_tf32 else FP32_TOL
+    return REL_TOL[dtype]
+
+
+@gpu
+@pytest.mark.parametrize("tf32", [False, True])
+@pytest.mark.parametrize("channels_last", [False, True])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("case", range(len(CASES_2D)))
+def test_forced_cudnn_conv2d(case, dtype, channels_last, tf32):
+    if tf32 and dtype != torch.float32:
+        pytest.skip("TF32 applies to float32")
+    torch.backends.cudnn.allow_tf32 = tf32  # conftest restores it
+    gen = torch.Generator(device="cuda").manual_seed(case)
+    x, w, kw = _case_tensors(CASES_2D[case], dtype, channels_last, gen)
+    b = torch.randn(w.shape[0], device="cuda", generator=gen).to(dtype)
+    with torch_ops.force_algorithm("conv2d", "cudnn"):
+        assert torch_ops.algorithm("conv2d", x, w, b, **kw) == "cudnn"
+        out = torch_ops.conv2d(x, w, b, **kw)
+        plain = torch_ops.conv2d(x, w, None, **kw)
+    ref = conv_ref(2, x, w, b, **kw)
+    assert out.shape == ref.shape
+    assert out.is_contiguous(memory_format=torch.channels_last) == \
+        torch.nn.functional.conv2d(x, w, b, **kw).is_contiguous(memory_format=torch.channels_last)
+    assert _rel_err(out, ref) <= _tol(dtype)
+    assert _rel_err(plain, conv_ref(2, x, w, None, **kw)) <= _tol(dtype)
+
+
+@gpu
+@pytest.mark.parametrize("activation", ["relu", "hardswish", "gelu", "none"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("case", [0, 1, 4])
+def test_forced_cudnn_fused(case, dtype, activation):
+    """conv2d_fused and conv1d_fused with bias, activation and residual: cuDNN's convolution, then
+    one elementwise pass y = act(y + bias + r) (one more rounding than a native epilogue)."""
+    gen = torch.Generator(device="cuda").manual_seed(10 + case)
+    x, w, kw = _case_tensors(CASES_2D[case], dtype, case == 4, gen)
+    b = torch.randn(w.shape[0], device="cuda", generator=gen).to(dtype)
+    shape = torch.nn.functional.conv2d(x[:1].float(), w.float(), None, **kw).shape
+    r = torch.randn((x.shape[0],) + tuple(shape[1:]), device="cuda", generator=gen).to(dtype)
+    with torch_ops.force_algorithm("conv2d", "cudnn"):
+        out = torch_ops.conv2d_fused(x, w, b, activation=activation, residual=r, **kw)
+    ref = conv_ref(2, x, w, b, activation, r, **kw)
+    if dtype == torch.float32:
+        assert_close_ref(out, ref, tol=1e-4)
+    else:
+        extra = epilogue_rounding_allowance(2, x, w, b, activation, r, **kw)
+        assert_close_ref(out, ref, extra=extra)
+    # conv1d: the same through H = 1, a strided view of the input.
+    x1 = torch.randn(3, 16, 301, device="cuda", generator=gen).to(dtype)[:, :, ::2]
+    w1 = torch.randn(32, 16, 5, device="cuda", generator=gen).to(dtype)
+    b1 = torch.randn(32, device="cuda", generator=gen).to(dtype)
+    r1 = torch.randn(3, 32, 147, device="cuda", generator=gen).to(dtype)
+    with torch_ops.force_algorithm("conv1d", "cudnn"):
+        assert torch_ops.algorithm("conv1d_fused", x1, w1, b1, stride=1, padding=0,
+                                   activation=activation, residual=r1) == "cudnn"
+        out1 = torch_ops.conv1d_fused(x1, w1, b1, stride=1, padding=0, activation=activation,
+                                      residual=r1)
+    ref1 = conv_ref(1, x1, w1, b1, activation, r1)
+    if dtype == torch.float32:
+        assert_close_ref(out1, ref1, tol=1e-4)
+    else:
+        assert_close_ref(out1, ref1, extra=epilogue_rounding_allowance(1, x1, w1, b1, activation,
+                                                                      r1))
+
+
+@gpu
+def test_forced_cudnn_empty_and_offset():
+    """An empty batch launches nothing; an input at an odd storage offset (not 16-byte aligned)
+    is read where it is."""
+    w = torch.randn(8, 4, 3, 3, device="cuda")
+    with torch_ops.force_algorithm("conv2d", "cudnn"):
+        out = torch_ops.conv2d(torch.randn(0, 4, 9, 9, device="cuda"), w, None, padding=1)
+        assert out.shape == (0, 8, 9, 9)
+        base = torch.randn(1 + 2 * 4 * 9 * 9, device="cuda")
+        x = base[1:].view(2, 4, 9, 9)
+        out = torch_ops.conv2d(x, w, None, padding=1)
+    assert _rel_err(out, conv_ref(2, x, w, padding=1)) <= FP32_TOL
+
+
+@pytest.mark.skipif(not CUDA_BUILD, reason="the CPU-only build has no CUDA algorithm choice")
+def test_cudnn_query_rules():
+    """Which problems "cudnn" takes, by the query (meta tensors, no GPU needed): symmetric padding
+    only (an even 'same' filter pads one side more), never convolve (its reversed filter has a
+    negative stride)."""
+    x = torch.empty(2, 8, 16, 16, device="meta")
+    with torch_ops.force_algorithm("conv2d", "cudnn"):
+        assert torch_ops.algorithm("conv2d", x, torch.empty(8, 8, 3, 3, device="meta"), None,
+                                   1, 1) == "cudnn"
+        assert torch_ops.algorithm("conv2d", x, torch.empty(8, 1, 3, 3, device="meta"), None,
+                                   2, 1, 1, 8) == "cudnn"
+        with pytest.raises(RuntimeError, match="forced algorithm 'cudnn' cannot run"):
+            torch_ops.algorithm("conv2d", x, torch.empty(8, 8, 4, 4, device="meta"), None, 1,
+                                "same")
+    with torch_ops.force_algorithm("conv1d", "cudnn"):
+        with pytest.raises(RuntimeError, match="forced algorithm 'cudnn' cannot run"):
+            torch_ops.algorithm("convolve", torch.empty(4, 100, device="meta"),
+                                torch.empty(7, device="meta"), "full")
+    # The automatic choice without a race is never cuDNN.
+    assert torch_ops.algorithm("conv2d", x, torch.empty(8, 8, 3, 3, device="meta"), None,
+                               1, 1) != "cudnn"
+
+
+_RACE_SCRIPT = textwrap.dedent("""
+    import json, sys
+    import torch
+    import torch_ops
+    import torch.nn.functional as F
+
+    def err(out, ref):
+        return float((out.double() - ref).norm() / ref.norm())
+
+    torch.backends.cudnn.allow_tf32 = False
+    g = torch.Generator(device="cuda").manual_seed(0)
+    res = {}
+    # A dense layer with 30 -> 30 channels (no tensor-core path): gpukern's direct kernel is
+    # many times slower than cuDNN.
+    x = torch.randn(16, 30, 64, 64, device="cuda", generator=g)
+    w = torch.randn(30, 30, 3, 3, device="cuda", generator=g)
+    b = torch.randn(30, device="cuda", generator=g)
+    res["dense_before"] = torch_ops.algorithm("conv2d", x, w, b, 1, 1)
+    out = torch_ops.conv2d(x, w, b, 1, 1)
+    res["dense_after"] = torch_ops.algorithm("conv2d", x, w, b, 1, 1)
+    res["dense_err"] = err(out, F.conv2d(x.double(), w.double(), b.double(), 1, 1))
+    out2 = torch_ops.conv2d(x, w, b, 1, 1)
+    res["dense_again_same"] = bool(torch.equal(out, out2))
+    # The fused op of the same layer is raced on its own.
+    r = torch.randn_like(out)
+    fo = torch_ops.conv2d_fused(x, w, b, 1, 1, activation="relu", residual=r)
+    res["fused_err"] = err(fo, F.relu(F.conv2d(x.double(), w.double(), b.double(), 1, 1)
+                                       + r.double()))
+    # A single-channel image and a 7x7 filter: gpukern's kernel is several times faster.
+    xs = torch.randn(4, 1, 1024, 1024, device="cuda", generator=g)
+    ws = torch.randn(1, 1, 7, 7, device="cuda", generator=g)
+    res["single_before"] = torch_ops.algorithm("conv2d", xs, ws, None, 1, 3)
+    so = torch_ops.conv2d(xs, ws, None, 1, 3)
+    res["single_after"] = torch_ops.algorithm("conv2d", xs, ws, None, 1, 3)
+    res["single_err"] = err(so, F.conv2d(xs.double(), ws.double(), None, 1, 3))
+    # A first call inside a CUDA-graph capture is not raced; the next eager call is.
+    xc = torch.randn(8, 30, 32, 32, device="cuda", generator=g)
+    wc = torch.randn(30, 30, 3, 3, device="cuda", generator=g)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.stream(side):
+        with torch.cuda.graph(graph, stream=side):
+            yc = torch_ops.conv2d(xc, wc, None, 1, 1)
+    torch.cuda.current_stream().wait_stream(side)
+    res["capture_after"] = torch_ops.algorithm("conv2d", xc, wc, None, 1, 1)
+    graph.replay()
+    torch.cuda.synchronize()
+    res["capture_err"] = err(yc, F.conv2d(xc.double(), wc.double(), None, 1, 1))
+    torch_ops.conv2d(xc, wc, None, 1, 1)
+    res["eager_after_capture"] = torch_ops.algorithm("conv2d", xc, wc, None, 1, 1)
+    # Deterministic mode: no race, no remembered verdict used.
+    xd = torch.randn(8, 30, 48, 48, device="cuda", generator=g)
+    torch.use_deterministic_algorithms(True)
+    torch_ops.conv2d(xd, wc, None, 1, 1)
+    res["deterministic"] = torch_ops.algorithm("conv2d", xd, wc, None, 1, 1)
+    res["deterministic_known"] = torch_ops.algorithm("conv2d", x, w, b, 1, 1)
+    torch.use_deterministic_algorithms(False)
+    # conv1d: 30 -> 30 channels, K = 3 over 4096 samples.
+    x1 = torch.randn(16, 30, 4096, device="cuda", generator=g)
+    w1 = torch.randn(30, 30, 3, device="cuda", generator=g)
+    o1 = torch_ops.conv1d(x1, w1, None, 1, 1)
+    res["conv1d_err"] = err(o1, F.conv1d(x1.double(), w1.double(), None, 1, 1))
+    res["conv1d_after"] = torch_ops.algorithm("conv1d", x1, w1, None, 1, 1)
+    print("RESULT " + json.dumps(res))
+""")
+
+
+def _run_race_script(race):
+    env = dict(os.environ, GPUKERN_CONV_RACE=race)
+    out = subprocess.run([sys.executable, "-c", _RACE_SCRIPT], env=env, capture_output=True,
+                         text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    line = [ln for ln in out.stdout.splitlines() if ln.startswith("RESULT ")][-1]
+    return json.loads(line[len("RESULT "):])
+
+
+@gpu
+def test_race_picks_the_faster_and_remembers():
+    res = _run_race_script("1")
+    for k in ("dense_err", "fused_err", "single_err", "capture_err", "conv1d_err"):
+        assert res[k] < 1e-5, (k, res)
+    assert res["dense_before"] != "cudnn"
+    assert res["dense_after"] == "cudnn", res
+    assert res["dense_again_same"]
+    assert res["single_before"] == res["single_after"] != "cudnn", res
+    # Captured first: gpukern's choice (no race in a capture); the eager call after races.
+    assert res["capture_after"] != "cudnn", res
+    assert res["eager_after_capture"] == "cudnn", res
+    # Deterministic mode neither races nor uses a verdict.
+    assert res["deterministic"] != "cudnn" and res["deterministic_known"] != "cudnn", res
+    assert res["conv1d_after"] == "cudnn", res
+
+
+@gpu
+def test_race_off_by_environment():
+    res = _run_race_script("0")
+    assert res["dense_err"] < 1e-5
+    for k in ("dense_after", "single_after", "eager_after_capture", "conv1d_after"):
+        assert res[k] != "cudnn", (k, res)
