@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
@@ -191,6 +192,22 @@ std::optional<bool> conv_race(const ConvProblem& p, const std::function<void()>&
     }
   }
   const bool verdict = theirs_ok && best_theirs < kMargin * best_ours;
+  static const bool log = [] {
+    const char* e = std::getenv("GPUKERN_CONV_RACE_LOG");
+    return e != nullptr && std::strcmp(e, "1") == 0;
+  }();
+  if (log) {
+    std::fprintf(stderr,
+                 "gpukern conv race: N=%lld C=%lld %lldx%lld -> O=%lld k%lldx%lld s%lld g%lld "
+                 "dtype %d bias %d act %d residual %d: gpukern %.2f us, cudnn %.2f us%s -> %s\n",
+                 static_cast<long long>(p.N), static_cast<long long>(p.C),
+                 static_cast<long long>(p.H), static_cast<long long>(p.W),
+                 static_cast<long long>(p.O), static_cast<long long>(p.KH),
+                 static_cast<long long>(p.KW), static_cast<long long>(p.stride_h),
+                 static_cast<long long>(p.groups), p.dtype, p.b != nullptr ? 1 : 0, p.act,
+                 p.r != nullptr ? 1 : 0, 1e3 * best_ours, 1e3 * best_theirs,
+                 theirs_ok ? "" : " (refused)", verdict ? "cudnn" : "gpukern");
+  }
   const Key k = key_of(p);
   std::lock_guard<std::mutex> lock(verdicts_mutex());
   if (verdicts().size() >= kMaxVerdicts) verdicts().clear();

@@ -30,6 +30,7 @@
 // are process-wide (at most kMaxVerdicts, then the map starts over), keyed by every size and
 // stride, the dtype, bias, activation and residual, the operands' 16-byte alignment, the device
 // and torch's cuDNN flags (allow_tf32, benchmark).
+// GPUKERN_CONV_RACE_LOG=1 prints each race's two times and verdict to stderr.
 // CUDA builds only; the caller holds the device guard.
 #include <cuda_runtime_api.h>
 
