@@ -179,11 +179,12 @@ _RACE_SCRIPT = textwrap.dedent("""
     torch.backends.cudnn.allow_tf32 = False
     g = torch.Generator(device="cuda").manual_seed(0)
     res = {}
-    # A dense layer with 30 -> 30 channels (no tensor-core path): gpukern's direct kernel is
-    # many times slower than cuDNN.
-    x = torch.randn(16, 30, 64, 64, device="cuda", generator=g)
-    w = torch.randn(30, 30, 3, 3, device="cuda", generator=g)
-    b = torch.randn(30, device="cuda", generator=g)
+    # A bf16 dense layer with 36 -> 36 channels (not a multiple of 8: no tensor-core path here):
+    # gpukern's direct kernel on CUDA cores is several times slower than cuDNN's tensor cores.
+    bf = torch.bfloat16
+    x = torch.randn(16, 36, 64, 64, device="cuda", generator=g).to(bf)
+    w = torch.randn(36, 36, 3, 3, device="cuda", generator=g).to(bf)
+    b = torch.randn(36, device="cuda", generator=g).to(bf)
     res["dense_before"] = torch_ops.algorithm("conv2d", x, w, b, 1, 1)
     out = torch_ops.conv2d(x, w, b, 1, 1)
     res["dense_after"] = torch_ops.algorithm("conv2d", x, w, b, 1, 1)
@@ -195,6 +196,8 @@ _RACE_SCRIPT = textwrap.dedent("""
     fo = torch_ops.conv2d_fused(x, w, b, 1, 1, activation="relu", residual=r)
     res["fused_err"] = err(fo, F.relu(F.conv2d(x.double(), w.double(), b.double(), 1, 1)
                                        + r.double()))
+    res["fused_after"] = torch_ops.algorithm("conv2d_fused", x, w, b, 1, 1, activation="relu",
+                                             residual=r)
     # A single-channel image and a 7x7 filter: gpukern's kernel is several times faster.
     xs = torch.randn(4, 1, 1024, 1024, device="cuda", generator=g)
     ws = torch.randn(1, 1, 7, 7, device="cuda", generator=g)
@@ -203,8 +206,8 @@ _RACE_SCRIPT = textwrap.dedent("""
     res["single_after"] = torch_ops.algorithm("conv2d", xs, ws, None, 1, 3)
     res["single_err"] = err(so, F.conv2d(xs.double(), ws.double(), None, 1, 3))
     # A first call inside a CUDA-graph capture is not raced; the next eager call is.
-    xc = torch.randn(8, 30, 32, 32, device="cuda", generator=g)
-    wc = torch.randn(30, 30, 3, 3, device="cuda", generator=g)
+    xc = torch.randn(8, 36, 48, 48, device="cuda", generator=g).to(bf)
+    wc = torch.randn(36, 36, 3, 3, device="cuda", generator=g).to(bf)
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     graph = torch.cuda.CUDAGraph()
@@ -219,15 +222,15 @@ _RACE_SCRIPT = textwrap.dedent("""
     torch_ops.conv2d(xc, wc, None, 1, 1)
     res["eager_after_capture"] = torch_ops.algorithm("conv2d", xc, wc, None, 1, 1)
     # Deterministic mode: no race, no remembered verdict used.
-    xd = torch.randn(8, 30, 48, 48, device="cuda", generator=g)
+    xd = torch.randn(8, 36, 40, 40, device="cuda", generator=g).to(bf)
     torch.use_deterministic_algorithms(True)
     torch_ops.conv2d(xd, wc, None, 1, 1)
     res["deterministic"] = torch_ops.algorithm("conv2d", xd, wc, None, 1, 1)
     res["deterministic_known"] = torch_ops.algorithm("conv2d", x, w, b, 1, 1)
     torch.use_deterministic_algorithms(False)
-    # conv1d: 30 -> 30 channels, K = 3 over 4096 samples.
-    x1 = torch.randn(16, 30, 4096, device="cuda", generator=g)
-    w1 = torch.randn(30, 30, 3, device="cuda", generator=g)
+    # conv1d: bf16 36 -> 36 channels, K = 3 over 8192 samples.
+    x1 = torch.randn(16, 36, 8192, device="cuda", generator=g).to(bf)
+    w1 = torch.randn(36, 36, 3, device="cuda", generator=g).to(bf)
     o1 = torch_ops.conv1d(x1, w1, None, 1, 1)
     res["conv1d_err"] = err(o1, F.conv1d(x1.double(), w1.double(), None, 1, 1))
     res["conv1d_after"] = torch_ops.algorithm("conv1d", x1, w1, None, 1, 1)
@@ -247,8 +250,9 @@ def _run_race_script(race):
 @gpu
 def test_race_picks_the_faster_and_remembers():
     res = _run_race_script("1")
-    for k in ("dense_err", "fused_err", "single_err", "capture_err", "conv1d_err"):
-        assert res[k] < 1e-5, (k, res)
+    assert res["single_err"] < 1e-5, res  # float32, TF32 off
+    for k in ("dense_err", "fused_err", "capture_err", "conv1d_err"):  # bfloat16
+        assert res[k] < 1e-2, (k, res)
     assert res["dense_before"] != "cudnn"
     assert res["dense_after"] == "cudnn", res
     assert res["dense_again_same"]
@@ -264,6 +268,7 @@ def test_race_picks_the_faster_and_remembers():
 @gpu
 def test_race_off_by_environment():
     res = _run_race_script("0")
-    assert res["dense_err"] < 1e-5
-    for k in ("dense_after", "single_after", "eager_after_capture", "conv1d_after"):
+    assert res["dense_err"] < 1e-2
+    for k in ("dense_after", "fused_after", "single_after", "eager_after_capture",
+              "conv1d_after"):
         assert res[k] != "cudnn", (k, res)

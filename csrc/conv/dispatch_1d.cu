@@ -159,11 +159,14 @@ void run(Conv1dAlgo algo, const ConvProblem& p, const at::Tensor& x, cudaStream_
 // algorithm without a native epilogue, one elementwise pass (conv/epilogue.h; one more rounding of
 // y than a native epilogue): y = act(y + r) for the fused ops, and for cuDNN, which computes the
 // convolution alone, y = act(y + bias + r) whenever there is a bias.
-void run_call(Conv1dAlgo a, const ConvProblem& p, const at::Tensor& x, cudaStream_t stream) {
+// cudnn_search: cuDNN's algorithm search (conv/vendor.h), for the race and the calls it hands
+// over.
+void run_call(Conv1dAlgo a, const ConvProblem& p, const at::Tensor& x, cudaStream_t stream,
+              bool cudnn_search = false) {
   if (a == Conv1dAlgo::kIgemm) {
     igemm_run(p, x);  // its own dtype switch and layouts
   } else if (a == Conv1dAlgo::kCudnn) {
-    cudnn_conv_run(p);
+    cudnn_conv_run(p, cudnn_search);
   } else {
     GK_DISPATCH_FLOAT_CUDA(x.scalar_type(), "conv1d", [&] { run<scalar_t>(a, p, x, stream); });
   }
@@ -184,7 +187,7 @@ bool raceable(Conv1dAlgo a, const ConvProblem& p) {
 
 std::string conv1d_cuda_algorithm(const ConvProblem& p) {
   const Conv1dAlgo a = choose(p);
-  if (raceable(a, p) && conv_race_verdict(p).value_or(false)) {
+  if (raceable(a, p) && conv_race_verdict_query(p).value_or(false)) {
     return algo_table().name(Conv1dAlgo::kCudnn);
   }
   return algo_table().name(a);
@@ -193,15 +196,18 @@ std::string conv1d_cuda_algorithm(const ConvProblem& p) {
 void conv1d_cuda_run(const ConvProblem& p, const at::Tensor& x) {
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
   if (igemm_built()) conv::blas_prepare_handle(stream);  // before any capture needs it
-  Conv1dAlgo algo = choose(p);
+  const Conv1dAlgo algo = choose(p);
   if (raceable(algo, p)) {
     std::optional<bool> cudnn = conv_race_verdict(p);
     if (!cudnn) {
       cudnn = conv_race(
           p, [&] { run_call(algo, p, x, stream); },
-          [&] { run_call(Conv1dAlgo::kCudnn, p, x, stream); }, stream);
+          [&] { run_call(Conv1dAlgo::kCudnn, p, x, stream, true); }, stream);
     }
-    if (cudnn.value_or(false)) algo = Conv1dAlgo::kCudnn;
+    if (cudnn.value_or(false)) {
+      run_call(Conv1dAlgo::kCudnn, p, x, stream, true);
+      return;
+    }
   }
   run_call(algo, p, x, stream);
 }

@@ -222,11 +222,14 @@ void run(Algo a, const ConvProblem& p, cudaStream_t stream) {
 // algorithm without a native epilogue, one elementwise pass (conv/epilogue.h; one more rounding of
 // y than a native epilogue): y = act(y + r) for the fused ops, and for cuDNN, which computes the
 // convolution alone, y = act(y + bias + r) whenever there is a bias.
-void run_call(Algo a, const ConvProblem& p, const at::Tensor& x, cudaStream_t stream) {
+// cudnn_search: cuDNN's algorithm search (conv/vendor.h), for the race and the calls it hands
+// over.
+void run_call(Algo a, const ConvProblem& p, const at::Tensor& x, cudaStream_t stream,
+              bool cudnn_search = false) {
   if (a == Algo::kIgemm) {
     igemm_run(p, x);  // its own dtype switch, layouts and workspace
   } else if (a == Algo::kCudnn) {
-    cudnn_conv_run(p);
+    cudnn_conv_run(p, cudnn_search);
   } else {
     GK_DISPATCH_FLOAT_CUDA(x.scalar_type(), kOp, [&] { run<scalar_t>(a, p, stream); });
   }
@@ -246,22 +249,25 @@ bool raceable(Algo a, const ConvProblem& p) {
 
 std::string conv2d_cuda_algorithm(const ConvProblem& p) {
   const Algo a = choose(p);
-  if (raceable(a, p) && conv_race_verdict(p).value_or(false)) return kTable.name(Algo::kCudnn);
+  if (raceable(a, p) && conv_race_verdict_query(p).value_or(false)) return kTable.name(Algo::kCudnn);
   return kTable.name(a);
 }
 
 void conv2d_cuda_run(const ConvProblem& p, const at::Tensor& x) {
-  Algo a = choose(p);
+  const Algo a = choose(p);
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream(x.device().index()).stream();
   if (igemm_built()) conv::blas_prepare_handle(stream);  // before any capture needs it
   if (raceable(a, p)) {
     std::optional<bool> cudnn = conv_race_verdict(p);
     if (!cudnn) {
       cudnn = conv_race(
-          p, [&] { run_call(a, p, x, stream); }, [&] { run_call(Algo::kCudnn, p, x, stream); },
-          stream);
+          p, [&] { run_call(a, p, x, stream); },
+          [&] { run_call(Algo::kCudnn, p, x, stream, true); }, stream);
     }
-    if (cudnn.value_or(false)) a = Algo::kCudnn;
+    if (cudnn.value_or(false)) {
+      run_call(Algo::kCudnn, p, x, stream, true);
+      return;
+    }
   }
   run_call(a, p, x, stream);
 }

@@ -131,7 +131,7 @@ bool cudnn_conv_can_run(const ConvProblem& p) {
   return p.r == nullptr || p.r != p.y;
 }
 
-void cudnn_conv_run(const ConvProblem& p) {
+void cudnn_conv_run(const ConvProblem& p, bool search) {
   const at::TensorOptions opts = at::TensorOptions()
                                      .dtype(static_cast<at::ScalarType>(p.dtype))
                                      .device(at::kCUDA, c10::cuda::current_device());
@@ -145,7 +145,7 @@ void cudnn_conv_run(const ConvProblem& p) {
                                opts);
   const at::Context& ctx = at::globalContext();
   at::cudnn_convolution_out(y, x, w, {p.pad_h, p.pad_w}, {p.stride_h, p.stride_w},
-                            {p.dil_h, p.dil_w}, p.groups, ctx.benchmarkCuDNN(),
+                            {p.dil_h, p.dil_w}, p.groups, search || ctx.benchmarkCuDNN(),
                             ctx.deterministicCuDNN() || ctx.deterministicAlgorithms(),
                             ctx.allowTF32CuDNN());
 }
@@ -165,6 +165,16 @@ std::optional<bool> conv_race_verdict(const ConvProblem& p) {
   const auto it = verdicts().find(k);
   if (it == verdicts().end()) return std::nullopt;
   return it->second;
+}
+
+std::optional<bool> conv_race_verdict_query(const ConvProblem& p) {
+  std::optional<bool> v = conv_race_verdict(p);
+  if (v || p.b != nullptr) return v;
+  alignas(16) static const char dummy_bias[16] = {};
+  ConvProblem q = p;
+  q.b = dummy_bias;
+  q.b_s = 1;
+  return conv_race_verdict(q);
 }
 
 std::optional<bool> conv_race(const ConvProblem& p, const std::function<void()>& ours,

@@ -49,8 +49,12 @@ bool cudnn_conv_can_run(const ConvProblem& p);
 
 // y = conv(x, w) (no bias, no epilogue: the caller adds them) by at::cudnn_convolution_out on the
 // current stream with torch's flags (cudnn.benchmark, cudnn.deterministic, cudnn.allow_tf32). A
-// 1-D problem runs as H = 1.
-void cudnn_conv_run(const ConvProblem& p);
+// 1-D problem runs as H = 1. search: cuDNN's algorithm search (torch's cudnn.benchmark mode, one
+// search per shape, remembered by torch) whatever cudnn.benchmark says: the race and the calls
+// it hands to cuDNN use it, so that cuDNN races, and then runs, with its fastest algorithm (its
+// heuristic's first choice ran up to 15% slower than that on ResNet-50's NCHW 3x3 layers); a
+// forced "cudnn" follows cudnn.benchmark, as F.conv does.
+void cudnn_conv_run(const ConvProblem& p, bool search);
 
 // Whether calls may be raced now: GPUKERN_CONV_RACE is not "0" and torch's deterministic mode is
 // off.
@@ -58,6 +62,10 @@ bool conv_race_enabled();
 
 // The remembered verdict for p: true cuDNN, false gpukern's algorithm, nullopt not raced yet.
 std::optional<bool> conv_race_verdict(const ConvProblem& p);
+
+// The verdict the algorithm query reports (torch_ops.algorithm), which sees neither the bias nor the
+// fused epilogue: p's own, else that of p with a contiguous bias (nullopt: neither raced yet).
+std::optional<bool> conv_race_verdict_query(const ConvProblem& p);
 
 // Races ours() against theirs() (each one whole call on `stream`, above), remembers and returns
 // the verdict (true: theirs). nullopt, nothing remembered, when `stream` is capturing. A c10::Error
