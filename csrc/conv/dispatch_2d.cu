@@ -249,7 +249,9 @@ bool raceable(Algo a, const ConvProblem& p) {
 
 std::string conv2d_cuda_algorithm(const ConvProblem& p) {
   const Algo a = choose(p);
-  if (raceable(a, p) && conv_race_verdict_query(p).value_or(false)) return kTable.name(Algo::kCudnn);
+  if (raceable(a, p) && conv_race_verdict_query(p).value_or(false)) {
+    return kTable.name(Algo::kCudnn);
+  }
   return kTable.name(a);
 }
 
