@@ -63,8 +63,8 @@ bool conv_race_enabled();
 // The remembered verdict for p: true cuDNN, false gpukern's algorithm, nullopt not raced yet.
 std::optional<bool> conv_race_verdict(const ConvProblem& p);
 
-// The verdict the algorithm query reports (torch_ops.algorithm), which sees neither the bias nor the
-// fused epilogue: p's own, else that of p with a contiguous bias (nullopt: neither raced yet).
+// The verdict the algorithm query reports (torch_ops.algorithm), which sees neither the bias nor
+// the fused epilogue: p's own, else that of p with a contiguous bias (nullopt: neither raced yet).
 std::optional<bool> conv_race_verdict_query(const ConvProblem& p);
 
 // Races ours() against theirs() (each one whole call on `stream`, above), remembers and returns
