@@ -12,7 +12,8 @@
 //
 // The race: 3 interleaved rounds; in each, per side, a spin kernel (so that the host queues the
 // launches ahead of the GPU and the events time the kernels, not the host's calls), one warm-up
-// call, then 8 calls back to back between two events; a side's time is its best round. Calls of
+// call, then 8 calls, each after an L2 flush (a 96 MB read) and between its own two events; a
+// side's time is its best round's mean. Calls of
 // 0.5 ms and more are timed one at a time, and from 2 ms in one round, so that a race costs a few
 // calls' time. Each side is the whole call: gpukern's algorithm with its epilogue, or cuDNN's
 // convolution plus gpukern's elementwise pass for the bias and the fused epilogue
