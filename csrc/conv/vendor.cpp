@@ -18,6 +18,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/array_hash.h"
 #include "core/timing_events.h"
 
 namespace gpukern {
@@ -58,14 +59,6 @@ bool aligned16(const ConvProblem& p) {
 
 using Key = std::array<int64_t, 42>;
 
-struct KeyHash {
-  size_t operator()(const Key& k) const {
-    size_t h = 1469598103934665603ull;
-    for (int64_t v : k) h = (h ^ static_cast<size_t>(v)) * 1099511628211ull;
-    return h;
-  }
-};
-
 Key key_of(const ConvProblem& p) {
   const at::Context& ctx = at::globalContext();
   return {p.nsp,      p.N,        p.C,        p.H,         p.W,          p.O,
@@ -83,8 +76,8 @@ std::mutex& verdicts_mutex() {
   return m;
 }
 
-std::unordered_map<Key, bool, KeyHash>& verdicts() {
-  static std::unordered_map<Key, bool, KeyHash> v;
+std::unordered_map<Key, bool, ArrayHash>& verdicts() {
+  static std::unordered_map<Key, bool, ArrayHash> v;
   return v;
 }
 

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "core/checks.h"
+#include "core/array_hash.h"
 #include "core/timing_events.h"
 
 namespace gpukern {
@@ -70,14 +71,6 @@ struct Plan {
 };
 
 using Key = std::array<int64_t, 24>;
-
-struct KeyHash {
-  size_t operator()(const Key& k) const {
-    size_t h = 0xcbf29ce484222325ull;
-    for (int64_t v : k) h = (h ^ static_cast<size_t>(v)) * 0x100000001b3ull;
-    return h;
-  }
-};
 
 cudaDataType_t data_type(int dtype) {
   switch (dtype) {
@@ -259,7 +252,7 @@ bool blas_gemm_run(const BlasGemm& g, const BlasPointers& p, cudaStream_t stream
   // Per thread: a call sets the bias pointer on its plan's descriptor, so plans are not shared.
   // Bounded: a workload of many shapes starts over every kMaxPlans problems.
   constexpr size_t kMaxPlans = 1024;
-  thread_local std::unordered_map<Key, Plan, KeyHash> plans;
+  thread_local std::unordered_map<Key, Plan, ArrayHash> plans;
   cublasLtHandle_t handle = at::cuda::getCurrentCUDABlasLtHandle();
   void* workspace = at::cuda::getCUDABlasLtWorkspace();
   const size_t workspace_bytes = at::cuda::getCUDABlasLtWorkspaceSize();
