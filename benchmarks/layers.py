@@ -36,7 +36,9 @@ each model format, on the layer's exact input layout:
   op `act(conv(x, w) + bias [+ residual])` where this build has one (torch_ops.conv2d_fused or
   torch.ops.gpukern.conv2d_fused, likewise conv1d; checked at start, "n/a" otherwise), verified
   against the float64 sequence first.
-The algorithm gpukern picks for the call is torch_ops.algorithm on the same arguments.
+The algorithm gpukern runs for the call is torch_ops.algorithm on the same arguments after the
+first call (which races the rules' choice against cuDNN, csrc/conv/vendor.h: "cudnn" where cuDNN
+won; the JSON keeps the rules' choice as rules_algorithm). The fused op's own race is not in it.
 
 How it times (docs/performance.md, "Method"; benchmarks/timing.py): on a GPU every candidate the
 same way in the same run: a single call's time is one call of a CUDA graph of 20 back-to-back
@@ -541,8 +543,12 @@ def run_layer(lay, dtype_name, timer, args, fused_ops):
     try:
         x, w, b, kw = make_tensors(lay, dtype, device)
         tconv, gconv = torch_conv(op), gpukern_conv(op)
-        row["algorithm"] = torch_ops.algorithm(op, x, w, b, kw["stride"], kw["padding"],
-                                               kw["dilation"], kw["groups"])
+        def query():
+            return torch_ops.algorithm(op, x, w, b, kw["stride"], kw["padding"], kw["dilation"],
+                                       kw["groups"])
+        # The rules' choice before the first call; after it, what runs: the first call races the
+        # rules' choice against cuDNN (csrc/conv/vendor.h) and the query reports the verdict.
+        row["rules_algorithm"] = row["algorithm"] = query()
         with torch.inference_mode():
             ref = tconv(x.double(), w.double(), None if b is None else b.double(), **kw)
             t_out = tconv(x, w, b, **kw)
@@ -565,6 +571,7 @@ def run_layer(lay, dtype_name, timer, args, fused_ops):
                 row["gpukern_ms"], row["gpukern_how"] = timer(lambda: gconv(x, w, b, **kw),
                                                               deadline)
                 row["speedup"] = row["torch_best_ms"] / row["gpukern_ms"]
+                row["algorithm"] = query()
             for ep in lay["epilogues"]:
                 if not fusable(ep):
                     continue
@@ -752,7 +759,8 @@ def markdown(result):
                 if info["device"] == "cuda" else "F.conv on the CPU (aten-cpu)")
     lines += ["", "## Per layer", "",
               f"times in us per call; torch = {torch_is}; algorithm = the CUDA algorithm gpukern "
-              "picks for the call (torch_ops.algorithm); err = norm-relative error against "
+              "runs for the call (torch_ops.algorithm after the first call: cudnn where the race "
+              "handed the plain call to cuDNN); err = norm-relative error against "
               "float64; fused = per follow-up (bn, add, activation): torch's unfused sequence / "
               "gpukern's fused op, us", "",
               "| model | layers | count | shape | kind | dtype | format | layout | algorithm | "
