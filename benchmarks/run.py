@@ -18,6 +18,12 @@ without one): the JSON has every number, the markdown the printed table, the PNG
 (benchmarks/plot.py) the speedup and the fraction of the roofline per case; without matplotlib the
 PNG is skipped with a message. `--out benchmarks/results` refreshes the files the repository keeps.
 The method, the cases and their targets are in docs/performance.md.
+
+The cases time gpukern's own kernels: the convolutions' first-call race against cuDNN
+(csrc/conv/vendor.h), which would run cuDNN's kernel where it is faster, is off in this process
+(GPUKERN_CONV_RACE=0 unless the environment sets it), so that no row reports cuDNN's time and
+roofline under gpukern's name. benchmarks/layers.py (the layer census) times what a user's call
+runs, the race included.
 """
 import argparse
 import json
@@ -25,7 +31,9 @@ import os
 import sys
 import time
 
-import torch
+os.environ.setdefault("GPUKERN_CONV_RACE", "0")  # before the first convolution (read once)
+
+import torch  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
