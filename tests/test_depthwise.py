@@ -649,3 +649,16 @@ def test_dead_taps_cut_query():
         assert q(a4, 31, 15) == q(a4, 7, 3)
         assert q(a1, 31, 15) == q(a1, 1, 0)
     assert q(x56, 31, 15) == "depthwise_large"
+
+
+def test_dead_taps_not_cut_when_forced():
+    """A forced algorithm sees the whole filter (the forced-kernel tests check each kernel's own
+    handling of taps that only meet the padding): the refusal names the 31x31 filter, not the
+    1x1 it would be cut to."""
+    x = torch.empty(8, 64, 1, 1, device="meta")
+    w = torch.empty(64, 1, 31, 31, device="meta")
+    if torch_ops.algorithm("conv2d", x, w, None, 1, 15, 1, 64).startswith("cpu"):
+        pytest.skip("the CPU-only build has no CUDA algorithm choice")
+    with torch_ops.force_algorithm("conv2d", "depthwise_small"):
+        with pytest.raises(RuntimeError, match=r"cannot run this shape \(.*kernel=31x31"):
+            torch_ops.algorithm("conv2d", x, w, None, 1, 15, 1, 64)
