@@ -15,7 +15,8 @@ still exceeds that, or whose multiply-adds (N C OH OW K^2) exceed 2^31, is left 
 skipped by --list), as is a filter wider than the padded plane.
 
 Points are measured in a fixed shuffled order, so that a run cut by --budget covers the grid
-evenly. Per point: gpukern's output (the automatic choice; its algorithm is recorded) against
+evenly. Per point: gpukern's output (the automatic choice, raced against cuDNN on the first call;
+what runs after it is recorded as the algorithm, the rules' choice as rules_algorithm) against
 torch's F.conv2d in float32 on the same (rounded) inputs, norm-relative error within 1e-5
 (float32) or 8e-3 (bfloat16, as benchmarks/layers.py); a wrong or failing output is reported,
 not timed.
@@ -131,9 +132,13 @@ def measure(p):
     row["label"] = label(p)
     try:
         x, w, ours, theirs, ref = build(p)
-        row["algorithm"] = torch_ops.algorithm("conv2d", x, w, None, p["stride"], p["K"] // 2,
-                                               1, p["C"])
+        def query():
+            return torch_ops.algorithm("conv2d", x, w, None, p["stride"], p["K"] // 2, 1, p["C"])
+        row["rules_algorithm"] = query()
         row["err"] = norm_rel_err(ours(), ref)
+        # After the first call, which races the rules' choice against cuDNN (csrc/conv/vendor.h):
+        # what runs ("cudnn" where the race handed the point to cuDNN).
+        row["algorithm"] = query()
         row["torch_err"] = norm_rel_err(theirs(), ref)
         if not row["err"] <= TOL[p["dtype"]]:
             row["status"] = "WRONG"

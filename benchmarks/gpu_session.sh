@@ -17,7 +17,11 @@
 #              --dtypes bf16" for every 2-D point of a sweep)
 #     models   benchmarks/models.py ($MODELS_ARGS)
 #     igemm    benchmarks/igemm_layers.py (the tensor-core path's tile configurations, $IGEMM_ARGS)
-#     census   benchmarks/layers.py, the layer census ($CENSUS_ARGS)
+#     census   benchmarks/layers.py, the layer census ($CENSUS_ARGS), with GPUKERN_CONV_RACE_LOG=1:
+#              census.log has each first-call race against cuDNN (csrc/conv/vendor.h)
+#     dwgrid   benchmarks/dw_sweep.py, depthwise conv2d across 1,432 shapes ($DWGRID_ARGS; new
+#              points stop after $DWGRID_BUDGET seconds, default 380, killed at $DWGRID_TIMEOUT,
+#              default 450)
 #     variants benchmarks/gemm_variants.py, the bf16 1x1 GEMM tuning experiment (needs a build
 #              with GPUKERN_GEMM_VARIANTS=1 in the environment)
 #     fuzz     tests/test_fuzz.py with a larger budget: $FUZZ_CASES cases (default 30000) from seed
@@ -126,9 +130,14 @@ if [[ $STEPS == *variants* ]]; then
   cat "$OUT/gemm_variants.log"
 fi
 if [[ $STEPS == *census* ]]; then
-  timeout ${CENSUS_TIMEOUT:-500} python3 benchmarks/layers.py --out "$OUT" ${CENSUS_ARGS:-} \
-    > "$OUT/census.log" 2>&1 || rc=1
+  GPUKERN_CONV_RACE_LOG=1 timeout ${CENSUS_TIMEOUT:-500} python3 benchmarks/layers.py \
+    --out "$OUT" ${CENSUS_ARGS:-} > "$OUT/census.log" 2>&1 || rc=1
   tail -n 60 "$OUT/census.log"
+fi
+if [[ $STEPS == *dwgrid* ]]; then
+  timeout ${DWGRID_TIMEOUT:-450} python3 benchmarks/dw_sweep.py --budget ${DWGRID_BUDGET:-380} \
+    --out "$OUT" ${DWGRID_ARGS:-} > "$OUT/dw_sweep.log" 2>&1 || rc=1
+  tail -n 30 "$OUT/dw_sweep.log"
 fi
 if [[ $STEPS == *fuzz* ]]; then
   t0=$(date +%s)
