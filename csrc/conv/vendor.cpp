@@ -202,9 +202,17 @@ std::optional<bool> conv_race(const ConvProblem& p, const std::function<void()>&
   float best_ours = std::numeric_limits<float>::infinity();
   float best_theirs = best_ours;
   bool theirs_ok = true;
-  {
+  // Without memory for the flush buffer (a model that fills the device), no race: gpukern's
+  // choice is remembered, so that later calls do not try the allocation again.
+  std::optional<Flusher> flusher;
+  try {
+    flusher.emplace();
+  } catch (const c10::OutOfMemoryError&) {
+    theirs_ok = false;
+  }
+  if (flusher) {
+    Flusher& flush = *flusher;
     std::vector<TimingEvents> events(kTimedCalls);
-    Flusher flush;
     // Long calls get fewer timed calls and rounds, so that a race costs at most a few of them.
     const float first = time_calls(ours, 1, events, flush, stream);
     const int calls = first < kLongCallMs / 4 ? kTimedCalls : 1;
@@ -221,7 +229,7 @@ std::optional<bool> conv_race(const ConvProblem& p, const std::function<void()>&
       }
     }
   }
-  const bool verdict = theirs_ok && best_theirs < kMargin * best_ours;
+  const bool verdict = flusher && theirs_ok && best_theirs < kMargin * best_ours;
   static const bool log = [] {
     const char* e = std::getenv("GPUKERN_CONV_RACE_LOG");
     return e != nullptr && std::strcmp(e, "1") == 0;

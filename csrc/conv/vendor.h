@@ -70,7 +70,8 @@ std::optional<bool> conv_race_verdict_query(const ConvProblem& p);
 
 // Races ours() against theirs() (each one whole call on `stream`, above), remembers and returns
 // the verdict (true: theirs). nullopt, nothing remembered, when `stream` is capturing. A c10::Error
-// from theirs() (cuDNN refusing the problem) is a verdict for ours.
+// from theirs() (cuDNN refusing the problem), or no device memory for the race's L2-flush buffer,
+// is a verdict for ours.
 std::optional<bool> conv_race(const ConvProblem& p, const std::function<void()>& ours,
                               const std::function<void()>& theirs, cudaStream_t stream);
 
