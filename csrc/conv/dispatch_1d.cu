@@ -197,19 +197,13 @@ void conv1d_cuda_run(const ConvProblem& p, const at::Tensor& x) {
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
   if (igemm_built()) conv::blas_prepare_handle(stream);  // before any capture needs it
   const Conv1dAlgo algo = choose(p);
-  if (raceable(algo, p)) {
-    std::optional<bool> cudnn = conv_race_verdict(p);
-    if (!cudnn) {
-      cudnn = conv_race(
-          p, [&] { run_call(algo, p, x, stream); },
-          [&] { run_call(Conv1dAlgo::kCudnn, p, x, stream, true); }, stream);
-    }
-    if (cudnn.value_or(false)) {
+  conv_run_raced(p, raceable(algo, p), stream, [&](bool cudnn) {
+    if (cudnn) {
       run_call(Conv1dAlgo::kCudnn, p, x, stream, true);
-      return;
+    } else {
+      run_call(algo, p, x, stream);
     }
-  }
-  run_call(algo, p, x, stream);
+  });
 }
 
 }  // namespace gpukern

@@ -259,19 +259,13 @@ void conv2d_cuda_run(const ConvProblem& p, const at::Tensor& x) {
   const Algo a = choose(p);
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream(x.device().index()).stream();
   if (igemm_built()) conv::blas_prepare_handle(stream);  // before any capture needs it
-  if (raceable(a, p)) {
-    std::optional<bool> cudnn = conv_race_verdict(p);
-    if (!cudnn) {
-      cudnn = conv_race(
-          p, [&] { run_call(a, p, x, stream); },
-          [&] { run_call(Algo::kCudnn, p, x, stream, true); }, stream);
-    }
-    if (cudnn.value_or(false)) {
+  conv_run_raced(p, raceable(a, p), stream, [&](bool cudnn) {
+    if (cudnn) {
       run_call(Algo::kCudnn, p, x, stream, true);
-      return;
+    } else {
+      run_call(a, p, x, stream);
     }
-  }
-  run_call(a, p, x, stream);
+  });
 }
 
 }  // namespace gpukern

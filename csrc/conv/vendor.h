@@ -75,4 +75,20 @@ std::optional<bool> conv_race_verdict_query(const ConvProblem& p);
 std::optional<bool> conv_race(const ConvProblem& p, const std::function<void()>& ours,
                               const std::function<void()>& theirs, cudaStream_t stream);
 
+// One call with the race (the dispatch of conv1d and conv2d): run(false) runs gpukern's
+// algorithm, run(true) cuDNN with its search. Unless `raceable`, gpukern's algorithm runs; else the
+// remembered verdict decides, or a race on this call when there is none (conv_race).
+template <typename Run>
+void conv_run_raced(const ConvProblem& p, bool raceable, cudaStream_t stream, Run&& run) {
+  if (raceable) {
+    std::optional<bool> cudnn = conv_race_verdict(p);
+    if (!cudnn) cudnn = conv_race(p, [&] { run(false); }, [&] { run(true); }, stream);
+    if (cudnn.value_or(false)) {
+      run(true);
+      return;
+    }
+  }
+  run(false);
+}
+
 }  // namespace gpukern
