@@ -48,7 +48,8 @@ bool all_nonnegative(std::initializer_list<int64_t> v) {
   return std::all_of(v.begin(), v.end(), [](int64_t s) { return s >= 0; });
 }
 
-// Whether every operand's address and byte steps are multiples of 16 (vector accesses on).
+// Whether every operand's address is a multiple of 16 (where the kernels switch vector accesses on;
+// the strides are in the key themselves).
 bool aligned16(const ConvProblem& p) {
   uint64_t bits = 0;
   for (const void* ptr : {p.x, p.w, static_cast<const void*>(p.y), p.r, p.b}) {
