@@ -193,11 +193,11 @@ std::string conv1d_cuda_algorithm(const ConvProblem& p) {
   return algo_table().name(a);
 }
 
-void conv1d_cuda_run(const ConvProblem& p, const at::Tensor& x) {
+at::Tensor conv1d_cuda_run(const ConvProblem& p, const at::Tensor& x) {
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
   if (igemm_built()) conv::blas_prepare_handle(stream);  // before any capture needs it
   const Conv1dAlgo algo = choose(p);
-  conv_run_raced(p, raceable(algo, p), stream, [&](bool cudnn) {
+  return conv_run_raced(p, raceable(algo, p), stream, [&](bool cudnn) {
     if (cudnn) {
       run_call(Conv1dAlgo::kCudnn, p, x, stream, true);
     } else {

@@ -255,11 +255,11 @@ std::string conv2d_cuda_algorithm(const ConvProblem& p) {
   return kTable.name(a);
 }
 
-void conv2d_cuda_run(const ConvProblem& p, const at::Tensor& x) {
+at::Tensor conv2d_cuda_run(const ConvProblem& p, const at::Tensor& x) {
   const Algo a = choose(p);
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream(x.device().index()).stream();
   if (igemm_built()) conv::blas_prepare_handle(stream);  // before any capture needs it
-  conv_run_raced(p, raceable(a, p), stream, [&](bool cudnn) {
+  return conv_run_raced(p, raceable(a, p), stream, [&](bool cudnn) {
     if (cudnn) {
       run_call(Algo::kCudnn, p, x, stream, true);
     } else {

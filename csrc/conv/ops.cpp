@@ -30,20 +30,23 @@ namespace {
 constexpr const char* kNoCuda = "cpu (built without CUDA kernels)";
 
 // The run tail every op shares: the problem over tensors on x's device (the batched input; the
-// caller holds the device guard) goes to the CPU kernel or to the CUDA run of its dimension.
-void run_problem(const char* op, const ConvProblem& p, const at::Tensor& x) {
+// caller holds the device guard) goes to the CPU kernel or to the CUDA run of its dimension, which
+// writes the result to `out` (through p.y, its batched view) or returns it in a tensor of its own
+// with p.y's sizes and strides (conv/dispatch.h). Returns the op's result: `out`, or that tensor
+// viewed with out's sizes (an unbatched call drops the batch dimension of one).
+at::Tensor run_problem(const char* op, const ConvProblem& p, const at::Tensor& x,
+                       const at::Tensor& out) {
   if (x.device().is_cpu()) {
     conv_cpu_run(p, x.scalar_type(), op);
-    return;
+    return out;
   }
 #ifdef GPUKERN_WITH_CUDA
-  if (p.nsp == 1) {
-    conv1d_cuda_run(p, x);
-  } else {
-    conv2d_cuda_run(p, x);
-  }
+  const at::Tensor own = p.nsp == 1 ? conv1d_cuda_run(p, x) : conv2d_cuda_run(p, x);
+  if (!own.defined()) return out;
+  return own.dim() == out.dim() ? own : own.view(out.sizes());
 #else
   GK_CHECK(false, op, "gpukern was built without CUDA kernels");
+  return out;
 #endif
 }
 
@@ -71,8 +74,7 @@ at::Tensor conv_run(const char* op, const ConvArgs& a, const at::Tensor& input,
   if (out.numel() == 0) return out;
   const at::Tensor x = conv_batched_input(a, input);
   const ConvProblem p = make_conv_problem(a, x, weight, bias, conv_batched_output(a, out));
-  run_problem(op, p, x);
-  return out;
+  return run_problem(op, p, x, out);
 }
 
 // gpukern::_algorithm_conv{1,2}d: the CUDA algorithm a call with these arguments would run (see
@@ -148,8 +150,7 @@ at::Tensor conv_fused_run(const char* op, const ConvArgs& a, const at::Tensor& i
   if (has_residual) r = conv_batched_output(a, *residual);  // unbatched: viewed batched like y
   const ConvProblem p =
       make_conv_problem(a, x, weight, bias, conv_batched_output(a, out), act, r);
-  run_problem(op, p, x);
-  return out;
+  return run_problem(op, p, x, out);
 }
 
 template <int kDims_>
@@ -355,8 +356,7 @@ at::Tensor convolve(const at::Tensor& x, const at::Tensor& h, c10::string_view m
   if (y.numel() == 0) return y;
   at::Tensor xe, he;
   const ConvProblem p = convolve_problem(c, x, h, y, xe, he);
-  run_problem(kConvolve, p, xe);
-  return y;
+  return run_problem(kConvolve, p, xe, y);  // y itself: convolve is never raced (p.dtype < 0)
 }
 
 // gpukern::_algorithm_convolve: the CUDA algorithm (one of conv1d's) a convolve call with these

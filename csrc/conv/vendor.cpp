@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "core/array_hash.h"
+#include "device/activation.cuh"
 #include "core/timing_events.h"
 
 namespace gpukern {
@@ -77,8 +78,8 @@ std::mutex& verdicts_mutex() {
   return m;
 }
 
-std::unordered_map<Key, bool, ArrayHash>& verdicts() {
-  static std::unordered_map<Key, bool, ArrayHash> v;
+std::unordered_map<Key, ConvVendor, ArrayHash>& verdicts() {
+  static std::unordered_map<Key, ConvVendor, ArrayHash> v;
   return v;
 }
 
@@ -104,10 +105,10 @@ struct Flusher {
   void operator()() { at::sum_out(sink, buffer); }
 };
 
-// One side's time in ms per call: a spin, a warm-up call, then `calls` calls, each after an L2
-// flush and between its own two events (the flush outside them).
-float time_calls(const std::function<void()>& call, int calls, std::vector<TimingEvents>& events,
-                 Flusher& flush, cudaStream_t stream) {
+// One side's time in ms per call, flushed: a spin, a warm-up call, then `calls` calls, each after
+// an L2 flush and between its own two events (the flush outside them).
+float time_flushed(const std::function<void()>& call, int calls, std::vector<TimingEvents>& events,
+                   Flusher& flush, cudaStream_t stream) {
   at::cuda::sleep(kSpinCycles);
   call();
   for (int i = 0; i < calls; ++i) {
@@ -124,6 +125,44 @@ float time_calls(const std::function<void()>& call, int calls, std::vector<Timin
     total += ms;
   }
   return total / calls;
+}
+
+// One side's time in ms per call, warm: a spin, a warm-up call, then `calls` calls back to back
+// between one pair of events (the operands stay in the L2 from one call to the next).
+float time_warm(const std::function<void()>& call, int calls, TimingEvents& events,
+                cudaStream_t stream) {
+  at::cuda::sleep(kSpinCycles);
+  call();
+  C10_CUDA_CHECK(cudaEventRecord(events.start, stream));
+  for (int i = 0; i < calls; ++i) call();
+  C10_CUDA_CHECK(cudaEventRecord(events.stop, stream));
+  C10_CUDA_CHECK(cudaEventSynchronize(events.stop));
+  float ms = 0.0f;
+  C10_CUDA_CHECK(cudaEventElapsedTime(&ms, events.start, events.stop));
+  return ms / calls;
+}
+
+// A side's score: its best flushed time plus its best warm time (each the minimum over rounds).
+struct Score {
+  float flushed = std::numeric_limits<float>::infinity();
+  float warm = std::numeric_limits<float>::infinity();
+  void add(const std::function<void()>& call, int calls, std::vector<TimingEvents>& events,
+           Flusher& flush, cudaStream_t stream) {
+    flushed = std::min(flushed, time_flushed(call, calls, events, flush, stream));
+    warm = std::min(warm, time_warm(call, calls, events[0], stream));
+  }
+  float sum() const { return flushed + warm; }
+};
+
+// Whether t ([N, O, OH, OW]) has p.y's sizes and strides (a dimension of size 1 may have any
+// stride).
+bool same_layout(const at::Tensor& t, const ConvProblem& p) {
+  const std::array<int64_t, 4> sizes{p.N, p.O, p.OH, p.OW}, strides{p.y_sn, p.y_so, p.y_sh, p.y_sw};
+  if (t.dim() != 4) return false;
+  for (int d = 0; d < 4; ++d) {
+    if (t.size(d) != sizes[d] || (sizes[d] != 1 && t.stride(d) != strides[d])) return false;
+  }
+  return true;
 }
 
 }  // namespace
@@ -170,6 +209,29 @@ void cudnn_conv_run(const ConvProblem& p, bool search) {
                             ctx.allowTF32CuDNN());
 }
 
+bool cudnn_fused_can_run(const ConvProblem& p) {
+  return p.nsp == 2 && p.b != nullptr && p.act == kActRelu && cudnn_conv_can_run(p);
+}
+
+at::Tensor cudnn_fused_run(const ConvProblem& p) {
+  const at::TensorOptions opts = at::TensorOptions()
+                                     .dtype(static_cast<at::ScalarType>(p.dtype))
+                                     .device(at::kCUDA, c10::cuda::current_device());
+  const at::Tensor x = at::from_blob(const_cast<void*>(p.x), {p.N, p.C, p.H, p.W},
+                                     {p.x_sn, p.x_sc, p.x_sh, p.x_sw}, opts);
+  const at::Tensor w = at::from_blob(const_cast<void*>(p.w), {p.O, p.c_per_group, p.KH, p.KW},
+                                     {p.w_so, p.w_sc, p.w_sh, p.w_sw}, opts);
+  const at::Tensor b = at::from_blob(const_cast<void*>(p.b), {p.O}, {p.b_s}, opts);
+  const std::array<int64_t, 2> stride{p.stride_h, p.stride_w}, pad{p.pad_h, p.pad_w},
+      dil{p.dil_h, p.dil_w};
+  if (p.r == nullptr) {
+    return at::cudnn_convolution_relu(x, w, b, stride, pad, dil, p.groups);
+  }
+  const at::Tensor r = at::from_blob(const_cast<void*>(p.r), {p.N, p.O, p.OH, p.OW},
+                                     {p.r_sn, p.r_so, p.r_sh, p.r_sw}, opts);
+  return at::cudnn_convolution_add_relu(x, w, r, at::Scalar(1.0), b, stride, pad, dil, p.groups);
+}
+
 bool conv_race_enabled() {
   static const bool env_on = [] {
     const char* e = std::getenv("GPUKERN_CONV_RACE");
@@ -178,7 +240,7 @@ bool conv_race_enabled() {
   return env_on && !at::globalContext().deterministicAlgorithms();
 }
 
-std::optional<bool> conv_race_verdict(const ConvProblem& p) {
+std::optional<ConvVendor> conv_race_verdict(const ConvProblem& p) {
   if (c10::cuda::device_count() == 0) return std::nullopt;  // a query on a machine without a GPU
   const Key k = key_of(p);
   std::lock_guard<std::mutex> lock(verdicts_mutex());
@@ -188,64 +250,97 @@ std::optional<bool> conv_race_verdict(const ConvProblem& p) {
 }
 
 std::optional<bool> conv_race_verdict_query(const ConvProblem& p) {
-  std::optional<bool> v = conv_race_verdict(p);
-  if (v || p.b != nullptr) return v;
-  alignas(16) static const char dummy_bias[16] = {};
-  ConvProblem q = p;
-  q.b = dummy_bias;
-  q.b_s = 1;
-  return conv_race_verdict(q);
+  std::optional<ConvVendor> v = conv_race_verdict(p);
+  if (!v && p.b == nullptr) {
+    alignas(16) static const char dummy_bias[16] = {};
+    ConvProblem q = p;
+    q.b = dummy_bias;
+    q.b_s = 1;
+    v = conv_race_verdict(q);
+  }
+  if (!v) return std::nullopt;
+  return *v != ConvVendor::kGpukern;
 }
 
-std::optional<bool> conv_race(const ConvProblem& p, const std::function<void()>& ours,
-                              const std::function<void()>& theirs, cudaStream_t stream) {
+std::optional<ConvVendor> conv_race(const ConvProblem& p, const std::function<void()>& ours,
+                                    const std::function<void()>& theirs, cudaStream_t stream) {
   if (capturing(stream)) return std::nullopt;
-  float best_ours = std::numeric_limits<float>::infinity();
-  float best_theirs = best_ours;
+  Score ours_t, theirs_t, fused_t;
   bool theirs_ok = true;
+  // cuDNN's fused call races where it can run and its output's layout is p.y's (the op returns
+  // its tensor in place of p.y: the caller must get the layout aten would give).
+  bool fused_ok = cudnn_fused_can_run(p);
+  const std::function<void()> fused = [&] { (void)cudnn_fused_run(p); };
   // Without memory for the flush buffer (a model that fills the device), no race: gpukern's
   // choice is remembered, so that later calls do not try the allocation again.
   std::optional<Flusher> flusher;
   try {
     flusher.emplace();
   } catch (const c10::OutOfMemoryError&) {
-    theirs_ok = false;
+    theirs_ok = fused_ok = false;
   }
+  if (fused_ok) {
+    try {
+      fused_ok = same_layout(cudnn_fused_run(p), p);
+    } catch (const c10::Error&) {
+      fused_ok = false;  // cuDNN refused the fused problem
+      C10_CUDA_CHECK(cudaStreamSynchronize(stream));
+    }
+  }
+  // Times one cuDNN side's round into its score; a refusal (c10::Error) rules the side out.
+  const auto race_side = [&](const std::function<void()>& side, Score& score, bool& ok,
+                             int calls, std::vector<TimingEvents>& events, Flusher& flush) {
+    if (!ok) return;
+    try {
+      score.add(side, calls, events, flush, stream);
+    } catch (const c10::Error&) {
+      ok = false;
+      C10_CUDA_CHECK(cudaStreamSynchronize(stream));
+    }
+  };
   if (flusher) {
     Flusher& flush = *flusher;
     std::vector<TimingEvents> events(kTimedCalls);
     // Long calls get fewer timed calls and rounds, so that a race costs at most a few of them.
-    const float first = time_calls(ours, 1, events, flush, stream);
+    const float first = time_flushed(ours, 1, events, flush, stream);
     const int calls = first < kLongCallMs / 4 ? kTimedCalls : 1;
     const int rounds = first < kLongCallMs ? kRounds : 1;
-    best_ours = first;
     for (int round = 0; round < rounds; ++round) {
-      best_ours = std::min(best_ours, time_calls(ours, calls, events, flush, stream));
-      if (!theirs_ok) continue;
-      try {
-        best_theirs = std::min(best_theirs, time_calls(theirs, calls, events, flush, stream));
-      } catch (const c10::Error&) {
-        theirs_ok = false;  // cuDNN refused the problem: gpukern's algorithm runs it
-        C10_CUDA_CHECK(cudaStreamSynchronize(stream));
-      }
+      ours_t.add(ours, calls, events, flush, stream);
+      race_side(theirs, theirs_t, theirs_ok, calls, events, flush);
+      race_side(fused, fused_t, fused_ok, calls, events, flush);
     }
   }
-  const bool verdict = flusher && theirs_ok && best_theirs < kMargin * best_ours;
+  ConvVendor verdict = ConvVendor::kGpukern;
+  float best = kMargin * ours_t.sum();
+  if (flusher && theirs_ok && theirs_t.sum() < best) {
+    verdict = ConvVendor::kCudnn;
+    best = theirs_t.sum();
+  }
+  if (flusher && fused_ok && fused_t.sum() < best) verdict = ConvVendor::kCudnnFused;
   static const bool log = [] {
     const char* e = std::getenv("GPUKERN_CONV_RACE_LOG");
     return e != nullptr && std::strcmp(e, "1") == 0;
   }();
   if (log) {
+    char fused_note[64] = "";
+    if (fused_ok) {
+      std::snprintf(fused_note, sizeof(fused_note), ", cudnn fused %.2f + %.2f us",
+                    1e3 * fused_t.flushed, 1e3 * fused_t.warm);
+    }
+    static const char* const kNames[] = {"gpukern", "cudnn", "cudnn fused"};
     std::fprintf(stderr,
                  "gpukern conv race: N=%lld C=%lld %lldx%lld -> O=%lld k%lldx%lld s%lld g%lld "
-                 "dtype %d bias %d act %d residual %d: gpukern %.2f us, cudnn %.2f us%s -> %s\n",
+                 "dtype %d bias %d act %d residual %d: gpukern %.2f + %.2f us, cudnn %.2f + %.2f "
+                 "us%s (flushed + warm)%s -> %s\n",
                  static_cast<long long>(p.N), static_cast<long long>(p.C),
                  static_cast<long long>(p.H), static_cast<long long>(p.W),
                  static_cast<long long>(p.O), static_cast<long long>(p.KH),
                  static_cast<long long>(p.KW), static_cast<long long>(p.stride_h),
                  static_cast<long long>(p.groups), p.dtype, p.b != nullptr ? 1 : 0, p.act,
-                 p.r != nullptr ? 1 : 0, 1e3 * best_ours, 1e3 * best_theirs,
-                 theirs_ok ? "" : " (refused)", verdict ? "cudnn" : "gpukern");
+                 p.r != nullptr ? 1 : 0, 1e3 * ours_t.flushed, 1e3 * ours_t.warm,
+                 1e3 * theirs_t.flushed, 1e3 * theirs_t.warm, fused_note,
+                 theirs_ok ? "" : " (cudnn refused)", kNames[static_cast<int>(verdict)]);
   }
   const Key k = key_of(p);
   std::lock_guard<std::mutex> lock(verdicts_mutex());

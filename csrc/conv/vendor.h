@@ -12,12 +12,22 @@
 //
 // The race: 3 interleaved rounds; in each, per side, a spin kernel (so that the host queues the
 // launches ahead of the GPU and the events time the kernels, not the host's calls), one warm-up
-// call, then 8 calls, each after an L2 flush (a 96 MB read) and between its own two events; a
-// side's time is its best round's mean. Calls of
+// call, then 8 calls, each after an L2 flush (a 96 MB read) and between its own two events; then
+// again a spin and a warm-up call, and 8 calls back to back between one pair of events, with the
+// operands left in the L2. A side's score is its best flushed time per call plus its best warm
+// time per call: in a model a layer's input was just written by the layer before (often still in
+// the L2) while its weights come from memory, between the two regimes; timing only one of them
+// handed layers to the side that loses in the other (flushed only: MobileNetV3's channels_last
+// 14x14 layers went to cuDNN, which the warm graph replays of the census time 19% slower). Calls of
 // 0.5 ms and more are timed one at a time, and from 2 ms in one round, so that a race costs a few
 // calls' time. Each side is the whole call: gpukern's algorithm with its epilogue, or cuDNN's
 // convolution plus gpukern's elementwise pass for the bias and the fused epilogue
-// (conv/epilogue.h). cuDNN wins only when it is faster by more than 3%, so that noise
+// (conv/epilogue.h); and, for the blocks torch can hand to cuDNN whole (2-D, bias and ReLU, with
+// or without a residual: ResNet's conv-BN-ReLU once BN is folded), cuDNN's fused call as a third
+// side (cudnn_fused_run): cuDNN fuses these inside its convolution on channels_last (0-5% over its
+// plain convolution on ResNet-50's blocks) but runs some NCHW 1x1 blocks 2-5x slower than its
+// plain convolution, so it races rather than replaces. A cuDNN side wins only when its score is
+// lower than gpukern's by more than 3%, so that noise
 // does not swap a kernel for an equal one. Every timed call writes the output, which the call's
 // own run then overwrites.
 //
@@ -33,6 +43,7 @@
 // and torch's cuDNN flags (allow_tf32, benchmark).
 // GPUKERN_CONV_RACE_LOG=1 prints each race's two times and verdict to stderr.
 // CUDA builds only; the caller holds the device guard.
+#include <ATen/core/Tensor.h>
 #include <cuda_runtime_api.h>
 
 #include <functional>
@@ -61,34 +72,56 @@ void cudnn_conv_run(const ConvProblem& p, bool search);
 // off.
 bool conv_race_enabled();
 
-// The remembered verdict for p: true cuDNN, false gpukern's algorithm, nullopt not raced yet.
-std::optional<bool> conv_race_verdict(const ConvProblem& p);
+// Which side runs a raced problem: gpukern's algorithm; cuDNN's convolution and gpukern's
+// elementwise pass for the bias and the epilogue; or cuDNN's fused call (cudnn_fused_run).
+enum class ConvVendor : int { kGpukern = 0, kCudnn = 1, kCudnnFused = 2 };
 
-// The verdict the algorithm query reports (torch_ops.algorithm), which sees neither the bias nor
-// the fused epilogue: p's own, else that of p with a contiguous bias (nullopt: neither raced yet).
+// Whether cuDNN's fused call can run p: cudnn_conv_can_run, a 2-D problem with a bias and the
+// ReLU epilogue (with or without a residual), the one fused epilogue torch exposes from cuDNN.
+bool cudnn_fused_can_run(const ConvProblem& p);
+
+// y = relu(conv(x, w) + bias [+ residual]) in one cuDNN call (at::cudnn_convolution_relu, or
+// at::cudnn_convolution_add_relu with the residual), on the current stream, with torch's flags.
+// torch exposes these only as functions that allocate their output, so the result is a new
+// [N, O, OH, OW] tensor in cuDNN's suggested memory format, not written to p.y: the race runs this
+// side only where that tensor's strides are p.y's, and the op returns it in place of its own
+// output.
+at::Tensor cudnn_fused_run(const ConvProblem& p);
+
+// The remembered verdict for p (nullopt: not raced yet).
+std::optional<ConvVendor> conv_race_verdict(const ConvProblem& p);
+
+// Whether the algorithm query (torch_ops.algorithm), which sees neither the bias nor the fused
+// epilogue, reports cuDNN: p's own verdict, else that of p with a contiguous bias (nullopt:
+// neither raced yet). Either cuDNN side counts.
 std::optional<bool> conv_race_verdict_query(const ConvProblem& p);
 
-// Races ours() against theirs() (each one whole call on `stream`, above), remembers and returns
-// the verdict (true: theirs). nullopt, nothing remembered, when `stream` is capturing. A c10::Error
-// from theirs() (cuDNN refusing the problem), or no device memory for the race's L2-flush buffer,
-// is a verdict for ours.
-std::optional<bool> conv_race(const ConvProblem& p, const std::function<void()>& ours,
-                              const std::function<void()>& theirs, cudaStream_t stream);
+// Races ours() against theirs() (each one whole call on `stream`, above) and, where
+// cudnn_fused_can_run(p), against cudnn_fused_run(p); remembers and returns the verdict. nullopt,
+// nothing remembered, when `stream` is capturing. A c10::Error from a cuDNN side (cuDNN refusing
+// the problem) rules that side out; no device memory for the race's L2-flush buffer is a verdict
+// for ours.
+std::optional<ConvVendor> conv_race(const ConvProblem& p, const std::function<void()>& ours,
+                                    const std::function<void()>& theirs, cudaStream_t stream);
 
 // One call with the race (the dispatch of conv1d and conv2d): run(false) runs gpukern's
 // algorithm, run(true) cuDNN with its search. Unless `raceable`, gpukern's algorithm runs; else the
-// remembered verdict decides, or a race on this call when there is none (conv_race).
+// remembered verdict decides, or a race on this call when there is none (conv_race). Returns the
+// result when it is a tensor of its own (cuDNN's fused call), else an undefined tensor (the result
+// is in p.y).
 template <typename Run>
-void conv_run_raced(const ConvProblem& p, bool raceable, cudaStream_t stream, Run&& run) {
+at::Tensor conv_run_raced(const ConvProblem& p, bool raceable, cudaStream_t stream, Run&& run) {
   if (raceable) {
-    std::optional<bool> cudnn = conv_race_verdict(p);
-    if (!cudnn) cudnn = conv_race(p, [&] { run(false); }, [&] { run(true); }, stream);
-    if (cudnn.value_or(false)) {
+    std::optional<ConvVendor> v = conv_race_verdict(p);
+    if (!v) v = conv_race(p, [&] { run(false); }, [&] { run(true); }, stream);
+    if (v == ConvVendor::kCudnnFused) return cudnn_fused_run(p);
+    if (v == ConvVendor::kCudnn) {
       run(true);
-      return;
+      return at::Tensor();
     }
   }
   run(false);
+  return at::Tensor();
 }
 
 }  // namespace gpukern
