@@ -32,7 +32,7 @@ constexpr int kTimedCalls = 8;
 // launches.
 constexpr int64_t kSpinCycles = 2000000;
 constexpr float kLongCallMs = 2.0f;  // from this time per call: one round of one timed call
-constexpr double kMargin = 0.97;  // cuDNN's time must be below this fraction of ours
+constexpr float kMargin = 0.97f;  // gpukern keeps a problem only below this fraction of cuDNN
 constexpr size_t kMaxVerdicts = 4096;
 
 constexpr int64_t kMaxElems = (int64_t{1} << 31) - 1;
@@ -311,13 +311,15 @@ std::optional<ConvVendor> conv_race(const ConvProblem& p, const std::function<vo
       race_side(fused, fused_t, fused_ok, calls, events, flush);
     }
   }
+  // The faster cuDNN side, unless gpukern's score is below kMargin of it.
   ConvVendor verdict = ConvVendor::kGpukern;
-  float best = kMargin * ours_t.sum();
-  if (flusher && theirs_ok && theirs_t.sum() < best) {
-    verdict = ConvVendor::kCudnn;
-    best = theirs_t.sum();
+  if (flusher && (theirs_ok || fused_ok)) {
+    const bool fused_better = fused_ok && (!theirs_ok || fused_t.sum() < theirs_t.sum());
+    const float cudnn_best = fused_better ? fused_t.sum() : theirs_t.sum();
+    if (!(ours_t.sum() < kMargin * cudnn_best)) {
+      verdict = fused_better ? ConvVendor::kCudnnFused : ConvVendor::kCudnn;
+    }
   }
-  if (flusher && fused_ok && fused_t.sum() < best) verdict = ConvVendor::kCudnnFused;
   static const bool log = [] {
     const char* e = std::getenv("GPUKERN_CONV_RACE_LOG");
     return e != nullptr && std::strcmp(e, "1") == 0;
