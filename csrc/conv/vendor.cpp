@@ -83,6 +83,20 @@ std::unordered_map<Key, ConvVendor, ArrayHash>& verdicts() {
   return v;
 }
 
+thread_local bool timing_ours = false;
+
+// One call of gpukern's side with conv_race_timing_ours() true.
+void call_ours(const std::function<void()>& ours) {
+  timing_ours = true;
+  try {
+    ours();
+  } catch (...) {
+    timing_ours = false;
+    throw;
+  }
+  timing_ours = false;
+}
+
 bool capturing(cudaStream_t stream) {
   cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
   C10_CUDA_CHECK(cudaStreamIsCapturing(stream, &status));
@@ -232,6 +246,8 @@ at::Tensor cudnn_fused_run(const ConvProblem& p) {
   return at::cudnn_convolution_add_relu(x, w, r, at::Scalar(1.0), b, stride, pad, dil, p.groups);
 }
 
+bool conv_race_timing_ours() { return timing_ours; }
+
 bool conv_race_enabled() {
   static const bool env_on = [] {
     const char* e = std::getenv("GPUKERN_CONV_RACE");
@@ -262,9 +278,10 @@ std::optional<bool> conv_race_verdict_query(const ConvProblem& p) {
   return *v != ConvVendor::kGpukern;
 }
 
-std::optional<ConvVendor> conv_race(const ConvProblem& p, const std::function<void()>& ours,
+std::optional<ConvVendor> conv_race(const ConvProblem& p, const std::function<void()>& ours_call,
                                     const std::function<void()>& theirs, cudaStream_t stream) {
   if (capturing(stream)) return std::nullopt;
+  const std::function<void()> ours = [&] { call_ours(ours_call); };
   Score ours_t, theirs_t, fused_t;
   bool theirs_ok = true;
   // cuDNN's fused call races where it can run and its output's layout is p.y's (the op returns

@@ -75,6 +75,14 @@ void cudnn_conv_run(const ConvProblem& p, bool search);
 // off.
 bool conv_race_enabled();
 
+// Whether this thread is timing gpukern's side of a race. Caches that a call during a CUDA-graph
+// capture cannot use (the converted NCHW filters of conv/igemm/nhwc.cpp) are not used then
+// either, so that gpukern's time is what a call replayed from a graph costs: eager calls reuse the
+// converted filter, a graph replays the conversion (up to 9 us on ResNet-50's 512 -> 512 3x3
+// filter in fp32), and a verdict from eager timing alone kept layers on gpukern that graph
+// replays ran 18% slower than cuDNN.
+bool conv_race_timing_ours();
+
 // Which side runs a raced problem: gpukern's algorithm; cuDNN's convolution and gpukern's
 // elementwise pass for the bias and the epilogue; or cuDNN's fused call (cudnn_fused_run).
 enum class ConvVendor : int { kGpukern = 0, kCudnn = 1, kCudnnFused = 2 };

@@ -13,6 +13,7 @@
 
 #include "conv/igemm/forms.h"
 #include "conv/layout.h"
+#include "conv/vendor.h"
 
 namespace gpukern {
 namespace igemm_forms {
@@ -55,7 +56,8 @@ at::Tensor as_nhwc(const at::Tensor& t, int64_t c_multiple) {
 // readiness is ordered on its own stream only). Not cached: inference tensors (no version
 // counter: created under torch.inference_mode, their in-place updates are invisible) and calls
 // made while the stream is being captured into a CUDA graph (the conversion is then only
-// recorded, not run). Copies of freed weights are dropped at the next insertion. Bounded
+// recorded, not run), nor while the conv race times gpukern's side (conv/vendor.h: it times what a
+// graph replay costs). Copies of freed weights are dropped at the next insertion. Bounded
 // (kMaxFilters entries, kMaxFilterBytes of copies; a full cache starts over); thread-safe.
 at::Tensor cached_nhwc_filter(const at::Tensor& w, int64_t c_multiple) {
   if (w.size(1) % c_multiple == 0 && nhwc_strides(w)) return w;
@@ -65,7 +67,7 @@ at::Tensor cached_nhwc_filter(const at::Tensor& w, int64_t c_multiple) {
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream(w.device().index()).stream();
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
   if (cudaStreamIsCapturing(stream, &capture) != cudaSuccess ||
-      capture != cudaStreamCaptureStatusNone) {
+      capture != cudaStreamCaptureStatusNone || conv_race_timing_ours()) {
     (void)cudaGetLastError();
     return to_nhwc(w, c_multiple);
   }
