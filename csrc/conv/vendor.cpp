@@ -179,6 +179,22 @@ bool same_layout(const at::Tensor& t, const ConvProblem& p) {
   return true;
 }
 
+// Views of a problem's input and filter for cuDNN (the pointers include any offset; a cut
+// depthwise filter is a view into the caller's weight). Nothing is copied unless cuDNN wants
+// another layout.
+struct InputViews {
+  at::TensorOptions opts;
+  at::Tensor x, w;
+  explicit InputViews(const ConvProblem& p)
+      : opts(at::TensorOptions()
+                 .dtype(static_cast<at::ScalarType>(p.dtype))
+                 .device(at::kCUDA, c10::cuda::current_device())),
+        x(at::from_blob(const_cast<void*>(p.x), {p.N, p.C, p.H, p.W},
+                        {p.x_sn, p.x_sc, p.x_sh, p.x_sw}, opts)),
+        w(at::from_blob(const_cast<void*>(p.w), {p.O, p.c_per_group, p.KH, p.KW},
+                        {p.w_so, p.w_sc, p.w_sh, p.w_sw}, opts)) {}
+};
+
 }  // namespace
 
 bool cudnn_conv_can_run(const ConvProblem& p) {
@@ -205,17 +221,11 @@ bool cudnn_conv_can_run(const ConvProblem& p) {
 }
 
 void cudnn_conv_run(const ConvProblem& p, bool search) {
-  const at::TensorOptions opts = at::TensorOptions()
-                                     .dtype(static_cast<at::ScalarType>(p.dtype))
-                                     .device(at::kCUDA, c10::cuda::current_device());
-  // Views of the problem's operands (the pointers include any offset; a cut depthwise filter is
-  // a view into the caller's weight). Nothing is copied unless cuDNN wants another layout.
-  const at::Tensor x = at::from_blob(const_cast<void*>(p.x), {p.N, p.C, p.H, p.W},
-                                     {p.x_sn, p.x_sc, p.x_sh, p.x_sw}, opts);
-  const at::Tensor w = at::from_blob(const_cast<void*>(p.w), {p.O, p.c_per_group, p.KH, p.KW},
-                                     {p.w_so, p.w_sc, p.w_sh, p.w_sw}, opts);
+  const InputViews v(p);
+  const at::Tensor& x = v.x;
+  const at::Tensor& w = v.w;
   at::Tensor y = at::from_blob(p.y, {p.N, p.O, p.OH, p.OW}, {p.y_sn, p.y_so, p.y_sh, p.y_sw},
-                               opts);
+                               v.opts);
   const at::Context& ctx = at::globalContext();
   at::cudnn_convolution_out(y, x, w, {p.pad_h, p.pad_w}, {p.stride_h, p.stride_w},
                             {p.dil_h, p.dil_w}, p.groups, search || ctx.benchmarkCuDNN(),
@@ -228,13 +238,10 @@ bool cudnn_fused_can_run(const ConvProblem& p) {
 }
 
 at::Tensor cudnn_fused_run(const ConvProblem& p) {
-  const at::TensorOptions opts = at::TensorOptions()
-                                     .dtype(static_cast<at::ScalarType>(p.dtype))
-                                     .device(at::kCUDA, c10::cuda::current_device());
-  const at::Tensor x = at::from_blob(const_cast<void*>(p.x), {p.N, p.C, p.H, p.W},
-                                     {p.x_sn, p.x_sc, p.x_sh, p.x_sw}, opts);
-  const at::Tensor w = at::from_blob(const_cast<void*>(p.w), {p.O, p.c_per_group, p.KH, p.KW},
-                                     {p.w_so, p.w_sc, p.w_sh, p.w_sw}, opts);
+  const InputViews v(p);
+  const at::Tensor& x = v.x;
+  const at::Tensor& w = v.w;
+  const at::TensorOptions& opts = v.opts;
   const at::Tensor b = at::from_blob(const_cast<void*>(p.b), {p.O}, {p.b_s}, opts);
   const std::array<int64_t, 2> stride{p.stride_h, p.stride_w}, pad{p.pad_h, p.pad_w},
       dil{p.dil_h, p.dil_w};
