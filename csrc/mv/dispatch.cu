@@ -43,6 +43,7 @@
 #include "core/dispatch.h"
 #include "core/knobs.h"
 #include "core/launch.cuh"
+#include "core/size_box.h"
 #include "core/tickets.h"
 #include "mv/dispatch.h"
 #include "mv/kernels/mv_cols.cuh"
@@ -165,33 +166,41 @@ constexpr int64_t kTinyRowsMaxElems = 576;
 //     10.6 against 8.2), not 64-95 rows below 98304 (64 x 65536 ran 1.45x); 257-1023 rows of
 //     1024-1536 columns (384 x 1024 rows 2.5, torch 2.4); 20480-49151 rows of 257-1023 columns
 //     (24576 x 384 rows_short 12.7, torch 11.5).
+// The boxes above, as (M rows, N columns[, M * N]) bounds, inclusive.
+constexpr SizeBox kCublas16ColMajor[] = {
+    {1536, kNoLimit, 256, 24576},  {1024, kNoLimit, 16384, kNoLimit},
+    {384, kNoLimit, 256, 384},     {2, 6, 4096, 65536},
+    {96, 384, 262144, kNoLimit},   {256, 384, 98304, kNoLimit},
+    {257, 384, 65536, kNoLimit},   {int64_t{1} << 22, kNoLimit, 17, 32},
+    {16385, 65535, 65, 128},
+};
+constexpr SizeBox kCublas16RowMajor[] = {
+    {98304, kNoLimit, 96, 1536},  {int64_t{1} << 20, kNoLimit, 64, 95},
+    {64, 95, 262144, kNoLimit},   {192, 256, 98304, kNoLimit},
+    {1, 1, 49152, 98303},
+};
+constexpr SizeBox kCublas32ColMajor[] = {
+    {4096, kNoLimit, 256, kNoLimit, (int64_t{1} << 21) + 1, int64_t{1} << 26},
+    {4096, 6143, 256, kNoLimit, (int64_t{1} << 21) + 1, int64_t{1} << 27},
+    {1536, 4095, 1025, 2047},
+    {256, 384, 1025, 2047},
+    {2, 6, 16384, 65536},
+    {2, 4, 65537, 131071},
+};
+constexpr SizeBox kCublas32RowMajor[] = {
+    {96, 256, 65536, kNoLimit},  {64, 95, 98304, kNoLimit},
+    {257, 1023, 1024, 1536},     {20480, 49151, 257, 1023},
+};
+
 bool cublas_wins(const MvProblem& s) {
-  const int64_t M = s.M, N = s.N, MN = s.M * s.N;
+  const bool col_major = s.s0 == 1 && s.M >= 2;
   if (s.elem_size == 2) {
-    if (s.s0 == 1 && M >= 2) {
-      return (M >= 1536 && N >= 256 && N <= 24576) || (M >= 1024 && N >= 16384) ||
-             (M >= 384 && N >= 256 && N <= 384) || (M <= 6 && N >= 4096 && N <= 65536) ||
-             (M >= 96 && M <= 384 && N >= 262144) || (M >= 256 && M <= 384 && N >= 98304) ||
-             (M > 256 && M <= 384 && N >= 65536) || (M >= (1 << 22) && N > 16 && N <= 32) ||
-             (M > 16384 && M < 65536 && N > 64 && N <= 128);
-    }
-    return s.s1 == 1 &&
-           ((M >= 98304 && N >= 96 && N <= 1536) || (M >= (1 << 20) && N >= 64 && N < 96) ||
-            (M >= 64 && M < 96 && N >= 262144) || (M >= 192 && M <= 256 && N >= 98304) ||
-            (M == 1 && N >= 49152 && N < 98304));
+    if (col_major) return in_any(kCublas16ColMajor, s.M, s.N);
+    return s.s1 == 1 && in_any(kCublas16RowMajor, s.M, s.N);
   }
   if (s.elem_size != 4) return false;
-  if (s.s0 == 1 && M >= 2) {
-    return (M >= 4096 && N >= 256 && MN > (1 << 21) &&
-            (MN <= (1 << 26) || (M < 6144 && MN <= (1 << 27)))) ||
-           (M >= 1536 && M < 4096 && N > 1024 && N < 2048) ||
-           (M >= 256 && M <= 384 && N > 1024 && N < 2048) ||
-           (M <= 6 && N >= 16384 && N <= 65536) || (M <= 4 && N > 65536 && N < 131072);
-  }
-  return s.s1 == 1 &&
-         ((M >= 64 && M <= 256 && N >= 65536 && (M >= 96 || N >= 98304)) ||
-          (M > 256 && M < 1024 && N >= 1024 && N <= 1536) ||
-          (M >= 20480 && M < 49152 && N > 256 && N < 1024));
+  if (col_major) return in_any(kCublas32ColMajor, s.M, s.N);
+  return s.s1 == 1 && in_any(kCublas32RowMajor, s.M, s.N);
 }
 
 MvAlgo choose_auto(const MvProblem& s) {

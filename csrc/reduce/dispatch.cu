@@ -46,6 +46,7 @@
 #include "core/dispatch.h"
 #include "core/knobs.h"
 #include "core/launch.cuh"
+#include "core/size_box.h"
 #include "core/tickets.h"
 #include "reduce/dispatch.h"
 #include "reduce/kernels/reduce_col.cuh"
@@ -179,36 +180,50 @@ bool can_run(RedAlgo a, const ReduceLayout& L, const RedInput& in) {
 // of 1024-1536 rows into 98304-262143 outputs ([1536, 98304] 119 us against 110 in three
 // sweeps; [1024, 262144] 1.02x outside) and of at least 8192 rows and outputs from 2^27
 // elements ([16384, 16384] 191.5 against 185 in three sweeps).
+// The boxes above as bounds, inclusive: (R reduced, n_out outputs[, R * n_out]) for rows and
+// columns, (D kept innermost, B batches) for [B, N, D] over N. "16-bit sums": sum and mean.
+constexpr SizeBox kAtenRows16Sums[] = {
+    {1536, 4095, 4096, kNoLimit}, {4096, 4096, 4096, 6143}, {65536, 98304, 256, 1536},
+};
+constexpr SizeBox kAtenRows32[] = {
+    {16385, 65536, 257, 767}, {1536, 4095, 4097, 16383},
+};
+constexpr SizeBox kAtenRows32Sums[] = {  // beside kAtenRows32
+    {4096, 8191, 1, kNoLimit, (int64_t{1} << 26) + 1, kNoLimit},
+};
+constexpr SizeBox kAtenCols16Sums[] = {
+    {0, 4, 256, 393216},         {0, 6, 65536, int64_t{1} << 20},
+    {0, 16, 65536, 393216},      {0, 24, 262144, 393216},
+    {1024, 1536, 98304, 262143}, {8192, kNoLimit, 8192, kNoLimit, int64_t{1} << 27, kNoLimit},
+};
+constexpr SizeBox kAtenCols[] = {  // every op and dtype
+    {256, 384, 65536, kNoLimit}, {1025, 4095, 2, 6},
+};
+constexpr SizeBox kAtenCols32[] = {  // beside kAtenCols
+    {256, 383, 24576, kNoLimit},
+};
+constexpr SizeBox kAtenBnd16Sums[] = {
+    {49, 96, 128, kNoLimit}, {112, 127, 512, kNoLimit},
+};
+
 bool aten_wins(const ReduceLayout& L, const RedInput& in) {
   if (!in.float_acc || L.nr != 1) return false;
   const bool half = in.elem_size == 2, sum_like = in.sum_like && half;
+  const bool f32 = in.elem_size == 4;
   if (L.nk == 2) {  // [B, N, D] over N
     const int64_t B = L.ksize[0], D = L.ksize[1];
     return sum_like && L.kstride[1] == 1 && L.rstride[0] == D && L.kstride[0] == L.R * D &&
-           ((D >= 49 && D <= 96 && B >= 128) || (D >= 112 && D <= 127 && B >= 512));
+           in_any(kAtenBnd16Sums, D, B);
   }
   if (L.nk != 1) return false;
-  if (L.rstride[0] == 1 && L.kstride[0] == L.R) {  // rows
-    if (sum_like &&
-        ((L.R >= 1536 && L.n_out >= 4096 && (L.R < 4096 || (L.R == 4096 && L.n_out < 6144))) ||
-         (L.R >= 65536 && L.R <= 98304 && L.n_out >= 256 && L.n_out <= 1536)))
-      return true;
-    return in.elem_size == 4 &&
-           ((L.R > 16384 && L.R <= 65536 && L.n_out > 256 && L.n_out < 768) ||
-            (L.R >= 1536 && L.R < 4096 && L.n_out > 4096 && L.n_out < 16384) ||
-            (in.sum_like && L.R >= 4096 && L.R < 8192 && L.R * L.n_out > (int64_t{1} << 26)));
+  const int64_t R = L.R, n = L.n_out;
+  if (L.rstride[0] == 1 && L.kstride[0] == R) {  // rows
+    return (sum_like && in_any(kAtenRows16Sums, R, n)) || (f32 && in_any(kAtenRows32, R, n)) ||
+           (f32 && in.sum_like && in_any(kAtenRows32Sums, R, n));
   }
-  if (L.kstride[0] == 1 && L.rstride[0] == L.n_out) {  // columns
-    if (sum_like && ((L.R <= 4 && L.n_out >= 256 && L.n_out <= 393216) ||
-                     (L.R <= 6 && L.n_out >= 65536 && L.n_out <= (1 << 20)) ||
-                     (L.R <= 16 && L.n_out >= 65536 && L.n_out <= 393216) ||
-                     (L.R <= 24 && L.n_out >= 262144 && L.n_out <= 393216) ||
-                     (L.R >= 1024 && L.R <= 1536 && L.n_out >= 98304 && L.n_out < 262144) ||
-                     (L.R >= 8192 && L.n_out >= 8192 && L.R * L.n_out >= (int64_t{1} << 27))))
-      return true;
-    return (L.R >= 256 && L.R <= 384 && L.n_out >= 65536) ||
-           (in.elem_size == 4 && L.R >= 256 && L.R < 384 && L.n_out >= 24576) ||
-           (L.R > 1024 && L.R < 4096 && L.n_out >= 2 && L.n_out <= 6);
+  if (L.kstride[0] == 1 && L.rstride[0] == n) {  // columns
+    return (sum_like && in_any(kAtenCols16Sums, R, n)) || in_any(kAtenCols, R, n) ||
+           (f32 && in_any(kAtenCols32, R, n));
   }
   return false;
 }
