@@ -56,8 +56,9 @@ def reduce_grid():
                 if r * n > 1 << 34:
                     continue
                 for op in ("sum", "amax"):
-                    out[f"rows {op} {dt} {r} {n}"] = torch_ops.algorithm(op, meta(n, r, dtype=dt), -1)
-                    out[f"cols {op} {dt} {r} {n}"] = torch_ops.algorithm(op, meta(r, n, dtype=dt), 0)
+                    rows, cols = meta(n, r, dtype=dt), meta(r, n, dtype=dt)
+                    out[f"rows {op} {dt} {r} {n}"] = torch_ops.algorithm(op, rows, -1)
+                    out[f"cols {op} {dt} {r} {n}"] = torch_ops.algorithm(op, cols, 0)
         for b in (64, 127, 128, 129, 511, 512, 513, 1024):
             for d in range(40, 140):
                 for op in ("sum", "amax"):
