@@ -11,14 +11,13 @@
 #include <algorithm>
 #include <array>
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
 #include <limits>
 #include <mutex>
 #include <unordered_map>
 #include <vector>
 
 #include "core/array_hash.h"
+#include "core/knobs.h"
 #include "device/activation.cuh"
 #include "core/timing_events.h"
 
@@ -256,10 +255,7 @@ at::Tensor cudnn_fused_run(const ConvProblem& p) {
 bool conv_race_timing_ours() { return timing_ours; }
 
 bool conv_race_enabled() {
-  static const bool env_on = [] {
-    const char* e = std::getenv("GPUKERN_CONV_RACE");
-    return e == nullptr || std::strcmp(e, "0") != 0;
-  }();
+  static const bool env_on = env_switch("GPUKERN_CONV_RACE") != 0;
   return env_on && !at::globalContext().deterministicAlgorithms();
 }
 
@@ -344,10 +340,7 @@ std::optional<ConvVendor> conv_race(const ConvProblem& p, const std::function<vo
       verdict = fused_better ? ConvVendor::kCudnnFused : ConvVendor::kCudnn;
     }
   }
-  static const bool log = [] {
-    const char* e = std::getenv("GPUKERN_CONV_RACE_LOG");
-    return e != nullptr && std::strcmp(e, "1") == 0;
-  }();
+  static const bool log = env_is("GPUKERN_CONV_RACE_LOG", "1");
   if (log) {
     char fused_note[64] = "";
     if (fused_ok) {

@@ -4,25 +4,22 @@
 // depthwise_small.cuh, torch-free.
 #include <algorithm>
 #include <cstdlib>
-#include <cstring>
 #include <limits>
 
 #include "conv/direct/depthwise_small.cuh"
 #include "conv/direct/direct2d.h"
 #include "core/launch.cuh"
+#include "core/knobs.h"
 
 namespace gpukern {
 namespace {
 
 constexpr const char* kOp = kConv2dOp;
 
-// Tuning knobs for benchmarks/dw_nchw_layers.py's before / after, read per call:
-// GPUKERN_SMALL_UPB=plain: units per block by the rule alone, without the resident-block waves;
-// GPUKERN_SMALL_STAGE=all: the staging walks every staged row of whole planes, padding included.
-bool env_is(const char* name, const char* value) {
-  const char* v = std::getenv(name);
-  return v != nullptr && std::strcmp(v, value) == 0;
-}
+// Tuning knobs for benchmarks/dw_nchw_layers.py's before / after, read per call (env_is,
+// core/knobs.h): GPUKERN_SMALL_UPB=plain: units per block by the rule alone, without the
+// resident-block waves; GPUKERN_SMALL_STAGE=all: the staging walks every staged row of whole
+// planes, padding included.
 
 // Blocks of `threads` threads and `smem` dynamic shared bytes an SM of the current device holds
 // at once: registers and threads (the kernel's occupancy, read once per warp count), then the

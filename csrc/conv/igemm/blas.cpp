@@ -10,13 +10,12 @@
 
 #include <algorithm>
 #include <array>
-#include <cstdlib>
-#include <cstring>
 #include <limits>
 #include <unordered_map>
 #include <vector>
 
 #include "core/checks.h"
+#include "core/knobs.h"
 #include "core/array_hash.h"
 #include "core/timing_events.h"
 
@@ -44,8 +43,7 @@ constexpr int kCandidates = 8;
 // Whether the heuristic's candidates are timed (blas.h): GPUKERN_BLAS_TUNE=0 in the environment
 // keeps its first choice; so does torch's deterministic mode.
 bool tuning_enabled() {
-  const char* env = std::getenv("GPUKERN_BLAS_TUNE");
-  if (env != nullptr && std::strcmp(env, "0") == 0) return false;
+  if (env_switch("GPUKERN_BLAS_TUNE") == 0) return false;
   return !at::globalContext().deterministicAlgorithms();
 }
 

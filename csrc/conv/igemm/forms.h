@@ -16,6 +16,7 @@
 #include "conv/igemm/blas.h"
 #include "conv/igemm/config.h"
 #include "conv/problem.h"
+#include "core/knobs.h"
 
 namespace gpukern {
 namespace igemm_forms {
@@ -37,11 +38,7 @@ inline bool pointwise(const ConvProblem& p) {
 
 // GPUKERN_IGEMM_GEMM=0 in the environment sends 1x1 layers and stems to the conv kernel instead
 // of the GEMM forms (benchmarks compare the two; read on every call).
-// A benchmark switch from the environment, read on every call: -1 unset, 0 for "0", else 1.
-inline int env_switch(const char* name) {
-  const char* env = std::getenv(name);
-  return env == nullptr ? -1 : std::strcmp(env, "0") != 0;
-}
+// (env_switch: core/knobs.h, read on every call.)
 
 inline bool gemm_enabled() { return env_switch("GPUKERN_IGEMM_GEMM") != 0; }
 
