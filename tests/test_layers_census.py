@@ -210,3 +210,21 @@ def test_best_torch_settings():
     assert times == {"cudnn": 2.0, "cudnn.bm": 1.0} and best == "cudnn.bm"
     assert torch.backends.cudnn.benchmark == old
     assert layers.best_torch(timer, None, False, 0)[2] == "aten-cpu"
+
+
+def test_census_keeps_the_conv_race():
+    """The census times what a user's call runs, the race against cuDNN included: neither its own
+    import nor its naming of the result files (run.result_name, imported from benchmarks/run.py,
+    which turns the race off for its own process in main()) may set GPUKERN_CONV_RACE. (It did:
+    run.py set it at import, and the census ran without the race.)"""
+    import subprocess
+    import sys
+    bench = os.path.dirname(_PATH)
+    script = ("import os, sys; sys.path.insert(0, {b!r}); import layers; "
+              "layers.result_name({{'gpu': 'NVIDIA H100 80GB HBM3'}}); "
+              "print('RACE=' + str(os.environ.get('GPUKERN_CONV_RACE')))").format(b=bench)
+    env = {k: v for k, v in os.environ.items() if k != "GPUKERN_CONV_RACE"}
+    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "RACE=None" in out.stdout, out.stdout
