@@ -336,3 +336,63 @@ def test_race_with_cudnn_fused_side():
         assert all(s == r["want"] for s in r["strides"]), (r, races)
         assert all(s == r["want_shape"] for s in r["shapes"]), (r, races)
     assert any(ln.endswith("-> cudnn fused") for ln in races), races
+
+
+_CAPTURE_AFTER_RACE_SCRIPT = textwrap.dedent("""
+    import json
+    import torch
+    import torch_ops
+    import torch.nn.functional as F
+
+    def err(out, ref):
+        return float((out.double() - ref).norm() / ref.norm())
+
+    g = torch.Generator(device="cuda").manual_seed(0)
+    bf = torch.bfloat16
+    res = {}
+    # Raced eagerly first (the bf16 36-channel layer goes to cuDNN's convolution; the bf16
+    # channels_last ResNet block may go to cuDNN's fused call), then captured and replayed: the
+    # captured call runs the remembered verdict.
+    x = torch.randn(16, 36, 64, 64, device="cuda", generator=g).to(bf)
+    w = torch.randn(36, 36, 3, 3, device="cuda", generator=g).to(bf)
+    cl = torch.channels_last
+    xf = torch.randn(16, 64, 56, 56, device="cuda", generator=g).to(bf).contiguous(memory_format=cl)
+    wf = (torch.randn(64, 64, 3, 3, device="cuda", generator=g) / 24).to(bf)
+    wf = wf.contiguous(memory_format=cl)
+    bfb = torch.randn(64, device="cuda", generator=g).to(bf)
+    torch_ops.conv2d(x, w, None, 1, 1)
+    torch_ops.conv2d_fused(xf, wf, bfb, 1, 1, activation="relu")
+    res["plain_verdict"] = torch_ops.algorithm("conv2d", x, w, None, 1, 1)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.stream(side):
+        with torch.cuda.graph(graph, stream=side):
+            y = torch_ops.conv2d(x, w, None, 1, 1)
+            yf = torch_ops.conv2d_fused(xf, wf, bfb, 1, 1, activation="relu")
+    torch.cuda.current_stream().wait_stream(side)
+    x.copy_(torch.randn(x.shape, device="cuda", generator=g).to(bf))  # new inputs, same buffers
+    graph.replay()
+    torch.cuda.synchronize()
+    res["plain_err"] = err(y, F.conv2d(x.double(), w.double(), None, 1, 1))
+    res["fused_err"] = err(yf, F.conv2d(xf.double(), wf.double(), bfb.double(), 1, 1).relu())
+    res["fused_strides"] = list(yf.stride())
+    res["fused_want"] = list(F.conv2d(xf, wf, bfb, 1, 1).stride())
+    print("RESULT " + json.dumps(res))
+""")
+
+
+@gpu
+def test_capture_after_race_runs_the_verdict():
+    """A call captured into a CUDA graph after its problem was raced eagerly runs the remembered
+    verdict (cuDNN's convolution with its search, or cuDNN's fused call) inside the capture, and
+    the replay computes the right result on new inputs in the same buffers."""
+    env = dict(os.environ, GPUKERN_CONV_RACE="1", GPUKERN_CONV_RACE_LOG="1")
+    out = subprocess.run([sys.executable, "-c", _CAPTURE_AFTER_RACE_SCRIPT], env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    res = json.loads([ln for ln in out.stdout.splitlines()
+                      if ln.startswith("RESULT ")][-1][len("RESULT "):])
+    assert res["plain_verdict"] == "cudnn", (res, out.stderr[-2000:])
+    assert res["plain_err"] < 1e-2 and res["fused_err"] < 1e-2, res
+    assert res["fused_strides"] == res["fused_want"], res
