@@ -238,13 +238,20 @@ _RACE_SCRIPT = textwrap.dedent("""
 """)
 
 
-def _run_race_script(race):
-    env = dict(os.environ, GPUKERN_CONV_RACE=race)
-    out = subprocess.run([sys.executable, "-c", _RACE_SCRIPT], env=env, capture_output=True,
+def _run_script(script, race="1"):
+    """Runs `script` in a fresh process with GPUKERN_CONV_RACE=race and the race log on; returns
+    its RESULT line's JSON, the race log lines and the tail of its stderr."""
+    env = dict(os.environ, GPUKERN_CONV_RACE=race, GPUKERN_CONV_RACE_LOG="1")
+    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
                          text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
     line = [ln for ln in out.stdout.splitlines() if ln.startswith("RESULT ")][-1]
-    return json.loads(line[len("RESULT "):])
+    races = [ln for ln in out.stderr.splitlines() if ln.startswith("gpukern conv race:")]
+    return json.loads(line[len("RESULT "):]), races, out.stderr[-3000:]
+
+
+def _run_race_script(race):
+    return _run_script(_RACE_SCRIPT, race)[0]
 
 
 @gpu
@@ -321,14 +328,8 @@ def test_race_with_cudnn_fused_side():
     as a third side on 2-D blocks with a bias and ReLU: each race logs it, the output is right
     and laid out as aten's whichever side wins, and on blocks where it measured well ahead it
     wins at least once."""
-    env = dict(os.environ, GPUKERN_CONV_RACE="1", GPUKERN_CONV_RACE_LOG="1")
-    out = subprocess.run([sys.executable, "-c", _FUSED_RACE_SCRIPT], env=env,
-                         capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0, out.stderr[-3000:]
-    res = json.loads([ln for ln in out.stdout.splitlines()
-                      if ln.startswith("RESULT ")][-1][len("RESULT "):])
-    races = [ln for ln in out.stderr.splitlines() if ln.startswith("gpukern conv race:")]
-    assert len(races) == 3, out.stderr[-3000:]
+    res, races, stderr = _run_script(_FUSED_RACE_SCRIPT)
+    assert len(races) == 3, stderr
     assert all("cudnn fused" in ln.split(":", 2)[2].split("->")[0] for ln in races), races
     for r in res:
         for e in r["errs"]:
@@ -387,12 +388,7 @@ def test_capture_after_race_runs_the_verdict():
     """A call captured into a CUDA graph after its problem was raced eagerly runs the remembered
     verdict (cuDNN's convolution with its search, or cuDNN's fused call) inside the capture, and
     the replay computes the right result on new inputs in the same buffers."""
-    env = dict(os.environ, GPUKERN_CONV_RACE="1", GPUKERN_CONV_RACE_LOG="1")
-    out = subprocess.run([sys.executable, "-c", _CAPTURE_AFTER_RACE_SCRIPT], env=env,
-                         capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0, out.stderr[-3000:]
-    res = json.loads([ln for ln in out.stdout.splitlines()
-                      if ln.startswith("RESULT ")][-1][len("RESULT "):])
-    assert res["plain_verdict"] == "cudnn", (res, out.stderr[-2000:])
+    res, _, stderr = _run_script(_CAPTURE_AFTER_RACE_SCRIPT)
+    assert res["plain_verdict"] == "cudnn", (res, stderr)
     assert res["plain_err"] < 1e-2 and res["fused_err"] < 1e-2, res
     assert res["fused_strides"] == res["fused_want"], res

@@ -84,16 +84,13 @@ std::unordered_map<Key, ConvVendor, ArrayHash>& verdicts() {
 
 thread_local bool timing_ours = false;
 
-// One call of gpukern's side with conv_race_timing_ours() true.
+// One call of gpukern's side with conv_race_timing_ours() true (reset on return or throw).
 void call_ours(const std::function<void()>& ours) {
-  timing_ours = true;
-  try {
-    ours();
-  } catch (...) {
-    timing_ours = false;
-    throw;
-  }
-  timing_ours = false;
+  struct Flag {
+    Flag() { timing_ours = true; }
+    ~Flag() { timing_ours = false; }
+  } flag;
+  ours();
 }
 
 bool capturing(cudaStream_t stream) {
