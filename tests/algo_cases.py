@@ -15,7 +15,7 @@ CONV1D = ["rowwise8", "rowwise16", "rowwise8_dilated", "general_ot1", "general_o
 CONV2D = ["depthwise_nhwc", "depthwise_rows", "depthwise_tma", "depthwise_plane",
           "depthwise_large", "depthwise_nchw", "general_staged", "general_direct", "igemm",
           "depthwise_nhwc_tile", "depthwise_strided", "depthwise_nhwc_reg", "depthwise_small",
-          "stem_direct", "cudnn"]
+          "stem_direct", "cudnn", "aten_depthwise"]
 MV = ["rows_vec", "rows", "cols_vec", "cols", "rows_mma", "rows_short", "cols_short",
       "cols_periodic", "cublas"]
 REDUCE = ["small", "seg_contig", "seg", "row", "col_vec", "col", "row_vec", "seg_runs", "flat",

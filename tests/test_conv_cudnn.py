@@ -392,3 +392,139 @@ def test_capture_after_race_runs_the_verdict():
     assert res["plain_verdict"] == "cudnn", (res, stderr)
     assert res["plain_err"] < 1e-2 and res["fused_err"] < 1e-2, res
     assert res["fused_strides"] == res["fused_want"], res
+
+
+# ------------------------------------------------------------------------------------------------
+# "aten_depthwise": ATen's native depthwise kernel (at::_conv_depthwise2d, what F.conv2d runs for
+# the depthwise layers it does not give cuDNN) as a conv2d algorithm and a side of the race.
+# ------------------------------------------------------------------------------------------------
+
+# (N, C, H, W, O, K, stride, padding, dilation): multiplier 1 and 2, strided, dilated, odd sizes,
+# a filter wider than the plane (cut to its live taps), a 1x1 plane.
+DW_CASES = [
+    (2, 24, 15, 13, 24, 3, 1, 1, 1),
+    (3, 16, 17, 19, 16, 5, 2, 2, 1),
+    (2, 8, 10, 10, 16, 3, 1, 1, 1),           # multiplier 2
+    (2, 12, 21, 21, 12, 3, 1, 2, 2),          # dilated
+    (2, 8, 14, 14, 8, 31, 1, 15, 1),          # 31x31 over 14x14
+    (2, 12, 1, 1, 12, 7, 1, 3, 1),
+]
+
+
+def _dw_tensors(case, dtype, gen, view=False):
+    n, c, h, w, o, k, stride, pad, dil = case
+    x = torch.randn(n, c, h, w + (3 if view else 0), device="cuda", generator=gen).to(dtype)
+    if view:
+        x = x[:, :, :, 1:w + 1]  # a strided view at an odd offset
+    wt = torch.randn(o, 1, k, k, device="cuda", generator=gen).to(dtype)
+    return x, wt, dict(stride=stride, padding=pad, dilation=dil, groups=c)
+
+
+@gpu
+@pytest.mark.parametrize("view", [False, True])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("case", range(len(DW_CASES)))
+def test_forced_aten_depthwise(case, dtype, view):
+    gen = torch.Generator(device="cuda").manual_seed(100 + case)
+    x, w, kw = _dw_tensors(DW_CASES[case], dtype, gen, view)
+    b = torch.randn(w.shape[0], device="cuda", generator=gen).to(dtype)
+    with torch_ops.force_algorithm("conv2d", "aten_depthwise"):
+        assert torch_ops.algorithm("conv2d", x, w, b, **kw) == "aten_depthwise"
+        out = torch_ops.conv2d(x, w, b, **kw)
+        plain = torch_ops.conv2d(x, w, None, **kw)
+    ref = conv_ref(2, x, w, b, **kw)
+    assert out.shape == ref.shape and out.is_contiguous()
+    tol = FP32_TOL if dtype == torch.float32 else REL_TOL[dtype]
+    assert _rel_err(out, ref) <= tol
+    assert _rel_err(plain, conv_ref(2, x, w, None, **kw)) <= tol
+
+
+@gpu
+@pytest.mark.parametrize("activation", ["relu", "hardswish", "silu", "none"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_forced_aten_depthwise_fused(dtype, activation):
+    """conv2d_fused through ATen's kernel: the convolution, then gpukern's elementwise pass
+    y = act(y + bias + r)."""
+    gen = torch.Generator(device="cuda").manual_seed(7)
+    x, w, kw = _dw_tensors(DW_CASES[1], dtype, gen)
+    b = torch.randn(w.shape[0], device="cuda", generator=gen).to(dtype)
+    shape = torch.nn.functional.conv2d(x.float(), w.float(), None, **kw).shape
+    r = torch.randn(shape, device="cuda", generator=gen).to(dtype)
+    with torch_ops.force_algorithm("conv2d", "aten_depthwise"):
+        out = torch_ops.conv2d_fused(x, w, b, activation=activation, residual=r, **kw)
+    ref = conv_ref(2, x, w, b, activation, r, **kw)
+    if dtype == torch.float32:
+        assert_close_ref(out, ref, tol=1e-4)
+    else:
+        assert_close_ref(out, ref, extra=epilogue_rounding_allowance(2, x, w, b, activation, r,
+                                                                     **kw))
+
+
+@gpu
+def test_forced_aten_depthwise_empty():
+    w = torch.randn(8, 1, 3, 3, device="cuda")
+    with torch_ops.force_algorithm("conv2d", "aten_depthwise"):
+        out = torch_ops.conv2d(torch.randn(0, 8, 9, 9, device="cuda"), w, None, padding=1,
+                               groups=8)
+    assert out.shape == (0, 8, 9, 9)
+
+
+@pytest.mark.skipif(not CUDA_BUILD, reason="the CPU-only build has no CUDA algorithm choice")
+def test_aten_depthwise_query_rules():
+    """Which problems "aten_depthwise" takes, by the query (meta tensors): depthwise (multiplier
+    1 or more) with an NCHW output, symmetric padding; not dense or grouped layers, not
+    channels_last (the kernel writes NCHW only). (conv1d's table has no such algorithm.)"""
+    x = torch.empty(2, 8, 16, 16, device="meta")
+    cl = x.contiguous(memory_format=torch.channels_last)
+    dw = torch.empty(8, 1, 3, 3, device="meta")
+    with torch_ops.force_algorithm("conv2d", "aten_depthwise"):
+        assert torch_ops.algorithm("conv2d", x, dw, None, 1, 1, 1, 8) == "aten_depthwise"
+        assert torch_ops.algorithm("conv2d", x, torch.empty(16, 1, 3, 3, device="meta"), None,
+                                   2, 1, 1, 8) == "aten_depthwise"
+        for args in ((cl, dw, None, 1, 1, 1, 8),
+                     (x, torch.empty(8, 8, 3, 3, device="meta"), None, 1, 1),
+                     (x, torch.empty(8, 2, 3, 3, device="meta"), None, 1, 1, 1, 4),
+                     (x, torch.empty(8, 1, 4, 4, device="meta"), None, 1, "same", 1, 8)):
+            with pytest.raises(RuntimeError, match="forced algorithm 'aten_depthwise' cannot run"):
+                torch_ops.algorithm("conv2d", *args)
+    # Without a race the automatic choice is never a library's.
+    assert torch_ops.algorithm("conv2d", x, dw, None, 1, 1, 1, 8) not in ("cudnn",
+                                                                         "aten_depthwise")
+
+
+_ATEN_RACE_SCRIPT = textwrap.dedent("""
+    import json
+    import torch
+    import torch_ops
+
+    def err(out, ref):
+        return float((out.double() - ref).norm() / ref.norm())
+
+    g = torch.Generator(device="cuda").manual_seed(0)
+    bf = torch.bfloat16
+    # A 31x31 depthwise filter over 14x14 bf16 NCHW planes: F.conv2d runs ATen's native depthwise
+    # kernel (29 us on an H100); gpukern's kernels and cuDNN took 100-220 us.
+    x = torch.randn(8, 128, 14, 14, device="cuda", generator=g).to(bf)
+    w = torch.randn(128, 1, 31, 31, device="cuda", generator=g).to(bf)
+    res = {}
+    res["before"] = torch_ops.algorithm("conv2d", x, w, None, 1, 15, 1, 128)
+    out = torch_ops.conv2d(x, w, None, 1, 15, 1, 128)
+    res["after"] = torch_ops.algorithm("conv2d", x, w, None, 1, 15, 1, 128)
+    ref = torch.nn.functional.conv2d(x.double(), w.double(), None, 1, 15, 1, 128)
+    res["err"] = err(out, ref)
+    res["again_same"] = bool(torch.equal(out, torch_ops.conv2d(x, w, None, 1, 15, 1, 128)))
+    print("RESULT " + json.dumps(res))
+""")
+
+
+@gpu
+def test_race_with_aten_depthwise_side():
+    """A depthwise problem's race has ATen's depthwise kernel as a side (logged), and where that
+    kernel is several times faster than gpukern's and cuDNN's, the problem goes to it; the result
+    is right and the verdict remembered."""
+    res, races, stderr = _run_script(_ATEN_RACE_SCRIPT)
+    assert len(races) == 1 and "aten depthwise" in races[0], stderr
+    assert res["err"] < 1e-2, (res, races)
+    assert res["before"] != "aten_depthwise"
+    assert res["after"] == "aten_depthwise", (res, races)
+    assert res["again_same"], res

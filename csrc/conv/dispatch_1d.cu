@@ -187,7 +187,9 @@ bool raceable(Conv1dAlgo a, const ConvProblem& p) {
 
 std::string conv1d_cuda_algorithm(const ConvProblem& p) {
   const Conv1dAlgo a = choose(p);
-  if (raceable(a, p) && conv_race_verdict_query(p).value_or(false)) {
+  // A 1-D problem's only library side is cuDNN's convolution (conv/vendor.h).
+  if (raceable(a, p) &&
+      conv_race_verdict_query(p).value_or(ConvVendor::kGpukern) != ConvVendor::kGpukern) {
     return algo_table().name(Conv1dAlgo::kCudnn);
   }
   return algo_table().name(a);
@@ -197,11 +199,11 @@ at::Tensor conv1d_cuda_run(const ConvProblem& p, const at::Tensor& x) {
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
   if (igemm_built()) conv::blas_prepare_handle(stream);  // before any capture needs it
   const Conv1dAlgo algo = choose(p);
-  return conv_run_raced(p, raceable(algo, p), stream, [&](bool cudnn) {
-    if (cudnn) {
-      run_call(Conv1dAlgo::kCudnn, p, x, stream, true);
-    } else {
+  return conv_run_raced(p, raceable(algo, p), stream, [&](ConvVendor v) {
+    if (v == ConvVendor::kGpukern) {
       run_call(algo, p, x, stream);
+    } else {
+      run_call(Conv1dAlgo::kCudnn, p, x, stream, true);  // the only library side of a 1-D call
     }
   });
 }

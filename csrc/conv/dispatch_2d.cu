@@ -38,6 +38,7 @@ enum class Algo {
   kIgemm,
   kStemDirect,
   kCudnn,
+  kAtenDepthwise,
 };
 
 // Names in Algo order: what _set_algorithm("conv2d", ...) accepts and _algorithm_conv2d returns.
@@ -57,6 +58,7 @@ const AlgorithmTable<Algo> kTable("conv2d", {
                                                {Algo::kIgemm, "igemm"},
                                                {Algo::kStemDirect, "stem_direct"},
                                                {Algo::kCudnn, "cudnn"},
+                                               {Algo::kAtenDepthwise, "aten_depthwise"},
                                            });
 
 // fp32 filters from this many taps on (beyond 7x7) take depthwise_large.
@@ -87,6 +89,7 @@ bool can_run(Algo a, const ConvProblem& p) {
     case Algo::kIgemm: return igemm_can_run(p);  // dense, sm_90, aligned channels
     case Algo::kStemDirect: return stem_direct_can_run(p);
     case Algo::kCudnn: return cudnn_conv_can_run(p);  // conv/vendor.h
+    case Algo::kAtenDepthwise: return aten_depthwise_can_run(p);  // conv/vendor.h
   }
   return false;
 }
@@ -214,14 +217,16 @@ void run(Algo a, const ConvProblem& p, cudaStream_t stream) {
     case Algo::kGeneralDirect: return general_direct_run<T>(p, stream);
     case Algo::kStemDirect: return stem_direct_run<T>(p, stream);
     case Algo::kIgemm:  // run before the dtype dispatch (run_call)
-    case Algo::kCudnn: return;
+    case Algo::kCudnn:
+    case Algo::kAtenDepthwise: return;
   }
 }
 
 // One whole call by algorithm a on `stream`: the convolution with its bias, then, after an
 // algorithm without a native epilogue, one elementwise pass (conv/epilogue.h; one more rounding of
-// y than a native epilogue): y = act(y + r) for the fused ops, and for cuDNN, which computes the
-// convolution alone, y = act(y + bias + r) whenever there is a bias.
+// y than a native epilogue): y = act(y + r) for the fused ops, and for the library algorithms
+// (cuDNN, ATen's depthwise kernel), which compute the convolution alone, y = act(y + bias + r)
+// whenever there is a bias.
 // cudnn_search: cuDNN's algorithm search (conv/vendor.h), for the race and the calls it hands
 // over.
 void run_call(Algo a, const ConvProblem& p, const at::Tensor& x, cudaStream_t stream,
@@ -230,41 +235,49 @@ void run_call(Algo a, const ConvProblem& p, const at::Tensor& x, cudaStream_t st
     igemm_run(p, x);  // its own dtype switch, layouts and workspace
   } else if (a == Algo::kCudnn) {
     cudnn_conv_run(p, cudnn_search);
+  } else if (a == Algo::kAtenDepthwise) {
+    aten_depthwise_run(p);
   } else {
     GK_DISPATCH_FLOAT_CUDA(x.scalar_type(), kOp, [&] { run<scalar_t>(a, p, stream); });
   }
-  const bool with_bias = a == Algo::kCudnn;
+  const bool with_bias = a == Algo::kCudnn || a == Algo::kAtenDepthwise;
   if ((p.fused() || (with_bias && p.b != nullptr)) && !algorithm_fuses_epilogue(a)) {
     GK_DISPATCH_FLOAT_CUDA(x.scalar_type(), kOp,
                            [&] { conv_epilogue_run<scalar_t>(p, stream, with_bias); });
   }
 }
 
-// Whether the automatic choice a may be raced against cuDNN (conv/vendor.h).
+// Whether the automatic choice a may be raced against the libraries (conv/vendor.h).
 bool raceable(Algo a, const ConvProblem& p) {
-  return a != Algo::kCudnn && conv_race_enabled() && !kTable.forced() && cudnn_conv_can_run(p);
+  return a != Algo::kCudnn && a != Algo::kAtenDepthwise && conv_race_enabled() &&
+         !kTable.forced() && conv_race_has_side(p);
+}
+
+// The algorithm a race verdict names.
+Algo algo_of(ConvVendor v, Algo ours) {
+  switch (v) {
+    case ConvVendor::kCudnn:
+    case ConvVendor::kCudnnFused: return Algo::kCudnn;
+    case ConvVendor::kAtenDepthwise: return Algo::kAtenDepthwise;
+    case ConvVendor::kGpukern: return ours;
+  }
+  return ours;
 }
 
 }  // namespace
 
 std::string conv2d_cuda_algorithm(const ConvProblem& p) {
   const Algo a = choose(p);
-  if (raceable(a, p) && conv_race_verdict_query(p).value_or(false)) {
-    return kTable.name(Algo::kCudnn);
-  }
-  return kTable.name(a);
+  if (!raceable(a, p)) return kTable.name(a);
+  return kTable.name(algo_of(conv_race_verdict_query(p).value_or(ConvVendor::kGpukern), a));
 }
 
 at::Tensor conv2d_cuda_run(const ConvProblem& p, const at::Tensor& x) {
   const Algo a = choose(p);
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream(x.device().index()).stream();
   if (igemm_built()) conv::blas_prepare_handle(stream);  // before any capture needs it
-  return conv_run_raced(p, raceable(a, p), stream, [&](bool cudnn) {
-    if (cudnn) {
-      run_call(Algo::kCudnn, p, x, stream, true);
-    } else {
-      run_call(a, p, x, stream);
-    }
+  return conv_run_raced(p, raceable(a, p), stream, [&](ConvVendor v) {
+    run_call(algo_of(v, a), p, x, stream, v == ConvVendor::kCudnn);
   });
 }
 

@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <limits>
 #include <mutex>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -191,16 +192,13 @@ struct InputViews {
                         {p.w_so, p.w_sc, p.w_sh, p.w_sw}, opts)) {}
 };
 
-}  // namespace
-
-bool cudnn_conv_can_run(const ConvProblem& p) {
+// The checks every library side shares: a float dtype, strides >= 0, symmetric padding that gives
+// p's output size, every operand under 2^31 elements (cuDNN's 32-bit indexing; torch splits such
+// calls, gpukern's kernels take them), and the residual not the output itself.
+bool library_can_run(const ConvProblem& p) {
   if (p.dtype < 0) return false;
   const auto t = static_cast<at::ScalarType>(p.dtype);
   if (t != at::kFloat && t != at::kHalf && t != at::kBFloat16) return false;
-  if (!at::detail::getCUDAHooks().compiledWithCuDNN() ||
-      !at::globalContext().userEnabledCuDNN()) {
-    return false;
-  }
   if (!all_nonnegative({p.x_sn, p.x_sc, p.x_sh, p.x_sw, p.w_so, p.w_sc, p.w_sh, p.w_sw, p.y_sn,
                         p.y_so, p.y_sh, p.y_sw})) {
     return false;
@@ -214,6 +212,13 @@ bool cudnn_conv_can_run(const ConvProblem& p) {
     return false;
   }
   return p.r == nullptr || p.r != p.y;
+}
+
+}  // namespace
+
+bool cudnn_conv_can_run(const ConvProblem& p) {
+  return at::detail::getCUDAHooks().compiledWithCuDNN() &&
+         at::globalContext().userEnabledCuDNN() && library_can_run(p);
 }
 
 void cudnn_conv_run(const ConvProblem& p, bool search) {
@@ -249,6 +254,25 @@ at::Tensor cudnn_fused_run(const ConvProblem& p) {
   return at::cudnn_convolution_add_relu(x, w, r, at::Scalar(1.0), b, stride, pad, dil, p.groups);
 }
 
+bool aten_depthwise_can_run(const ConvProblem& p) {
+  const bool nchw_out = p.y_sw == 1 && p.y_sh == p.OW && p.y_so == p.OH * p.OW &&
+                        p.y_sn == p.O * p.OH * p.OW;
+  return p.nsp == 2 && p.groups == p.C && p.c_per_group == 1 && p.O % p.C == 0 && nchw_out &&
+         library_can_run(p);
+}
+
+void aten_depthwise_run(const ConvProblem& p) {
+  const InputViews v(p);
+  at::Tensor y = at::from_blob(p.y, {p.N, p.O, p.OH, p.OW}, {p.y_sn, p.y_so, p.y_sh, p.y_sw},
+                               v.opts);
+  at::_conv_depthwise2d_out(y, v.x, v.w, {p.KH, p.KW}, std::nullopt, {p.stride_h, p.stride_w},
+                            {p.pad_h, p.pad_w}, {p.dil_h, p.dil_w});
+}
+
+bool conv_race_has_side(const ConvProblem& p) {
+  return cudnn_conv_can_run(p) || aten_depthwise_can_run(p);
+}
+
 bool conv_race_timing_ours() { return timing_ours; }
 
 bool conv_race_enabled() {
@@ -265,57 +289,67 @@ std::optional<ConvVendor> conv_race_verdict(const ConvProblem& p) {
   return it->second;
 }
 
-std::optional<bool> conv_race_verdict_query(const ConvProblem& p) {
+std::optional<ConvVendor> conv_race_verdict_query(const ConvProblem& p) {
   std::optional<ConvVendor> v = conv_race_verdict(p);
-  if (!v && p.b == nullptr) {
-    alignas(16) static const char dummy_bias[16] = {};
-    ConvProblem q = p;
-    q.b = dummy_bias;
-    q.b_s = 1;
-    v = conv_race_verdict(q);
-  }
-  if (!v) return std::nullopt;
-  return *v != ConvVendor::kGpukern;
+  if (v || p.b != nullptr) return v;
+  alignas(16) static const char dummy_bias[16] = {};
+  ConvProblem q = p;
+  q.b = dummy_bias;
+  q.b_s = 1;
+  return conv_race_verdict(q);
 }
 
 std::optional<ConvVendor> conv_race(const ConvProblem& p, const std::function<void()>& ours_call,
-                                    const std::function<void()>& theirs, cudaStream_t stream) {
+                                    const std::function<void(ConvVendor)>& theirs,
+                                    cudaStream_t stream) {
   if (capturing(stream)) return std::nullopt;
   const std::function<void()> ours = [&] { call_ours(ours_call); };
-  Score ours_t, theirs_t, fused_t;
-  bool theirs_ok = true;
-  // cuDNN's fused call races where it can run and its output's layout is p.y's (the op returns
-  // its tensor in place of p.y: the caller must get the layout aten would give).
-  bool fused_ok = cudnn_fused_can_run(p);
-  const std::function<void()> fused = [&] { (void)cudnn_fused_run(p); };
+  // The library sides that can run p. cuDNN's fused call races only where its output's layout is
+  // p.y's (the op returns its tensor in place of p.y: the caller must get the layout aten would
+  // give).
+  struct Side {
+    ConvVendor vendor;
+    std::function<void()> call;
+    Score score;
+    bool ok;
+  };
+  std::vector<Side> sides;
+  if (cudnn_conv_can_run(p)) {
+    sides.push_back({ConvVendor::kCudnn, [&] { theirs(ConvVendor::kCudnn); }, {}, true});
+  }
+  if (cudnn_fused_can_run(p)) {
+    sides.push_back({ConvVendor::kCudnnFused, [&] { (void)cudnn_fused_run(p); }, {}, true});
+  }
+  if (aten_depthwise_can_run(p)) {
+    sides.push_back(
+        {ConvVendor::kAtenDepthwise, [&] { theirs(ConvVendor::kAtenDepthwise); }, {}, true});
+  }
   // Without memory for the flush buffer (a model that fills the device), no race: gpukern's
   // choice is remembered, so that later calls do not try the allocation again.
   std::optional<Flusher> flusher;
   try {
     flusher.emplace();
   } catch (const c10::OutOfMemoryError&) {
-    theirs_ok = fused_ok = false;
+    sides.clear();
   }
-  if (fused_ok) {
+  // Times one side's round into its score; a refusal (c10::Error) rules the side out.
+  const auto race_side = [&](Side& side, int calls, std::vector<TimingEvents>& events,
+                             Flusher& flush) {
+    if (!side.ok) return;
     try {
-      fused_ok = same_layout(cudnn_fused_run(p), p);
+      if (side.vendor == ConvVendor::kCudnnFused && side.score.flushed ==
+                                                        std::numeric_limits<float>::infinity()) {
+        side.ok = same_layout(cudnn_fused_run(p), p);
+        if (!side.ok) return;
+      }
+      side.score.add(side.call, calls, events, flush, stream);
     } catch (const c10::Error&) {
-      fused_ok = false;  // cuDNN refused the fused problem
-      C10_CUDA_CHECK(cudaStreamSynchronize(stream));
-    }
-  }
-  // Times one cuDNN side's round into its score; a refusal (c10::Error) rules the side out.
-  const auto race_side = [&](const std::function<void()>& side, Score& score, bool& ok,
-                             int calls, std::vector<TimingEvents>& events, Flusher& flush) {
-    if (!ok) return;
-    try {
-      score.add(side, calls, events, flush, stream);
-    } catch (const c10::Error&) {
-      ok = false;
+      side.ok = false;
       C10_CUDA_CHECK(cudaStreamSynchronize(stream));
     }
   };
-  if (flusher) {
+  Score ours_t;
+  if (flusher && !sides.empty()) {
     Flusher& flush = *flusher;
     std::vector<TimingEvents> events(kTimedCalls);
     // Long calls get fewer timed calls and rounds, so that a race costs at most a few of them.
@@ -324,39 +358,42 @@ std::optional<ConvVendor> conv_race(const ConvProblem& p, const std::function<vo
     const int rounds = first < kLongCallMs ? kRounds : 1;
     for (int round = 0; round < rounds; ++round) {
       ours_t.add(ours, calls, events, flush, stream);
-      race_side(theirs, theirs_t, theirs_ok, calls, events, flush);
-      race_side(fused, fused_t, fused_ok, calls, events, flush);
+      for (Side& side : sides) race_side(side, calls, events, flush);
     }
   }
-  // The faster cuDNN side, unless gpukern's score is below kMargin of it.
+  // The fastest library side, unless gpukern's score is below kMargin of it.
   ConvVendor verdict = ConvVendor::kGpukern;
-  if (flusher && (theirs_ok || fused_ok)) {
-    const bool fused_better = fused_ok && (!theirs_ok || fused_t.sum() < theirs_t.sum());
-    const float cudnn_best = fused_better ? fused_t.sum() : theirs_t.sum();
-    if (!(ours_t.sum() < kMargin * cudnn_best)) {
-      verdict = fused_better ? ConvVendor::kCudnnFused : ConvVendor::kCudnn;
-    }
+  const Side* best = nullptr;
+  for (const Side& side : sides) {
+    if (side.ok && (best == nullptr || side.score.sum() < best->score.sum())) best = &side;
   }
+  if (best != nullptr && !(ours_t.sum() < kMargin * best->score.sum())) verdict = best->vendor;
   static const bool log = env_is("GPUKERN_CONV_RACE_LOG", "1");
   if (log) {
-    char fused_note[64] = "";
-    if (fused_ok) {
-      std::snprintf(fused_note, sizeof(fused_note), ", cudnn fused %.2f + %.2f us",
-                    1e3 * fused_t.flushed, 1e3 * fused_t.warm);
+    static const char* const kNames[] = {"gpukern", "cudnn", "cudnn fused", "aten depthwise"};
+    std::string times;
+    char buf[96];
+    for (const Side& side : sides) {
+      if (side.ok) {
+        std::snprintf(buf, sizeof(buf), ", %s %.2f + %.2f us",
+                      kNames[static_cast<int>(side.vendor)], 1e3 * side.score.flushed,
+                      1e3 * side.score.warm);
+      } else {
+        std::snprintf(buf, sizeof(buf), ", %s refused", kNames[static_cast<int>(side.vendor)]);
+      }
+      times += buf;
     }
-    static const char* const kNames[] = {"gpukern", "cudnn", "cudnn fused"};
     std::fprintf(stderr,
                  "gpukern conv race: N=%lld C=%lld %lldx%lld -> O=%lld k%lldx%lld s%lld g%lld "
-                 "dtype %d bias %d act %d residual %d: gpukern %.2f + %.2f us, cudnn %.2f + %.2f "
-                 "us%s (flushed + warm)%s -> %s\n",
+                 "dtype %d bias %d act %d residual %d: gpukern %.2f + %.2f us%s (flushed + warm) "
+                 "-> %s\n",
                  static_cast<long long>(p.N), static_cast<long long>(p.C),
                  static_cast<long long>(p.H), static_cast<long long>(p.W),
                  static_cast<long long>(p.O), static_cast<long long>(p.KH),
                  static_cast<long long>(p.KW), static_cast<long long>(p.stride_h),
                  static_cast<long long>(p.groups), p.dtype, p.b != nullptr ? 1 : 0, p.act,
-                 p.r != nullptr ? 1 : 0, 1e3 * ours_t.flushed, 1e3 * ours_t.warm,
-                 1e3 * theirs_t.flushed, 1e3 * theirs_t.warm, fused_note,
-                 theirs_ok ? "" : " (cudnn refused)", kNames[static_cast<int>(verdict)]);
+                 p.r != nullptr ? 1 : 0, 1e3 * ours_t.flushed, 1e3 * ours_t.warm, times.c_str(),
+                 kNames[static_cast<int>(verdict)]);
   }
   const Key k = key_of(p);
   std::lock_guard<std::mutex> lock(verdicts_mutex());

@@ -1,6 +1,7 @@
 #pragma once
-// cuDNN's convolution as one more gpukern algorithm ("cudnn" in the conv1d and conv2d tables), and
-// the first-call race that runs it where it is faster than gpukern's own choice.
+// cuDNN's convolution as one more gpukern algorithm ("cudnn" in the conv1d and conv2d tables),
+// ATen's native depthwise kernel as another ("aten_depthwise", conv2d), and the first-call race
+// that runs them where they are faster than gpukern's own choice.
 //
 // Why: a drop-in must never be slower than what it replaces, and on some dense layers (ResNet-50's
 // NCHW 3x3 and strided 1x1 layers, where the CUTLASS kernels and their layout conversions trail
@@ -26,9 +27,13 @@
 // or without a residual: ResNet's conv-BN-ReLU once BN is folded), cuDNN's fused call as a third
 // side (cudnn_fused_run): cuDNN fuses these inside its convolution on channels_last (0-5% over its
 // plain convolution on ResNet-50's blocks) but runs some NCHW 1x1 blocks 2-5x slower than its
-// plain convolution, so it races rather than replaces. gpukern keeps a problem only when its
-// score is below 97% of the faster cuDNN side's: a near tie goes to cuDNN, which is what torch
-// runs, so that noise in the race cannot make a call slower than torch's. (Replaying the race
+// plain convolution, so it races rather than replaces; and, for depthwise problems with an NCHW
+// output, ATen's native depthwise kernel (what F.conv2d itself runs for the depthwise layers it
+// does not give cuDNN: bf16 NCHW ones among others), whose speed on small planes with wide
+// filters neither gpukern's kernels nor cuDNN match (a 31x31 filter over 14x14 bf16 planes: 29 us
+// in torch, 100-220 us in gpukern's kernels and cuDNN). gpukern keeps a problem only when its
+// score is below 97% of the fastest library side's: a near tie goes to the library, which is what
+// torch runs, so that noise in the race cannot make a call slower than torch's. (Replaying the race
 // verdicts of ResNet-50, MobileNetV3, ConvNeXt-T, Conformer and wav2vec2 against their census
 // timed without the race: with ties going to gpukern 2 of 322 layers fell below 0.85x torch and 9
 // below 0.95x; with ties going to cuDNN none and 4, at the same geomean.) Every timed call writes
@@ -84,8 +89,23 @@ bool conv_race_enabled();
 bool conv_race_timing_ours();
 
 // Which side runs a raced problem: gpukern's algorithm; cuDNN's convolution and gpukern's
-// elementwise pass for the bias and the epilogue; or cuDNN's fused call (cudnn_fused_run).
-enum class ConvVendor : int { kGpukern = 0, kCudnn = 1, kCudnnFused = 2 };
+// elementwise pass for the bias and the epilogue; cuDNN's fused call (cudnn_fused_run); or ATen's
+// native depthwise kernel and gpukern's elementwise pass (aten_depthwise_run).
+enum class ConvVendor : int { kGpukern = 0, kCudnn = 1, kCudnnFused = 2, kAtenDepthwise = 3 };
+
+// Whether ATen's native depthwise kernel (at::_conv_depthwise2d, the kernel F.conv2d runs for
+// depthwise layers where it does not pick cuDNN: bf16 and fp16 NCHW among others) can run p: a
+// 2-D depthwise problem (groups == C, O a multiple of C), a float dtype, an NCHW-contiguous output
+// (the kernel writes that layout only), strides >= 0, symmetric padding, every operand under 2^31
+// elements, and the residual not the output itself.
+bool aten_depthwise_can_run(const ConvProblem& p);
+
+// y = conv(x, w) (no bias: the caller adds it with the epilogue) by at::_conv_depthwise2d_out on
+// the current stream.
+void aten_depthwise_run(const ConvProblem& p);
+
+// Whether p has a side to race against gpukern's algorithm (cuDNN or ATen's depthwise kernel).
+bool conv_race_has_side(const ConvProblem& p);
 
 // Whether cuDNN's fused call can run p: cudnn_conv_can_run, a 2-D problem with a bias and the
 // ReLU epilogue (with or without a residual), the one fused epilogue torch exposes from cuDNN.
@@ -102,36 +122,39 @@ at::Tensor cudnn_fused_run(const ConvProblem& p);
 // The remembered verdict for p (nullopt: not raced yet).
 std::optional<ConvVendor> conv_race_verdict(const ConvProblem& p);
 
-// Whether the algorithm query (torch_ops.algorithm), which sees neither the bias nor the fused
-// epilogue, reports cuDNN: p's own verdict, else that of p with a contiguous bias (nullopt:
-// neither raced yet). Either cuDNN side counts.
-std::optional<bool> conv_race_verdict_query(const ConvProblem& p);
+// The verdict the algorithm query (torch_ops.algorithm) reports, which sees neither the bias nor
+// the fused epilogue: p's own, else that of p with a contiguous bias (nullopt: neither raced yet).
+std::optional<ConvVendor> conv_race_verdict_query(const ConvProblem& p);
 
-// Races ours() against theirs() (each one whole call on `stream`, above) and, where
-// cudnn_fused_can_run(p), against cudnn_fused_run(p); remembers and returns the verdict. nullopt,
-// nothing remembered, when `stream` is capturing. A c10::Error from a cuDNN side (cuDNN refusing
-// the problem) rules that side out; no device memory for the race's L2-flush buffer is a verdict
-// for ours.
+// Races ours() against every side that can run p (each one whole call on `stream`, above):
+// theirs(kCudnn) where cudnn_conv_can_run(p), cudnn_fused_run(p) where cudnn_fused_can_run(p),
+// theirs(kAtenDepthwise) where aten_depthwise_can_run(p); remembers and returns the verdict.
+// nullopt, nothing remembered, when `stream` is capturing. A c10::Error from a side (the library
+// refusing the problem) rules that side out; no device memory for the race's L2-flush buffer is
+// a verdict for ours.
 std::optional<ConvVendor> conv_race(const ConvProblem& p, const std::function<void()>& ours,
-                                    const std::function<void()>& theirs, cudaStream_t stream);
+                                    const std::function<void(ConvVendor)>& theirs,
+                                    cudaStream_t stream);
 
-// One call with the race (the dispatch of conv1d and conv2d): run(false) runs gpukern's
-// algorithm, run(true) cuDNN with its search. Unless `raceable`, gpukern's algorithm runs; else the
-// remembered verdict decides, or a race on this call when there is none (conv_race). Returns the
-// result when it is a tensor of its own (cuDNN's fused call), else an undefined tensor (the result
-// is in p.y).
+// One call with the race (the dispatch of conv1d and conv2d): run(kGpukern) runs gpukern's
+// algorithm, run(kCudnn) cuDNN with its search, run(kAtenDepthwise) ATen's depthwise kernel (the
+// last two with gpukern's elementwise pass for bias and epilogue). Unless `raceable`, gpukern's
+// algorithm runs; else the remembered verdict decides, or a race on this call when there is none
+// (conv_race). Returns the result when it is a tensor of its own (cuDNN's fused call), else an
+// undefined tensor (the result is in p.y).
 template <typename Run>
 at::Tensor conv_run_raced(const ConvProblem& p, bool raceable, cudaStream_t stream, Run&& run) {
+  ConvVendor v = ConvVendor::kGpukern;
   if (raceable) {
-    std::optional<ConvVendor> v = conv_race_verdict(p);
-    if (!v) v = conv_race(p, [&] { run(false); }, [&] { run(true); }, stream);
-    if (v == ConvVendor::kCudnnFused) return cudnn_fused_run(p);
-    if (v == ConvVendor::kCudnn) {
-      run(true);
-      return at::Tensor();
+    std::optional<ConvVendor> verdict = conv_race_verdict(p);
+    if (!verdict) {
+      verdict = conv_race(p, [&] { run(ConvVendor::kGpukern); },
+                          [&](ConvVendor side) { run(side); }, stream);
     }
+    v = verdict.value_or(ConvVendor::kGpukern);
   }
-  run(false);
+  if (v == ConvVendor::kCudnnFused) return cudnn_fused_run(p);
+  run(v);
   return at::Tensor();
 }
 
