@@ -15,7 +15,7 @@ CONV1D = ["rowwise8", "rowwise16", "rowwise8_dilated", "general_ot1", "general_o
 CONV2D = ["depthwise_nhwc", "depthwise_rows", "depthwise_tma", "depthwise_plane",
           "depthwise_large", "depthwise_nchw", "general_staged", "general_direct", "igemm",
           "depthwise_nhwc_tile", "depthwise_strided", "depthwise_nhwc_reg", "depthwise_small",
-          "stem_direct", "cudnn", "aten_depthwise"]
+          "stem_direct", "pointwise_nchw", "cudnn", "aten_depthwise"]
 MV = ["rows_vec", "rows", "cols_vec", "cols", "rows_mma", "rows_short", "cols_short",
       "cols_periodic", "cublas"]
 REDUCE = ["small", "seg_contig", "seg", "row", "col_vec", "col", "row_vec", "seg_runs", "flat",
@@ -91,6 +91,10 @@ def conv_cases(nsp, device="cuda"):
                 (r(2, 32, 9, 10).contiguous(memory_format=cl), r(48, 32, 1, 1), {}),
                 (r(2, 32, 40, 45).contiguous(memory_format=cl), r(96, 32, 1, 1), {}),
                 (r(2, 3, 33, 35), r(16, 3, 7, 7), dict(stride=2, padding=3)),
+                # fp32 1x1 over NCHW planes on mma.sync (pointwise_nchw): odd plane and C,
+                # a misaligned base
+                (r(2, 20, 7, 7), r(40, 20, 1, 1), {}),
+                (offset(r(2, 36, 6, 6)), r(24, 36, 1, 1), {}),
                 # an RGB stem over channels_last (stem_direct's channel-major staging)
                 (r(2, 3, 30, 41).contiguous(memory_format=cl), r(24, 3, 3, 3),
                  dict(stride=2, padding=1)),
@@ -207,7 +211,7 @@ def conv_ref(nsp, x, w, b=None, activation="none", residual=None, **kw):
 NATIVE_EPILOGUE = {
     1: {"igemm", "grouped_reg"},
     2: {"igemm", "depthwise_strided", "depthwise_nhwc_tile", "depthwise_small",
-        "depthwise_nhwc_reg", "stem_direct"},
+        "depthwise_nhwc_reg", "stem_direct", "pointwise_nchw"},
 }
 
 _UNIT_ROUNDOFF = {torch.float16: 2.0 ** -11, torch.bfloat16: 2.0 ** -8}

@@ -513,6 +513,15 @@ _ATEN_RACE_SCRIPT = textwrap.dedent("""
     ref = torch.nn.functional.conv2d(x.double(), w.double(), None, 1, 15, 1, 128)
     res["err"] = err(out, ref)
     res["again_same"] = bool(torch.equal(out, torch_ops.conv2d(x, w, None, 1, 15, 1, 128)))
+    # 13 of the 31 taps per dim can meet a 14x14 plane: gpukern cuts the filter to a 27x27 view
+    # of w, but the library side runs the uncut problem, so ATen's kernel gets the contiguous
+    # weight and launches no copy of it: one kernel per call.
+    from torch.profiler import profile, ProfilerActivity
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        torch_ops.conv2d(x, w, None, 1, 15, 1, 128)
+        torch.cuda.synchronize()
+    res["kernels"] = [e.name for e in prof.events()
+                      if e.device_type == torch.autograd.DeviceType.CUDA]
     print("RESULT " + json.dumps(res))
 """)
 
@@ -521,10 +530,11 @@ _ATEN_RACE_SCRIPT = textwrap.dedent("""
 def test_race_with_aten_depthwise_side():
     """A depthwise problem's race has ATen's depthwise kernel as a side (logged), and where that
     kernel is several times faster than gpukern's and cuDNN's, the problem goes to it; the result
-    is right and the verdict remembered."""
+    is right, the verdict remembered, and the kernel runs the uncut filter (no copy kernel)."""
     res, races, stderr = _run_script(_ATEN_RACE_SCRIPT)
     assert len(races) == 1 and "aten depthwise" in races[0], stderr
     assert res["err"] < 1e-2, (res, races)
     assert res["before"] != "aten_depthwise"
     assert res["after"] == "aten_depthwise", (res, races)
     assert res["again_same"], res
+    assert len(res["kernels"]) == 1 and "depthwise" in res["kernels"][0].lower(), res["kernels"]

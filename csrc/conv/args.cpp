@@ -206,6 +206,10 @@ void cut_dead_taps(ConvProblem& p) {
     p.w = static_cast<const char*>(p.w) + (h0 * p.w_sh + w0 * p.w_sw) * p.elem_size;
   }
   p.w_tensor = nullptr;  // p.w is no longer the tensor's first element
+  p.cut_h0 = h0;
+  p.cut_w0 = w0;
+  p.full_kh = p.KH;
+  p.full_kw = p.KW;
   p.pad_h -= h0;
   p.pad_w -= w0;
   p.KH = h1 - h0;

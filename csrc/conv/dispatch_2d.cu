@@ -5,6 +5,7 @@
 #include <ATen/cuda/CUDAContext.h>
 
 #include <string>
+#include <type_traits>
 
 #include "conv/direct/direct2d.h"
 #include "conv/dispatch.h"
@@ -37,6 +38,7 @@ enum class Algo {
   kGeneralDirect,
   kIgemm,
   kStemDirect,
+  kPointwiseNchw,
   kCudnn,
   kAtenDepthwise,
 };
@@ -57,6 +59,7 @@ const AlgorithmTable<Algo> kTable("conv2d", {
                                                {Algo::kGeneralDirect, "general_direct"},
                                                {Algo::kIgemm, "igemm"},
                                                {Algo::kStemDirect, "stem_direct"},
+                                               {Algo::kPointwiseNchw, "pointwise_nchw"},
                                                {Algo::kCudnn, "cudnn"},
                                                {Algo::kAtenDepthwise, "aten_depthwise"},
                                            });
@@ -88,6 +91,10 @@ bool can_run(Algo a, const ConvProblem& p) {
     case Algo::kGeneralDirect: return true;
     case Algo::kIgemm: return igemm_can_run(p);  // dense, sm_90, aligned channels
     case Algo::kStemDirect: return stem_direct_can_run(p);
+    // fp32 on the TF32 tensor cores, only as F.conv2d would. Never the automatic choice by
+    // itself: igemm's 1x1 forms run it (conv/igemm/igemm.cpp run4), as it depends on the bias.
+    case Algo::kPointwiseNchw:
+      return at::globalContext().allowTF32CuDNN() && pointwise_nchw_can_run(p);
     case Algo::kCudnn: return cudnn_conv_can_run(p);  // conv/vendor.h
     case Algo::kAtenDepthwise: return aten_depthwise_can_run(p);  // conv/vendor.h
   }
@@ -195,6 +202,7 @@ bool algorithm_fuses_epilogue(Algo a) {
     case Algo::kDepthwiseNhwcTile:
     case Algo::kDepthwiseSmall:
     case Algo::kDepthwiseNhwcReg:
+    case Algo::kPointwiseNchw:
     case Algo::kStemDirect: return true;
     default: return false;
   }
@@ -216,6 +224,9 @@ void run(Algo a, const ConvProblem& p, cudaStream_t stream) {
     case Algo::kGeneralStaged: return general_staged_run<T>(p, stream);
     case Algo::kGeneralDirect: return general_direct_run<T>(p, stream);
     case Algo::kStemDirect: return stem_direct_run<T>(p, stream);
+    case Algo::kPointwiseNchw:
+      if constexpr (std::is_same<T, float>::value) pointwise_nchw_run(p, stream);
+      return;
     case Algo::kIgemm:  // run before the dtype dispatch (run_call)
     case Algo::kCudnn:
     case Algo::kAtenDepthwise: return;

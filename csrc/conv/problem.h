@@ -48,12 +48,31 @@ struct ConvProblem {
   int act = 0;
   const void* r = nullptr;
   int64_t r_sn = 0, r_so = 0, r_sh = 0, r_sw = 0;
+  // A depthwise filter cut to the taps that can meet the image (conv/args.cpp cut_dead_taps):
+  // the rows and columns cut before the first live tap and the filter's full extent (0 when
+  // nothing was cut). The library algorithms (conv/vendor.h) run the uncut problem (uncut()):
+  // the caller's contiguous weight and padding, as torch's own call does, not a strided view.
+  int64_t cut_h0 = 0, cut_w0 = 0, full_kh = 0, full_kw = 0;
 
   // One input channel and one filter per output channel (depthwise with multiplier 1, or a
   // single-channel signal / image when C == 1).
   bool depthwise1() const { return groups == C && O == C; }
   // Whether the call has an epilogue beyond the bias.
   bool fused() const { return act != 0 || r != nullptr; }
+  // The problem as the caller gave it, before any cut of dead taps (w_tensor stays unset).
+  ConvProblem uncut() const {
+    ConvProblem q = *this;
+    if (full_kh == 0) return q;
+    if (q.w != nullptr) {
+      q.w = static_cast<const char*>(q.w) - (cut_h0 * w_sh + cut_w0 * w_sw) * elem_size;
+    }
+    q.pad_h += cut_h0;
+    q.pad_w += cut_w0;
+    q.KH = full_kh;
+    q.KW = full_kw;
+    q.cut_h0 = q.cut_w0 = q.full_kh = q.full_kw = 0;
+    return q;
+  }
 };
 
 }  // namespace gpukern

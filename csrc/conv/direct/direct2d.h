@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "conv/direct/pointwise_nchw.h"
 #include "conv/problem.h"
 
 namespace gpukern {

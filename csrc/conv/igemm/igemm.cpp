@@ -21,6 +21,7 @@
 #include <ATen/Context.h>
 #include <ATen/cuda/CUDAContext.h>
 
+#include "conv/direct/pointwise_nchw.h"
 #include "conv/igemm/config.h"
 #include "conv/igemm/forms.h"
 #include "conv/igemm/im2col.h"
@@ -457,6 +458,14 @@ void run4(const ConvProblem& p, const at::Tensor& x4, const at::Tensor& w4,
   // GPUKERN_IGEMM_GEMM=0 in the environment sends them to the conv kernel instead (benchmarks
   // compare the two; read on every call).
   const bool gemm_on = gemm_enabled();
+  // fp32 1x1 over NCHW planes with a bias or an epilogue, few input channels: mma.sync reads the
+  // planes in place with the epilogue inside (conv/direct/pointwise_nchw.cuh), where cuBLASLt's
+  // batched NCHW GEMM has no per-channel bias (it needs a pass after) and the CUTLASS GEMMs
+  // need the planes converted to NHWC (TF32 wgmma takes K-major operands only).
+  if (d == IgemmDtype::kTf32 && (p.b != nullptr || p.fused()) && pointwise_nchw_preferred(p)) {
+    pointwise_nchw_run(p, at::cuda::getCurrentCUDAStream(x4.device().index()).stream());
+    return;
+  }
   if (pointwise(p)) {
     // cuBLASLt where blas_gemm_of says so (conv/igemm/blas.h); the weight as [O, C] rows.
     at::Tensor w2 = w4.reshape({p.O, p.C});

@@ -1,0 +1,128 @@
+"""fp32 1x1 convolutions over NCHW (TF32 allowed, torch's default): gpukern's pointwise_nchw
+kernel (mma.sync, the planes read in place, the epilogue fused) against the igemm path (CUTLASS /
+cuBLASLt GEMMs after NHWC conversions, or cuBLASLt's batched NCHW GEMM then an elementwise pass),
+cuDNN's convolution alone and torch's unfused sequence.
+
+    python3 benchmarks/pointwise_nchw.py [--batch 16]
+
+Blocks: every 1x1 stride-1 conv + BN (+ add) + activation of ResNet-50 and MobileNetV3-Large at
+batch 16 (BN folded into a bias), 7x7 planes and the squeeze-excitation 1x1 planes included.
+Per block: torch's conv alone (F.conv2d without bias, the faster of cudnn.benchmark off and on),
+torch's unfused sequence (conv with the bias, + residual, activation), and gpukern's fused op with
+the algorithm forced to pointwise_nchw, forced to igemm, and chosen automatically (the first call
+races it against cuDNN); then the plain conv (no bias): pointwise_nchw, igemm, automatic. Every
+output is checked against a float64 reference first; each is timed as the layer census times: 20
+calls replayed from a CUDA graph, L2 flushed by a read before each replay, median of 30 replays.
+"""
+import argparse
+import os
+import sys
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import torch_ops  # noqa: E402
+from nchw_fused import ACT, BLOCKS  # noqa: E402
+from timing import time_cuda_graph  # noqa: E402
+
+EXTRA = [(1024, 14, 512, "relu"), (2048, 7, 512, "relu"), (512, 7, 2048, "add>relu"),
+         (672, 7, 160, "none"), (160, 7, 960, "hardswish"), (960, 7, 160, "add>none"),
+         (72, 1, 24, "relu"), (24, 1, 72, "hardsigmoid"), (960, 1, 240, "relu"),
+         (240, 1, 960, "hardsigmoid")]
+TOL = 5e-3  # TF32 operands against float64
+
+
+def err(a, ref):
+    return float((a.double() - ref).norm() / ref.norm().clamp_min(1e-30))
+
+
+def timed(fn):
+    return time_cuda_graph(fn, calls=20, reps=30, flush=True) * 1e3
+
+
+def torch_best(fn):
+    best = None
+    for bm in (False, True):
+        torch.backends.cudnn.benchmark = bm
+        fn()
+        t = timed(fn)
+        best = t if best is None else min(best, t)
+    torch.backends.cudnn.benchmark = False
+    return best
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--batch", type=int, default=16)
+    args = ap.parse_args()
+    torch.backends.cudnn.allow_tf32 = True
+    g = torch.Generator(device="cuda").manual_seed(0)
+    print(f"# {torch.cuda.get_device_name()}, torch {torch.__version__}, cuDNN "
+          f"{torch.backends.cudnn.version()}: us per call (graph of 20, L2 flushed, median of 30)")
+    print("\n| block (fp32 NCHW) | torch conv | torch unfused | pointwise | igemm | auto (algo) "
+          "| auto / unfused | plain: pointwise | igemm | auto (algo) | auto / conv |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    n = args.batch
+    for c, h, o, follow in BLOCKS + EXTRA:
+        act = follow.split(">")[-1]
+        res = follow.startswith("add")
+        x = torch.randn(n, c, h, h, device="cuda", generator=g)
+        w = torch.randn(o, c, 1, 1, device="cuda", generator=g) / c ** 0.5
+        b = torch.randn(o, device="cuda", generator=g)
+        r = torch.randn(n, o, h, h, device="cuda", generator=g) if res else None
+        d = lambda t: None if t is None else t.double()  # noqa: E731
+        ref = F.conv2d(d(x), d(w), d(b))
+        if res:
+            ref = ref + d(r)
+        ref = ACT[act](ref)
+        ref_plain = F.conv2d(d(x), d(w))
+
+        def torch_seq():
+            y = F.conv2d(x, w, b)
+            if res:
+                y = y.add_(r)
+            return ACT[act](y, inplace=True)
+
+        def fused():
+            return torch.ops.gpukern.conv2d_fused(x, w, b, [1, 1], [0, 0], [1, 1], 1, act, r)
+
+        def plain():
+            return torch.ops.gpukern.conv2d(x, w, None, [1, 1], [0, 0], [1, 1], 1)
+
+        t_conv = torch_best(lambda: F.conv2d(x, w))
+        t_seq = torch_best(torch_seq)
+        row = {}
+        for name, fn, want in (("f", fused, ref), ("p", plain, ref_plain)):
+            for algo in ("pointwise_nchw", "igemm", None):
+                key = f"{name}:{algo}"
+                try:
+                    if algo is None:
+                        out = fn()  # the first call races (csrc/conv/vendor.h)
+                        bb = b if name == "f" else None
+                        row[key + ":algo"] = torch_ops.algorithm("conv2d", x, w, bb, 1, 0)
+                        e = err(out, want)
+                        assert e < TOL, f"{key} {c}x{h}->{o}: rel err {e:.2e}"
+                        row[key] = timed(fn)
+                    else:
+                        with torch_ops.force_algorithm("conv2d", algo):
+                            e = err(fn(), want)
+                            assert e < TOL, f"{key} {c}x{h}->{o}: rel err {e:.2e}"
+                            row[key] = timed(fn)
+                except RuntimeError as ex:
+                    if "cannot run" not in str(ex):
+                        raise
+                    row[key] = None
+
+        def f(v):
+            return "-" if v is None else f"{v:.1f}"
+        print(f"| {n}x{c}x{h}x{h} -> {o} {follow} | {t_conv:.1f} | {t_seq:.1f} | "
+              f"{f(row['f:pointwise_nchw'])} | {f(row['f:igemm'])} | {f(row['f:None'])} "
+              f"({row['f:None:algo']}) | {t_seq / row['f:None']:.2f}x | "
+              f"{f(row['p:pointwise_nchw'])} | {f(row['p:igemm'])} | {f(row['p:None'])} "
+              f"({row['p:None:algo']}) | {t_conv / row['p:None']:.2f}x |", flush=True)
+
+
+if __name__ == "__main__":
+    main()

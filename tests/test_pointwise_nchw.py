@@ -1,0 +1,191 @@
+"""pointwise_nchw (csrc/conv/direct/pointwise_nchw.cuh): dense 1x1 convolutions over NCHW planes in
+fp32 as TF32 on mma.sync, with the fused epilogue act(conv + bias [+ residual]) in registers.
+
+Forced by name against float64 references: tile residues in O (1, 24, 33, 100, 160), C (3, 37,
+70, 200, 961: partial and single stages), planes 1x1 to 56x56 and odd ones (the 4-byte copies and
+the pixel pairs that cross an image), batch and channel slices, a misaligned base, every
+activation, residuals, empty batches, conv1d-shaped (H = 1) inputs. The automatic rule by query."""
+import pytest
+import torch
+
+import torch_ops
+from algo_cases import ACTIVATIONS, conv_ref, offset
+from conftest import HAS_CUDA
+
+
+
+def gpu(f):
+    return pytest.mark.cuda(pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA device")(f))
+
+ALGO = "pointwise_nchw"
+# TF32 operands (10 mantissa bits, rounded to nearest), fp32 accumulation: ~3e-4 measured for
+# igemm's TF32 kernels; the bound test_igemm.py uses.
+TOL = 2e-3
+
+
+@pytest.fixture(autouse=True)
+def _tf32_default():
+    old = torch.backends.cudnn.allow_tf32
+    torch.backends.cudnn.allow_tf32 = True
+    yield
+    torch.backends.cudnn.allow_tf32 = old
+
+
+def _gen(seed):
+    return torch.Generator(device="cuda").manual_seed(seed)
+
+
+def _rand(g, *shape):
+    return torch.randn(*shape, device="cuda", generator=g)
+
+
+def _rel_err(out, ref):
+    o = out.double()
+    assert not torch.isnan(o).any(), "NaN in the output"
+    return float((o - ref).norm() / ref.norm().clamp_min(1e-30))
+
+
+def _fused(x, w, b, act="none", r=None):
+    with torch_ops.force_algorithm("conv2d", ALGO):
+        if x.numel() > 0:  # an empty call reports "empty"
+            assert torch_ops.algorithm("conv2d", x, w, b, 1, 0) == ALGO
+        return torch_ops.conv2d_fused(x, w, b, 1, 0, 1, 1, activation=act, residual=r)
+
+
+# (N, C, H, W, O)
+SHAPES = [
+    (2, 32, 9, 10, 48),     # pixel pairs across images (P = 90: 4-byte copies)
+    (2, 64, 8, 8, 128),     # 16-byte copies, the 64-row tile
+    (3, 37, 7, 7, 24),      # odd C (a partial stage), odd plane, O below one tile
+    (1, 3, 5, 9, 33),       # C below one mma step, O = 33 (a 1-row second tile)
+    (2, 200, 14, 14, 80),   # MobileNetV3-like, several stages
+    (16, 961, 1, 1, 100),   # squeeze-excitation-like: one pixel per image, 31 stages
+    (1, 70, 56, 56, 1),     # O = 1
+    (4, 160, 7, 7, 160),
+]
+
+
+@gpu
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
+@pytest.mark.parametrize("bias", [True, False], ids=["bias", "nobias"])
+def test_parity(shape, bias):
+    n, c, h, w_, o = shape
+    g = _gen(sum(shape))
+    x = _rand(g, n, c, h, w_)
+    w = _rand(g, o, c, 1, 1) / c ** 0.5
+    b = _rand(g, o) if bias else None
+    out = _fused(x, w, b)
+    ref = conv_ref(2, x, w, b)
+    assert out.shape == ref.shape and out.is_contiguous()
+    assert _rel_err(out, ref) <= TOL
+
+
+@gpu
+@pytest.mark.parametrize("act", list(ACTIVATIONS), ids=str)
+@pytest.mark.parametrize("residual", [False, True], ids=["plain", "residual"])
+def test_fused_epilogue(act, residual):
+    g = _gen(7)
+    x = _rand(g, 2, 40, 6, 7)
+    w = _rand(g, 56, 40, 1, 1) / 40 ** 0.5
+    b = _rand(g, 56)
+    r = _rand(g, 2, 56, 6, 7) if residual else None
+    out = _fused(x, w, b, act, r)
+    assert _rel_err(out, conv_ref(2, x, w, b, act, r)) <= TOL
+
+
+@gpu
+def test_views_and_misaligned():
+    """Batch and channel slices (plane strides kept, image / channel strides odd), a base one
+    element off 16 bytes, a residual slice: the 4-byte copies and the scalar epilogue."""
+    g = _gen(11)
+    big = _rand(g, 5, 30, 8, 8)
+    w = _rand(g, 24, 29, 1, 1) / 6
+    b = _rand(g, 24)
+    for x in (big[::2, 1:], big[1:4, :29], offset(big[:, :29].contiguous())):
+        rbig = _rand(g, x.shape[0], 25, 8, 8)
+        r = rbig[:, 1:]
+        out = _fused(x, w, b, "relu", r)
+        assert _rel_err(out, conv_ref(2, x, w, b, "relu", r)) <= TOL
+
+
+@gpu
+def test_conv1d_shaped_and_empty():
+    g = _gen(13)
+    x = _rand(g, 2, 48, 1, 37)
+    w = _rand(g, 64, 48, 1, 1) / 7
+    b = _rand(g, 64)
+    assert _rel_err(_fused(x, w, b, "silu"), conv_ref(2, x, w, b, "silu")) <= TOL
+    e = _rand(g, 0, 48, 5, 5)
+    out = _fused(e, w, b)
+    assert out.shape == (0, 64, 5, 5)
+
+
+@gpu
+def test_cannot_run_outside_its_shapes():
+    """Forcing it on what it does not take raises (3x3, stride 2, channels_last, bf16, TF32 off)."""
+    g = _gen(17)
+    x = _rand(g, 2, 16, 8, 8)
+    w1 = _rand(g, 32, 16, 1, 1)
+    cases = [(x, _rand(g, 32, 16, 3, 3), dict(padding=1)),
+             (x, w1, dict(stride=2)),
+             (x.contiguous(memory_format=torch.channels_last), w1, {}),
+             (x.bfloat16(), w1.bfloat16(), {})]
+    for xi, wi, kw in cases:
+        with torch_ops.force_algorithm("conv2d", ALGO):
+            with pytest.raises(RuntimeError, match=f"forced algorithm '{ALGO}' cannot run"):
+                torch_ops.conv2d(xi, wi, None, **kw)
+    torch.backends.cudnn.allow_tf32 = False
+    with torch_ops.force_algorithm("conv2d", ALGO):
+        with pytest.raises(RuntimeError, match=f"forced algorithm '{ALGO}' cannot run"):
+            torch_ops.conv2d(x, w1, None)
+
+
+def test_rule():
+    """By query (meta tensors, no GPU needed): never the automatic choice by name. igemm's 1x1
+    forms run it for calls with a bias or an epilogue (test_igemm_runs_it), and the query, which
+    answers for the convolution without them, names igemm."""
+    x = torch.empty(16, 64, 56, 56, device="meta")
+    w = torch.empty(24, 64, 1, 1, device="meta")
+    b = torch.empty(24, device="meta")
+    if torch.ops.gpukern._has_igemm():
+        assert torch_ops.algorithm("conv2d", x, w, b, 1, 0) == "igemm"
+    assert torch_ops.algorithm("conv2d", x, w, b, 1, 0) != ALGO
+
+
+def _kernels(call):
+    from torch.profiler import ProfilerActivity, profile
+    call()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        out = call()
+        torch.cuda.synchronize()
+    return out, [e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+
+
+@gpu
+@pytest.mark.skipif(not HAS_CUDA or not torch.ops.gpukern._has_igemm() or
+                    torch.cuda.get_device_capability() != (9, 0),
+                    reason="the igemm path (sm_90a)")
+def test_igemm_runs_it():
+    """igemm's 1x1 forms hand fp32 NCHW blocks with a bias and few input channels to this kernel
+    (one kernel, the epilogue inside), the plain convolution and bf16 to cuBLASLt / CUTLASS, and
+    wider layers (C = 256) keep theirs."""
+    g = _gen(19)
+    x = _rand(g, 4, 64, 28, 28)
+    w = _rand(g, 48, 64, 1, 1) / 8
+    b = _rand(g, 48)
+    r = _rand(g, 4, 48, 28, 28)
+    with torch_ops.force_algorithm("conv2d", "igemm"):
+        out, names = _kernels(lambda: torch_ops.conv2d_fused(x, w, b, activation="relu",
+                                                              residual=r))
+        assert len(names) == 1 and "pointwise_nchw" in names[0], names
+        assert _rel_err(out, conv_ref(2, x, w, b, "relu", r)) <= TOL
+        for call in (lambda: torch_ops.conv2d(x, w, None),
+                     lambda: torch_ops.conv2d(x.bfloat16(), w.bfloat16(), b.bfloat16())):
+            _, names = _kernels(call)
+            assert not any("pointwise_nchw" in n for n in names), names
+        xw = _rand(g, 4, 256, 28, 28)
+        ww = _rand(g, 48, 256, 1, 1) / 16
+        out, names = _kernels(lambda: torch_ops.conv2d(xw, ww, b))
+        assert not any("pointwise_nchw" in n for n in names), names
+        assert _rel_err(out, conv_ref(2, xw, ww, b)) <= TOL
