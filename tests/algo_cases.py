@@ -7,6 +7,8 @@ the same values every call, and on two devices of one host the same values too (
 generator's Philox sequence does not depend on the device). Odd sizes, strided views, a storage
 offset of one element, channels_last and empty batches; float32 and bfloat16.
 """
+import contextlib
+
 import torch
 
 # Every algorithm name of each family's dispatch table (csrc/*/dispatch*.cu).
@@ -21,6 +23,14 @@ MV = ["rows_vec", "rows", "cols_vec", "cols", "rows_mma", "rows_short", "cols_sh
 REDUCE = ["small", "seg_contig", "seg", "row", "col_vec", "col", "row_vec", "seg_runs", "flat",
           "copy", "periodic", "aten"]
 OPTIONAL = {"igemm"}  # only in builds with the CUTLASS path on sm_90
+# Algorithms that run fp32 only as TF32, i.e. while torch.backends.cudnn.allow_tf32 is True
+# (tests/conftest.py turns it off for every test): forced() turns it on around them, and their
+# fp32 results are held to REF_TOL_TF32 (ref_tol).
+TF32_ONLY = {"pointwise_nchw"}
+# TF32 operands are rounded to 2^-11 relative: an output element's error is about 2^-11 of the
+# output's rms, a few times that at the tail of a few thousand elements (REF_TOL's fp32 bound,
+# tol * (|ref| + rms), is for true fp32).
+REF_TOL_TF32 = 3e-3
 FAMILY_ALGORITHMS = {"conv1d": CONV1D, "conv2d": CONV2D, "mv": MV, "reduce": REDUCE}
 
 
@@ -167,13 +177,32 @@ def missing_algorithms(ran, device=None):
 # multi-GPU tests: the query, float64 references, comparisons
 
 
+@contextlib.contextmanager
+def forced(family, name):
+    """torch_ops.force_algorithm(family, name), with TF32 allowed for the TF32_ONLY algorithms
+    (restored after)."""
+    import torch_ops
+    old = torch.backends.cudnn.allow_tf32
+    torch.backends.cudnn.allow_tf32 = old or name in TF32_ONLY
+    try:
+        with torch_ops.force_algorithm(family, name):
+            yield
+    finally:
+        torch.backends.cudnn.allow_tf32 = old
+
+
+def ref_tol(name, dtype):
+    """The reference tolerance (assert_close_ref's tol) of algorithm `name`'s results in dtype."""
+    return REF_TOL_TF32 if dtype == torch.float32 and name in TF32_ONLY else REF_TOL[dtype]
+
+
 def forced_choice(family, name, op, *args, **kwargs):
     """What ``torch_ops.<op>(*args, **kwargs)`` runs with ``name`` forced for ``family``: the name
     itself, "empty" where the output (or, for reductions, the input) is empty and no algorithm
     runs, or None where the forced algorithm cannot run the call. Asks the algorithm query (sizes,
     strides, dtype and alignment only: no kernel, no cache of the real call is filled)."""
     import torch_ops
-    with torch_ops.force_algorithm(family, name):
+    with forced(family, name):
         try:
             return torch_ops.algorithm(op, *args, **kwargs)
         except RuntimeError as e:

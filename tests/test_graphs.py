@@ -39,8 +39,9 @@ import torch
 import torch_ops
 from algo_cases import (CONV1D, CONV2D, MV, NATIVE_EPILOGUE, REDUCE, REF_TOL, assert_same_bits,
                         conv_cases, conv_output_shape, conv_ref, convolve_cases, convolve_ref,
-                        epilogue_rounding_allowance, forced_choice, missing_algorithms, mv_cases,
-                        new_values, reduce_call, reduce_cases, reduce_ref, same_bits)
+                        epilogue_rounding_allowance, forced, forced_choice, missing_algorithms,
+                        mv_cases, new_values, reduce_call, reduce_cases, reduce_ref, ref_tol,
+                        same_bits)
 from conftest import HAS_CUDA, assert_close_ref
 
 pytestmark = [
@@ -70,19 +71,20 @@ def _capture(fn):
     return g, out
 
 
-def _close(what, when, out, ref, extra=None):
-    """assert_close_ref with the call's label in the message."""
+def _close(what, when, out, ref, extra=None, tol=None):
+    """assert_close_ref with the call's label in the message (tol: REF_TOL's unless given)."""
     try:
-        assert_close_ref(out, ref, tol=REF_TOL[out.dtype], extra=extra)
+        assert_close_ref(out, ref, tol=REF_TOL[out.dtype] if tol is None else tol, extra=extra)
     except AssertionError as e:
         raise AssertionError(f"{what}, {when}: {e}") from None
 
 
-def _check_graph(what, fn, inputs, ref_fn, gen, cold, allow_fn=None):
+def _check_graph(what, fn, inputs, ref_fn, gen, cold, allow_fn=None, tol=None):
     """The capture / replay / eager / new-values sequence of the module docstring for fn(), a call
     reading the tensors `inputs`; ref_fn() is its float64 reference on the inputs' current
     values. cold: empty the cuFFT plan cache first (the first case of an algorithm). allow_fn():
-    the per-element allowance of a documented extra rounding on the current values, or None."""
+    the per-element allowance of a documented extra rounding on the current values, or None.
+    tol: the reference tolerance, REF_TOL's for the output's dtype unless given."""
     allow = allow_fn or (lambda: None)
     if cold:
         torch.cuda.synchronize()
@@ -102,7 +104,7 @@ def _check_graph(what, fn, inputs, ref_fn, gen, cold, allow_fn=None):
         torch.cuda.synchronize()
         assert_same_bits(replays[0], eager, f"{what}: first replay")
         assert_same_bits(replays[1], eager, f"{what}: second replay")
-        _close(what, "first inputs", eager, ref_fn(), allow())
+        _close(what, "first inputs", eager, ref_fn(), allow(), tol)
 
         for i, t in enumerate(inputs):
             new_values(t, gen, shift=i == 0)
@@ -115,7 +117,7 @@ def _check_graph(what, fn, inputs, ref_fn, gen, cold, allow_fn=None):
         if eager_new.numel() and all(t.numel() for t in inputs):
             assert not same_bits(eager_new, eager), \
                 f"{what}: new input values gave the same result (the check proves nothing)"
-        _close(what, "new input values", eager_new, ref_fn(), allow())
+        _close(what, "new input values", eager_new, ref_fn(), allow(), tol)
     finally:
         del g
         torch.cuda.synchronize()
@@ -211,12 +213,12 @@ def test_every_conv_algorithm_in_graph(nsp):
             if variant.startswith("fused") and name not in NATIVE_EPILOGUE[nsp]:
                 allow_fn = (lambda args=args, kwargs=kwargs:
                             epilogue_rounding_allowance(nsp, *args, **kwargs))
-            with torch_ops.force_algorithm(family, name):
+            with forced(family, name):
                 _check_graph(f"{label} [{name}, {args[0].dtype}, x {tuple(args[0].shape)}]",
                              lambda fn=fn, args=args, kwargs=kwargs: fn(*args, **kwargs),
                              inputs, ref, gen,
                              cold=choice == name and runs[variant].first(name),
-                             allow_fn=allow_fn)
+                             allow_fn=allow_fn, tol=ref_tol(name, args[0].dtype))
             if choice == name:
                 runs[variant].add(name)
     # The plain calls are the sanitize selection's, and the fused ones the same convolutions

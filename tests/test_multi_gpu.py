@@ -31,8 +31,9 @@ import torch
 
 import torch_ops
 from algo_cases import (FAMILY_ALGORITHMS, REF_TOL, assert_same_bits, conv_cases,
-                        conv_output_shape, conv_ref, convolve_ref, forced_choice,
-                        missing_algorithms, mv_cases, reduce_call, reduce_cases, reduce_ref)
+                        conv_output_shape, conv_ref, convolve_ref, forced, forced_choice,
+                        missing_algorithms, mv_cases, reduce_call, reduce_cases, reduce_ref,
+                        ref_tol)
 from conftest import HAS_CUDA, assert_close_ref
 
 TWO_GPUS = HAS_CUDA and torch.cuda.device_count() >= 2
@@ -206,11 +207,11 @@ def test_every_algorithm_on_the_other_device(family, dev, cur):
                     # the plan is made during the cross-device call
                     _sync_all()
                     torch.backends.cuda.cufft_plan_cache[torch.device(dev).index].clear()
-                with torch_ops.force_algorithm(family, name):
+                with forced(family, name):
                     out = _call_elsewhere(lambda: _call(op, args, kwargs), dev, cur, what)
                     expected = _call_on(lambda: _call(op, args, kwargs), dev)
                 assert_same_bits(out, expected, what)
-                assert_close_ref(out, ref(), tol=REF_TOL[out.dtype])
+                assert_close_ref(out, ref(), tol=ref_tol(name, out.dtype))
             ran[name] += 1
             break  # one case per algorithm
     missing = missing_algorithms(ran, device=torch.device(dev))
@@ -261,7 +262,7 @@ def test_kernels_run_on_the_inputs_device(dev, cur):
 
 
 def _forced_call(family, name, op, args, kwargs):
-    with torch_ops.force_algorithm(family, name):
+    with forced(family, name):
         return _call(op, args, kwargs)
 
 

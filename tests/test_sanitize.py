@@ -13,7 +13,7 @@ import torch.nn.functional as F
 
 import torch_ops
 from algo_cases import CONV1D, CONV2D, MV, REDUCE, conv_cases, conv_output_shape, conv_ref, \
-    missing_algorithms, mv_cases, reduce_cases
+    forced, missing_algorithms, mv_cases, reduce_cases
 from conftest import HAS_CUDA
 
 pytestmark = [pytest.mark.cuda, pytest.mark.sanitize,
@@ -25,7 +25,7 @@ def _run_family(family, names, cases, call, ref):
     for name in names:
         for args in cases:
             try:
-                with torch_ops.force_algorithm(family, name):
+                with forced(family, name):
                     out = call(*args)
             except RuntimeError as e:
                 if "cannot run" in str(e):
