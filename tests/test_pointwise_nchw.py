@@ -96,16 +96,18 @@ def test_fused_epilogue(act, residual):
 @gpu
 def test_views_and_misaligned():
     """Batch and channel slices (plane strides kept, image / channel strides odd), a base one
-    element off 16 bytes, a residual slice: the 4-byte copies and the scalar epilogue."""
+    element off 16 bytes, residuals sliced, channels_last and transposed: the 4-byte copies and
+    the scalar epilogue through the residual's strides."""
     g = _gen(11)
     big = _rand(g, 5, 30, 8, 8)
     w = _rand(g, 24, 29, 1, 1) / 6
     b = _rand(g, 24)
     for x in (big[::2, 1:], big[1:4, :29], offset(big[:, :29].contiguous())):
         rbig = _rand(g, x.shape[0], 25, 8, 8)
-        r = rbig[:, 1:]
-        out = _fused(x, w, b, "relu", r)
-        assert _rel_err(out, conv_ref(2, x, w, b, "relu", r)) <= TOL
+        for r in (rbig[:, 1:], rbig[:, 1:].contiguous(memory_format=torch.channels_last),
+                  rbig[:, 1:].transpose(2, 3)):  # residual planes sliced, NHWC, transposed
+            out = _fused(x, w, b, "relu", r)
+            assert _rel_err(out, conv_ref(2, x, w, b, "relu", r)) <= TOL
 
 
 @gpu

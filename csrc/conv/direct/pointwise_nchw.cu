@@ -29,11 +29,10 @@ bool plan(const ConvProblem& p, conv::PointwisePlan& s) {
     return false;
   }
   if (p.N < 0 || p.C < 1 || p.O < 1) return false;
-  if (!plane_contiguous(p.H, p.W, p.x_sh, p.x_sw) ||
-      !plane_contiguous(p.OH, p.OW, p.y_sh, p.y_sw) ||
-      (p.r != nullptr && !plane_contiguous(p.OH, p.OW, p.r_sh, p.r_sw))) {
-    return false;
-  }
+  // x's planes contiguous (what the algorithm query sees); y and the residual any strides.
+  if (!plane_contiguous(p.H, p.W, p.x_sh, p.x_sw)) return false;
+  s.y_plane = plane_contiguous(p.OH, p.OW, p.y_sh, p.y_sw);
+  s.r_plane = p.r == nullptr || plane_contiguous(p.OH, p.OW, p.r_sh, p.r_sw);
   const int64_t P = p.H * p.W;
   if (P >= (int64_t{1} << 31)) return false;
   s.P = static_cast<int>(P);
@@ -42,7 +41,7 @@ bool plan(const ConvProblem& p, conv::PointwisePlan& s) {
   if (((p.O + 31) / 32) * ((s.cols + 63) / 64) >= (int64_t{1} << 31)) return false;
   s.x_vec = P % 4 == 0 && (p.N == 1 || p.x_sn % 4 == 0) && (p.C == 1 || p.x_sc % 4 == 0) &&
             aligned(p.x, 16);
-  s.y_pair = pairs_ok(p.y, p.N, p.O, p.y_sn, p.y_so, P) &&
+  s.y_pair = s.y_plane && s.r_plane && pairs_ok(p.y, p.N, p.O, p.y_sn, p.y_so, P) &&
              (p.r == nullptr || pairs_ok(p.r, p.N, p.O, p.r_sn, p.r_so, P));
   return true;
 }
