@@ -53,8 +53,8 @@ def _sync_all():
 
 def _call_elsewhere(fn, dev, cur, what):
     """fn() with `cur` current; checks that the result is on `dev`, that the call allocated
-    nothing on `cur` (also transiently), wrote nothing into a guard tensor there and left `cur`
-    current."""
+    nothing on `cur` (also transiently; freeing is allowed), wrote nothing into a guard tensor
+    there and left `cur` current."""
     dev, cur = torch.device(dev), torch.device(cur)
     gen = torch.Generator(device=cur).manual_seed(99)
     guard = torch.randn(1 << 16, device=cur, generator=gen)
@@ -67,9 +67,12 @@ def _call_elsewhere(fn, dev, cur, what):
         assert torch.cuda.current_device() == cur.index, f"{what}: the current device changed"
     _sync_all()
     assert out.device == dev, f"{what}: result on {out.device}, inputs on {dev}"
-    assert torch.cuda.memory_allocated(cur) == before, \
+    # At most what was there: a call may free memory on `cur` (igemm's converted-filter cache
+    # drops the entries of weights that died since its last call, wherever they lived: 9216
+    # bytes here once, an earlier case's bf16 [32, 16, 3, 3] filter), never allocate any.
+    assert torch.cuda.memory_allocated(cur) <= before, \
         f"{what}: {torch.cuda.memory_allocated(cur) - before} bytes left allocated on {cur}"
-    assert torch.cuda.max_memory_allocated(cur) == before, \
+    assert torch.cuda.max_memory_allocated(cur) <= before, \
         f"{what}: {torch.cuda.max_memory_allocated(cur) - before} bytes allocated on {cur} " \
         f"during the call"
     assert torch.equal(guard, pattern), f"{what}: the guard tensor on {cur} was written"
