@@ -1,5 +1,7 @@
 // pointwise_nchw, host side: the plan (which problems, which tile), the launch and the kernel's
 // instantiations (the kernel: pointwise_nchw.cuh).
+#include <array>
+
 #include "conv/direct/direct2d.h"
 #include "conv/direct/pointwise_nchw.cuh"
 #include "core/launch.cuh"
@@ -29,10 +31,9 @@ bool plan(const ConvProblem& p, conv::PointwisePlan& s) {
     return false;
   }
   if (p.N < 0 || p.C < 1 || p.O < 1) return false;
-  // x's planes contiguous (what the algorithm query sees); y and the residual any strides.
+  // x's planes contiguous (what the algorithm query sees); y and the residual any strides
+  // (pointwise_nchw_run stages others through contiguous copies).
   if (!plane_contiguous(p.H, p.W, p.x_sh, p.x_sw)) return false;
-  s.y_plane = plane_contiguous(p.OH, p.OW, p.y_sh, p.y_sw);
-  s.r_plane = p.r == nullptr || plane_contiguous(p.OH, p.OW, p.r_sh, p.r_sw);
   const int64_t P = p.H * p.W;
   if (P >= (int64_t{1} << 31)) return false;
   s.P = static_cast<int>(P);
@@ -41,7 +42,7 @@ bool plan(const ConvProblem& p, conv::PointwisePlan& s) {
   if (((p.O + 31) / 32) * ((s.cols + 63) / 64) >= (int64_t{1} << 31)) return false;
   s.x_vec = P % 4 == 0 && (p.N == 1 || p.x_sn % 4 == 0) && (p.C == 1 || p.x_sc % 4 == 0) &&
             aligned(p.x, 16);
-  s.y_pair = s.y_plane && s.r_plane && pairs_ok(p.y, p.N, p.O, p.y_sn, p.y_so, P) &&
+  s.y_pair = pairs_ok(p.y, p.N, p.O, p.y_sn, p.y_so, P) &&
              (p.r == nullptr || pairs_ok(p.r, p.N, p.O, p.r_sn, p.r_so, P));
   return true;
 }
@@ -97,7 +98,27 @@ bool pointwise_nchw_preferred(const ConvProblem& p) {
   return p.C <= 64 && p.O > 16 && p.OH * p.OW >= 784 && pointwise_nchw_can_run(p);
 }
 
-void pointwise_nchw_run(const ConvProblem& p, cudaStream_t stream) {
+void pointwise_nchw_run(const ConvProblem& call, cudaStream_t stream) {
+  // The kernel reads the residual and writes y with contiguous planes; other strides (a
+  // channels_last residual, an output view) go through a contiguous copy, on the current stream.
+  ConvProblem p = call;
+  const at::TensorOptions opts =
+      at::TensorOptions().dtype(at::kFloat).device(at::kCUDA, c10::cuda::current_device());
+  const std::array<int64_t, 4> sizes{p.N, p.O, p.OH, p.OW};
+  const std::array<int64_t, 4> packed{p.O * p.OH * p.OW, p.OH * p.OW, p.OW, 1};
+  at::Tensor r_tmp, y_tmp;
+  if (p.r != nullptr && !plane_contiguous(p.OH, p.OW, p.r_sh, p.r_sw)) {
+    r_tmp = at::from_blob(const_cast<void*>(p.r), sizes, {p.r_sn, p.r_so, p.r_sh, p.r_sw}, opts)
+                .contiguous();
+    p.r = r_tmp.const_data_ptr();
+    p.r_sn = packed[0], p.r_so = packed[1], p.r_sh = packed[2], p.r_sw = packed[3];
+  }
+  const bool y_staged = !plane_contiguous(p.OH, p.OW, p.y_sh, p.y_sw);
+  if (y_staged) {
+    y_tmp = at::empty(sizes, opts);
+    p.y = y_tmp.data_ptr();
+    p.y_sn = packed[0], p.y_so = packed[1], p.y_sh = packed[2], p.y_sw = packed[3];
+  }
   conv::PointwisePlan s;
   GK_CHECK(plan(p, s), kOp, "internal error: pointwise_nchw cannot run this shape");
   choose_tile(p, s);
@@ -108,6 +129,9 @@ void pointwise_nchw_run(const ConvProblem& p, cudaStream_t stream) {
     launch<32, 128>(p, s, stream);
   } else {
     launch<32, 64>(p, s, stream);
+  }
+  if (y_staged) {
+    at::from_blob(call.y, sizes, {call.y_sn, call.y_so, call.y_sh, call.y_sw}, opts).copy_(y_tmp);
   }
 }
 

@@ -15,8 +15,10 @@
 // The GEMM: M = O, N = the N * P pixels of all images (column j is pixel j % P of image j / P,
 // so 7x7 planes still fill the tiles), K = C.
 //
-// Contract (conv2d_pointwise_nchw_kernel<kBM, kBN, kVecX>): x with contiguous planes (each
-// image's pixels at offsets 0 .. H*W-1 from its channel start); y and the residual any strides.
+// Contract (conv2d_pointwise_nchw_kernel<kBM, kBN, kVecX>): x, y and the residual with
+// contiguous planes (each image's pixels at offsets 0 .. H*W-1 from its channel start; the host
+// stages a residual or an output of other strides through a contiguous copy: an epilogue
+// through any strides cost 10-25% on every call, in registers).
 //   grid    1-D: blockIdx.x = column tile (kBN pixels) * m_tiles + row tile (kBM channels);
 //           row tiles fastest, so the blocks that read the same pixels run together (L2).
 //   block   (kBM / 32) x (kBN / 32) warps; warp (wm, wn) owns a 32 x 32 output tile:
@@ -68,9 +70,6 @@ struct PointwisePlan {
   int bm = 64, bn = 128;
   bool x_vec = false;   // kVecX
   bool y_pair = false;  // y (and the residual) read / written as float2 pixel pairs
-  // y / the residual with pixel j of a plane at offset j (else through their row and column
-  // strides: a channels_last residual, an output view).
-  bool y_plane = true, r_plane = true;
 };
 
 template <int kBM, int kBN>
@@ -205,13 +204,6 @@ __global__ void __launch_bounds__(kBM * kBN / 32)
       const int64_t o = m0 + wm * 32 + mi * 16 + h * 8 + g;
       bv[mi][h] = (bias != nullptr && o < O) ? bias[o * p.b_s] : 0.f;
     }
-  // Element (n, o, pixel px) of y or the residual.
-  const auto off = [&](int64_t n, int64_t o, int64_t px, int64_t sn, int64_t so, int64_t sh,
-                       int64_t sw, bool plane) {
-    if (plane) return n * sn + o * so + px;
-    const int64_t h = px / p.OW;
-    return n * sn + o * so + h * sh + (px - h * p.OW) * sw;
-  };
   with_activation(p.act, [&](auto kind) {
     constexpr int kAct = decltype(kind)::value;
 #pragma unroll
@@ -232,17 +224,17 @@ __global__ void __launch_bounds__(kBM * kBN / 32)
           if (o >= O) continue;
           float v0 = acc[mi][ni][2 * h] + bv[mi][h];
           float v1 = acc[mi][ni][2 * h + 1] + bv[mi][h];
-          const int64_t y0 = off(n, o, px, p.y_sn, p.y_so, p.y_sh, p.y_sw, s.y_plane);
-          const int64_t y1 = off(n2, o, px2, p.y_sn, p.y_so, p.y_sh, p.y_sw, s.y_plane);
+          const int64_t y0 = n * p.y_sn + o * p.y_so + px;
+          const int64_t y1 = n2 * p.y_sn + o * p.y_so + px2;
           if (r != nullptr) {
-            const int64_t r0 = off(n, o, px, p.r_sn, p.r_so, p.r_sh, p.r_sw, s.r_plane);
+            const int64_t r0 = n * p.r_sn + o * p.r_so + px;
             if (s.y_pair) {
               const float2 rv = *reinterpret_cast<const float2*>(r + r0);
               v0 += rv.x;
               v1 += rv.y;
             } else {
               v0 += r[r0];
-              if (has2) v1 += r[off(n2, o, px2, p.r_sn, p.r_so, p.r_sh, p.r_sw, s.r_plane)];
+              if (has2) v1 += r[n2 * p.r_sn + o * p.r_so + px2];
             }
           }
           v0 = activate_k<kAct>(v0);
