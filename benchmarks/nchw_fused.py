@@ -50,6 +50,27 @@ ACT = {"none": lambda y, inplace=False: y, "relu": F.relu, "hardswish": F.hardsw
        "hardsigmoid": F.hardsigmoid}
 
 
+def block_ref(x, w, b, r, act, cast):
+    """act(conv(x, w) + b [+ r]) of one 1x1 block with its operands cast (r None: no residual)."""
+    ref = F.conv2d(cast(x), cast(w), cast(b))
+    if r is not None:
+        ref = ref + cast(r)
+    return ACT[act](ref)
+
+
+def block_calls(x, w, b, r, act):
+    """torch's unfused sequence and gpukern's fused op for one 1x1 block (r None: no residual)."""
+    def torch_seq():
+        y = F.conv2d(x, w, b)
+        if r is not None:
+            y = y.add_(r)
+        return ACT[act](y, inplace=True)
+
+    def fused():
+        return torch.ops.gpukern.conv2d_fused(x, w, b, [1, 1], [0, 0], [1, 1], 1, act, r)
+    return torch_seq, fused
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--dtypes", nargs="+", default=["bfloat16"])
@@ -75,19 +96,8 @@ def main():
                 x = x.contiguous(memory_format=torch.channels_last)
                 w = w.contiguous(memory_format=torch.channels_last)
                 r = None if r is None else r.contiguous(memory_format=torch.channels_last)
-            ref = F.conv2d(x.float(), w.float(), b.float())
-            if res:
-                ref = ref + r.float()
-            ref = ACT[act](ref)
-
-            def torch_seq():
-                y = F.conv2d(x, w, b)
-                if res:
-                    y = y.add_(r)
-                return ACT[act](y, inplace=True)
-
-            def fused():
-                return torch.ops.gpukern.conv2d_fused(x, w, b, [1, 1], [0, 0], [1, 1], 1, act, r)
+            ref = block_ref(x, w, b, r, act, lambda t: t.float())
+            torch_seq, fused = block_calls(x, w, b, r, act)
 
             times = {"torch": time_cuda_graph(torch_seq, calls=20, reps=30, flush=True)}
             for name, flag in (("cutlass", "0"), ("pass", "1")):

@@ -24,7 +24,7 @@ import torch.nn.functional as F
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import torch_ops  # noqa: E402
-from nchw_fused import ACT, BLOCKS  # noqa: E402
+from nchw_fused import BLOCKS, block_calls, block_ref  # noqa: E402
 from timing import time_cuda_graph  # noqa: E402
 
 EXTRA = [(1024, 14, 512, "relu"), (2048, 7, 512, "relu"), (512, 7, 2048, "add>relu"),
@@ -72,21 +72,9 @@ def main():
         w = torch.randn(o, c, 1, 1, device="cuda", generator=g) / c ** 0.5
         b = torch.randn(o, device="cuda", generator=g)
         r = torch.randn(n, o, h, h, device="cuda", generator=g) if res else None
-        d = lambda t: None if t is None else t.double()  # noqa: E731
-        ref = F.conv2d(d(x), d(w), d(b))
-        if res:
-            ref = ref + d(r)
-        ref = ACT[act](ref)
-        ref_plain = F.conv2d(d(x), d(w))
-
-        def torch_seq():
-            y = F.conv2d(x, w, b)
-            if res:
-                y = y.add_(r)
-            return ACT[act](y, inplace=True)
-
-        def fused():
-            return torch.ops.gpukern.conv2d_fused(x, w, b, [1, 1], [0, 0], [1, 1], 1, act, r)
+        ref = block_ref(x, w, b, r, act, lambda t: t.double())
+        ref_plain = F.conv2d(x.double(), w.double())
+        torch_seq, fused = block_calls(x, w, b, r, act)
 
         def plain():
             return torch.ops.gpukern.conv2d(x, w, None, [1, 1], [0, 0], [1, 1], 1)

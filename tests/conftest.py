@@ -96,6 +96,17 @@ def _true_fp32_convolutions():
     torch.backends.cudnn.allow_tf32 = old
 
 
+@pytest.fixture
+def tf32_allowed():
+    """torch's default for convolutions, TF32 allowed, for a test of the TF32 paths (after
+    _true_fp32_convolutions turned it off), restored after:
+    pytestmark = pytest.mark.usefixtures("tf32_allowed")."""
+    old = torch.backends.cudnn.allow_tf32
+    torch.backends.cudnn.allow_tf32 = True
+    yield
+    torch.backends.cudnn.allow_tf32 = old
+
+
 @pytest.fixture(params=DEVICE_PARAMS)
 def device(request):
     return request.param

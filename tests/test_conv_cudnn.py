@@ -68,6 +68,29 @@ def _tol(dtype):
     return REL_TOL[dtype]
 
 
+def _forced_with_and_without_bias(algo, x, w, b, kw):
+    """conv2d with `algo` forced (the query names it first), with bias b and without, and the
+    float64 reference with b."""
+    with torch_ops.force_algorithm("conv2d", algo):
+        assert torch_ops.algorithm("conv2d", x, w, b, **kw) == algo
+        out = torch_ops.conv2d(x, w, b, **kw)
+        plain = torch_ops.conv2d(x, w, None, **kw)
+    return out, plain, conv_ref(2, x, w, b, **kw)
+
+
+def _check_forced_fused(algo, x, w, b, r, activation, kw):
+    """conv2d_fused with `algo` forced against the float64 reference: a library convolution, then
+    gpukern's elementwise pass (one more rounding in 16-bit dtypes: epilogue_rounding_allowance)."""
+    with torch_ops.force_algorithm("conv2d", algo):
+        out = torch_ops.conv2d_fused(x, w, b, activation=activation, residual=r, **kw)
+    ref = conv_ref(2, x, w, b, activation, r, **kw)
+    if x.dtype == torch.float32:
+        assert_close_ref(out, ref, tol=1e-4)
+    else:
+        assert_close_ref(out, ref, extra=epilogue_rounding_allowance(2, x, w, b, activation, r,
+                                                                     **kw))
+
+
 @gpu
 @pytest.mark.parametrize("tf32", [False, True])
 @pytest.mark.parametrize("channels_last", [False, True])
@@ -80,11 +103,7 @@ def test_forced_cudnn_conv2d(case, dtype, channels_last, tf32):
     gen = torch.Generator(device="cuda").manual_seed(case)
     x, w, kw = _case_tensors(CASES_2D[case], dtype, channels_last, gen)
     b = torch.randn(w.shape[0], device="cuda", generator=gen).to(dtype)
-    with torch_ops.force_algorithm("conv2d", "cudnn"):
-        assert torch_ops.algorithm("conv2d", x, w, b, **kw) == "cudnn"
-        out = torch_ops.conv2d(x, w, b, **kw)
-        plain = torch_ops.conv2d(x, w, None, **kw)
-    ref = conv_ref(2, x, w, b, **kw)
+    out, plain, ref = _forced_with_and_without_bias("cudnn", x, w, b, kw)
     assert out.shape == ref.shape
     assert out.is_contiguous(memory_format=torch.channels_last) == \
         torch.nn.functional.conv2d(x, w, b, **kw).is_contiguous(memory_format=torch.channels_last)
@@ -104,14 +123,7 @@ def test_forced_cudnn_fused(case, dtype, activation):
     b = torch.randn(w.shape[0], device="cuda", generator=gen).to(dtype)
     shape = torch.nn.functional.conv2d(x[:1].float(), w.float(), None, **kw).shape
     r = torch.randn((x.shape[0],) + tuple(shape[1:]), device="cuda", generator=gen).to(dtype)
-    with torch_ops.force_algorithm("conv2d", "cudnn"):
-        out = torch_ops.conv2d_fused(x, w, b, activation=activation, residual=r, **kw)
-    ref = conv_ref(2, x, w, b, activation, r, **kw)
-    if dtype == torch.float32:
-        assert_close_ref(out, ref, tol=1e-4)
-    else:
-        extra = epilogue_rounding_allowance(2, x, w, b, activation, r, **kw)
-        assert_close_ref(out, ref, extra=extra)
+    _check_forced_fused("cudnn", x, w, b, r, activation, kw)
     # conv1d: the same through H = 1, a strided view of the input.
     x1 = torch.randn(3, 16, 301, device="cuda", generator=gen).to(dtype)[:, :, ::2]
     w1 = torch.randn(32, 16, 5, device="cuda", generator=gen).to(dtype)
@@ -428,11 +440,7 @@ def test_forced_aten_depthwise(case, dtype, view):
     gen = torch.Generator(device="cuda").manual_seed(100 + case)
     x, w, kw = _dw_tensors(DW_CASES[case], dtype, gen, view)
     b = torch.randn(w.shape[0], device="cuda", generator=gen).to(dtype)
-    with torch_ops.force_algorithm("conv2d", "aten_depthwise"):
-        assert torch_ops.algorithm("conv2d", x, w, b, **kw) == "aten_depthwise"
-        out = torch_ops.conv2d(x, w, b, **kw)
-        plain = torch_ops.conv2d(x, w, None, **kw)
-    ref = conv_ref(2, x, w, b, **kw)
+    out, plain, ref = _forced_with_and_without_bias("aten_depthwise", x, w, b, kw)
     assert out.shape == ref.shape and out.is_contiguous()
     tol = FP32_TOL if dtype == torch.float32 else REL_TOL[dtype]
     assert _rel_err(out, ref) <= tol
@@ -450,14 +458,7 @@ def test_forced_aten_depthwise_fused(dtype, activation):
     b = torch.randn(w.shape[0], device="cuda", generator=gen).to(dtype)
     shape = torch.nn.functional.conv2d(x.float(), w.float(), None, **kw).shape
     r = torch.randn(shape, device="cuda", generator=gen).to(dtype)
-    with torch_ops.force_algorithm("conv2d", "aten_depthwise"):
-        out = torch_ops.conv2d_fused(x, w, b, activation=activation, residual=r, **kw)
-    ref = conv_ref(2, x, w, b, activation, r, **kw)
-    if dtype == torch.float32:
-        assert_close_ref(out, ref, tol=1e-4)
-    else:
-        assert_close_ref(out, ref, extra=epilogue_rounding_allowance(2, x, w, b, activation, r,
-                                                                     **kw))
+    _check_forced_fused("aten_depthwise", x, w, b, r, activation, kw)
 
 
 @gpu

@@ -41,7 +41,9 @@ def _igemm_state():
 
 
 _STATE = _igemm_state()
-pytestmark = [pytest.mark.cuda, pytest.mark.skipif(_STATE is not None, reason=str(_STATE))]
+# Each test starts with torch's default for convolutions (TF32 allowed; tests/conftest.py).
+pytestmark = [pytest.mark.cuda, pytest.mark.skipif(_STATE is not None, reason=str(_STATE)),
+              pytest.mark.usefixtures("tf32_allowed")]
 
 DTYPES = [torch.bfloat16, torch.float16, torch.float32]
 # The conv kernel's tile configurations (csrc/conv/igemm/config.h), forced through
@@ -53,15 +55,6 @@ CONFIGS = ["large", "small", "medium", "narrow"]
 def config(request, monkeypatch):
     monkeypatch.setenv("GPUKERN_IGEMM_CONFIG", request.param)
     return request.param
-
-
-@pytest.fixture(autouse=True)
-def _tf32_default():
-    """Each test starts with torch's default for convolutions (TF32 allowed) and leaves it so."""
-    old = torch.backends.cudnn.allow_tf32
-    torch.backends.cudnn.allow_tf32 = True
-    yield
-    torch.backends.cudnn.allow_tf32 = old
 
 
 def _rand(*shape, dtype, gen):

@@ -23,12 +23,7 @@ ALGO = "pointwise_nchw"
 TOL = 2e-3
 
 
-@pytest.fixture(autouse=True)
-def _tf32_default():
-    old = torch.backends.cudnn.allow_tf32
-    torch.backends.cudnn.allow_tf32 = True
-    yield
-    torch.backends.cudnn.allow_tf32 = old
+pytestmark = pytest.mark.usefixtures("tf32_allowed")  # tests/conftest.py
 
 
 def _gen(seed):
