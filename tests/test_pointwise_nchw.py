@@ -165,8 +165,8 @@ def _kernels(call):
                     reason="the igemm path (sm_90a)")
 def test_igemm_runs_it():
     """igemm's 1x1 forms hand fp32 NCHW blocks with a bias and few input channels to this kernel
-    (one kernel, the epilogue inside), the plain convolution and bf16 to cuBLASLt / CUTLASS, and
-    wider layers (C = 256) keep theirs."""
+    (one kernel, the epilogue inside), the plain convolution and bf16 to cuBLASLt / CUTLASS; with
+    C = 256 only narrow outputs without a residual come here."""
     g = _gen(19)
     x = _rand(g, 4, 64, 28, 28)
     w = _rand(g, 48, 64, 1, 1) / 8
@@ -181,8 +181,16 @@ def test_igemm_runs_it():
                      lambda: torch_ops.conv2d(x.bfloat16(), w.bfloat16(), b.bfloat16())):
             _, names = _kernels(call)
             assert not any("pointwise_nchw" in n for n in names), names
+        # C = 256: into 48 outputs with a bias it is taken, with a residual or into 128 not.
         xw = _rand(g, 4, 256, 28, 28)
         ww = _rand(g, 48, 256, 1, 1) / 16
         out, names = _kernels(lambda: torch_ops.conv2d(xw, ww, b))
-        assert not any("pointwise_nchw" in n for n in names), names
+        assert len(names) == 1 and "pointwise_nchw" in names[0], names
         assert _rel_err(out, conv_ref(2, xw, ww, b)) <= TOL
+        out, names = _kernels(lambda: torch_ops.conv2d_fused(xw, ww, b, residual=r))
+        assert not any("pointwise_nchw" in n for n in names), names
+        assert _rel_err(out, conv_ref(2, xw, ww, b, "none", r)) <= TOL
+        w128, b128 = _rand(g, 128, 256, 1, 1) / 16, _rand(g, 128)
+        out, names = _kernels(lambda: torch_ops.conv2d(xw, w128, b128))
+        assert not any("pointwise_nchw" in n for n in names), names
+        assert _rel_err(out, conv_ref(2, xw, w128, b128)) <= TOL

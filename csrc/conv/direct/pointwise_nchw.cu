@@ -86,16 +86,20 @@ bool pointwise_nchw_can_run(const ConvProblem& p) {
   return plan(p, s);
 }
 
-// Few input channels (the layer is memory-bound: each output reads C inputs), planes of 28x28 and
-// up, more than 16 output channels. H100, batch 16, fp32 NCHW blocks with a bias (+ residual,
-// activation), against igemm's other 1x1 forms (cuBLASLt then an epilogue pass, or CUTLASS over
-// NHWC copies; benchmarks/pointwise_nchw.py, docs/performance.md): 64 -> 64 56x56 + ReLU 12.1 us
-// against 16.5, 16 -> 64 112x112 35.6 against 63.8, 64 -> 24 56x56 9.2 against 11.3, 40 -> 240
-// 28x28 + hardswish 12.2 against 14.6. It lost with more channels (mma.sync at 2 blocks an SM:
-// 1024 -> 256 14x14 41.1 against 17.4; 120 -> 40 28x28 + residual 10.8 against 8.1), on 1x1
-// planes (24 -> 72: 4.4 against 3.9) and at 16 -> 16 112x112 + residual (37.2 against 23.0).
+// Planes of 28x28 and up, more than 16 output channels, and few input channels (the layer is
+// memory-bound: each output reads C inputs), or up to 256 of them into at most 64 outputs without
+// a residual. H100, batch 16, fp32 NCHW blocks with a bias (+ residual, activation), against
+// igemm's other 1x1 forms (cuBLASLt then an epilogue pass, or CUTLASS over NHWC copies;
+// benchmarks/pointwise_nchw.py, docs/performance.md): 64 -> 64 56x56 + ReLU 12.1 us against 16.5,
+// 16 -> 64 112x112 35.6 against 63.8, 64 -> 24 56x56 9.2 against 11.3, 40 -> 240 28x28 +
+// hardswish 12.2 against 14.6, 256 -> 64 56x56 + ReLU 29.2 against 33.7, 72 -> 40 28x28 7.1
+// against 7.4. It lost with more channels or outputs (mma.sync at 2 blocks an SM: 1024 -> 256
+// 14x14 41.1 against 17.4; 256 -> 128 56x56 49.4 against 46.4), with a residual beyond 64
+// channels (120 -> 40 28x28 10.7 against 8.0; 72 -> 24 56x56 15.6 against 11.8), on 1x1 planes
+// (24 -> 72: 4.4 against 3.9) and at 16 -> 16 112x112 + residual (37.2 against 23.0).
 bool pointwise_nchw_preferred(const ConvProblem& p) {
-  return p.C <= 64 && p.O > 16 && p.OH * p.OW >= 784 && pointwise_nchw_can_run(p);
+  const bool narrow = p.C <= 64 || (p.C <= 256 && p.O <= 64 && p.r == nullptr);
+  return narrow && p.O > 16 && p.OH * p.OW >= 784 && pointwise_nchw_can_run(p);
 }
 
 void pointwise_nchw_run(const ConvProblem& call, cudaStream_t stream) {
