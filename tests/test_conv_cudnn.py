@@ -534,8 +534,34 @@ def test_race_with_aten_depthwise_side():
     is right, the verdict remembered, and the kernel runs the uncut filter (no copy kernel)."""
     res, races, stderr = _run_script(_ATEN_RACE_SCRIPT)
     assert len(races) == 1 and "aten depthwise" in races[0], stderr
+    assert "cudnn heuristic" in races[0], races  # cudnn.benchmark off: both cuDNN sides
     assert res["err"] < 1e-2, (res, races)
     assert res["before"] != "aten_depthwise"
     assert res["after"] == "aten_depthwise", (res, races)
     assert res["again_same"], res
     assert len(res["kernels"]) == 1 and "depthwise" in res["kernels"][0].lower(), res["kernels"]
+
+
+_BENCHMARK_RACE_SCRIPT = textwrap.dedent("""
+    import json
+    import torch
+    import torch_ops
+
+    torch.backends.cudnn.benchmark = True
+    g = torch.Generator(device="cuda").manual_seed(0)
+    x = torch.randn(4, 64, 28, 28, device="cuda", generator=g).to(torch.bfloat16)
+    w = torch.randn(64, 64, 3, 3, device="cuda", generator=g).to(torch.bfloat16) / 24
+    out = torch_ops.conv2d(x, w, None, 1, 1)
+    ref = torch.nn.functional.conv2d(x.double(), w.double(), None, 1, 1)
+    print("RESULT " + json.dumps({"err": float((out.double() - ref).norm() / ref.norm())}))
+""")
+
+
+@gpu
+def test_race_one_cudnn_side_with_benchmark_on():
+    """With torch's cudnn.benchmark on, cuDNN searches whichever way it is called: the race has
+    one cuDNN side (no "cudnn heuristic"), and the result is right."""
+    res, races, stderr = _run_script(_BENCHMARK_RACE_SCRIPT)
+    assert len(races) == 1 and "cudnn" in races[0], stderr
+    assert "cudnn heuristic" not in races[0], races
+    assert res["err"] < 1e-2, res

@@ -187,7 +187,7 @@ bool raceable(Conv1dAlgo a, const ConvProblem& p) {
 
 std::string conv1d_cuda_algorithm(const ConvProblem& p) {
   const Conv1dAlgo a = choose(p);
-  // A 1-D problem's only library side is cuDNN's convolution (conv/vendor.h).
+  // A 1-D problem's library sides are cuDNN's convolution, searched or not (conv/vendor.h).
   if (raceable(a, p) &&
       conv_race_verdict_query(p).value_or(ConvVendor::kGpukern) != ConvVendor::kGpukern) {
     return algo_table().name(Conv1dAlgo::kCudnn);
@@ -203,7 +203,8 @@ at::Tensor conv1d_cuda_run(const ConvProblem& p, const at::Tensor& x) {
     if (v == ConvVendor::kGpukern) {
       run_call(algo, p, x, stream);
     } else {
-      run_call(Conv1dAlgo::kCudnn, p, x, stream, true);  // the only library side of a 1-D call
+      // cuDNN's convolution, searched or by its heuristic (the 1-D call's library sides)
+      run_call(Conv1dAlgo::kCudnn, p, x, stream, v == ConvVendor::kCudnn);
     }
   });
 }

@@ -268,6 +268,7 @@ bool raceable(Algo a, const ConvProblem& p) {
 Algo algo_of(ConvVendor v, Algo ours) {
   switch (v) {
     case ConvVendor::kCudnn:
+    case ConvVendor::kCudnnHeuristic:
     case ConvVendor::kCudnnFused: return Algo::kCudnn;
     case ConvVendor::kAtenDepthwise: return Algo::kAtenDepthwise;
     case ConvVendor::kGpukern: return ours;

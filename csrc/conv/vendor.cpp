@@ -323,6 +323,11 @@ std::optional<ConvVendor> conv_race(const ConvProblem& p, const std::function<vo
   std::vector<Side> sides;
   if (cudnn_conv_can_run(p)) {
     sides.push_back({ConvVendor::kCudnn, [&] { theirs(ConvVendor::kCudnn); }, {}, true});
+    // With torch's cudnn.benchmark on, cuDNN searches in either side: one side then.
+    if (!at::globalContext().benchmarkCuDNN()) {
+      sides.push_back(
+          {ConvVendor::kCudnnHeuristic, [&] { theirs(ConvVendor::kCudnnHeuristic); }, {}, true});
+    }
   }
   if (cudnn_fused_can_run(p)) {
     sides.push_back({ConvVendor::kCudnnFused, [&] { (void)cudnn_fused_run(p); }, {}, true});
@@ -377,7 +382,8 @@ std::optional<ConvVendor> conv_race(const ConvProblem& p, const std::function<vo
   if (best != nullptr && !(ours_t.sum() < kMargin * best->score.sum())) verdict = best->vendor;
   static const bool log = env_is("GPUKERN_CONV_RACE_LOG", "1");
   if (log) {
-    static const char* const kNames[] = {"gpukern", "cudnn", "cudnn fused", "aten depthwise"};
+    static const char* const kNames[] = {"gpukern", "cudnn", "cudnn fused", "aten depthwise",
+                                         "cudnn heuristic"};
     std::string times;
     char buf[96];
     for (const Side& side : sides) {

@@ -91,7 +91,16 @@ bool conv_race_timing_ours();
 // Which side runs a raced problem: gpukern's algorithm; cuDNN's convolution and gpukern's
 // elementwise pass for the bias and the epilogue; cuDNN's fused call (cudnn_fused_run); or ATen's
 // native depthwise kernel and gpukern's elementwise pass (aten_depthwise_run).
-enum class ConvVendor : int { kGpukern = 0, kCudnn = 1, kCudnnFused = 2, kAtenDepthwise = 3 };
+// kCudnn: cuDNN's convolution with its algorithm search (benchmark mode); kCudnnHeuristic: the
+// same call by cuDNN's heuristic choice, as torch runs it with cudnn.benchmark off (a separate
+// side: on 4-us depthwise layers a searched call once ran 5.9 us where torch's took 3.6).
+enum class ConvVendor : int {
+  kGpukern = 0,
+  kCudnn = 1,
+  kCudnnFused = 2,
+  kAtenDepthwise = 3,
+  kCudnnHeuristic = 4
+};
 
 // Whether ATen's native depthwise kernel (at::_conv_depthwise2d, the kernel F.conv2d runs for
 // depthwise layers where it does not pick cuDNN: bf16 and fp16 NCHW among others) can run p: a
@@ -127,8 +136,9 @@ std::optional<ConvVendor> conv_race_verdict(const ConvProblem& p);
 std::optional<ConvVendor> conv_race_verdict_query(const ConvProblem& p);
 
 // Races ours() against every side that can run p (each one whole call on `stream`, above):
-// theirs(kCudnn) where cudnn_conv_can_run(p), cudnn_fused_run(p) where cudnn_fused_can_run(p),
-// theirs(kAtenDepthwise) where aten_depthwise_can_run(p); remembers and returns the verdict.
+// theirs(kCudnn) and, unless torch's cudnn.benchmark is on, theirs(kCudnnHeuristic) where
+// cudnn_conv_can_run(p), cudnn_fused_run(p) where cudnn_fused_can_run(p), theirs(kAtenDepthwise)
+// where aten_depthwise_can_run(p); remembers and returns the verdict.
 // nullopt, nothing remembered, when `stream` is capturing. A c10::Error from a side (the library
 // refusing the problem) rules that side out; no device memory for the race's L2-flush buffer is
 // a verdict for ours.
@@ -137,8 +147,9 @@ std::optional<ConvVendor> conv_race(const ConvProblem& p, const std::function<vo
                                     cudaStream_t stream);
 
 // One call with the race (the dispatch of conv1d and conv2d): run(kGpukern) runs gpukern's
-// algorithm, run(kCudnn) cuDNN with its search, run(kAtenDepthwise) ATen's depthwise kernel (the
-// last two with gpukern's elementwise pass for bias and epilogue). Unless `raceable`, gpukern's
+// algorithm, run(kCudnn) cuDNN with its search, run(kCudnnHeuristic) cuDNN by its heuristic
+// choice, run(kAtenDepthwise) ATen's depthwise kernel (the last three with gpukern's elementwise
+// pass for bias and epilogue). Unless `raceable`, gpukern's
 // algorithm runs; else the remembered verdict decides, or a race on this call when there is none
 // (conv_race). Returns the result when it is a tensor of its own (cuDNN's fused call), else an
 // undefined tensor (the result is in p.y).
