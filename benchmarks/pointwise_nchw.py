@@ -3,7 +3,7 @@ kernel (mma.sync, the planes read in place, the epilogue fused) against the igem
 cuBLASLt GEMMs after NHWC conversions, or cuBLASLt's batched NCHW GEMM then an elementwise pass),
 cuDNN's convolution alone and torch's unfused sequence.
 
-    python3 benchmarks/pointwise_nchw.py [--batch 16]
+    python3 benchmarks/pointwise_nchw.py [--batch 16] [--tiles]
 
 Blocks: every 1x1 stride-1 conv + BN (+ add) + activation of ResNet-50 and MobileNetV3-Large at
 batch 16 (BN folded into a bias), 7x7 planes and the squeeze-excitation 1x1 planes included.
@@ -13,9 +13,15 @@ the algorithm forced to pointwise_nchw, forced to igemm, and chosen automaticall
 races it against cuDNN); then the plain conv (no bias): pointwise_nchw, igemm, automatic. Every
 output is checked against a float64 reference first; each is timed as the layer census times: 20
 calls replayed from a CUDA graph, L2 flushed by a read before each replay, median of 30 replays.
+
+--tiles: the fused op forced to pointwise_nchw with each of the kernel's block / warp tiles
+(GPUKERN_PW_TILE, csrc/conv/direct/pointwise_nchw.cu kTiles) and with the automatic choice,
+against torch's conv alone and unfused sequence: the data behind choose_tile and the rule.
 """
 import argparse
 import os
+
+os.environ.setdefault("GPUKERN_PW_KNOBS", "1")  # read at the first call: --tiles forces tiles
 import sys
 
 import torch
@@ -56,11 +62,14 @@ def torch_best(fn):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--batch", type=int, default=16)
+    ap.add_argument("--tiles", action="store_true", help="time each tile of the kernel")
     args = ap.parse_args()
     torch.backends.cudnn.allow_tf32 = True
     g = torch.Generator(device="cuda").manual_seed(0)
     print(f"# {torch.cuda.get_device_name()}, torch {torch.__version__}, cuDNN "
           f"{torch.backends.cudnn.version()}: us per call (graph of 20, L2 flushed, median of 30)")
+    if args.tiles:
+        return tiles(args.batch, g)
     print("\n| block (fp32 NCHW) | torch conv | torch unfused | pointwise | igemm | auto (algo) "
           "| auto / unfused | plain: pointwise | igemm | auto (algo) | auto / conv |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
@@ -110,6 +119,38 @@ def main():
               f"({row['f:None:algo']}) | {t_seq / row['f:None']:.2f}x | "
               f"{f(row['p:pointwise_nchw'])} | {f(row['p:igemm'])} | {f(row['p:None'])} "
               f"({row['p:None:algo']}) | {t_conv / row['p:None']:.2f}x |", flush=True)
+
+
+TILES = ["64x128 w32x64", "64x128 w32x32", "64x64 w32x32", "64x128 w32x64 s2 b4",
+         "64x128 w32x32 s2 b3"]
+
+
+def tiles(n, g):
+    print("\n| block (fp32 NCHW) | torch conv | torch unfused | "
+          + " | ".join(TILES) + " | auto | auto / unfused |")
+    print("|---|---:|---:|" + "---:|" * (len(TILES) + 2))
+    for c, h, o, follow in BLOCKS + EXTRA:
+        act = follow.split(">")[-1]
+        res = follow.startswith("add")
+        x = torch.randn(n, c, h, h, device="cuda", generator=g)
+        w = torch.randn(o, c, 1, 1, device="cuda", generator=g) / c ** 0.5
+        b = torch.randn(o, device="cuda", generator=g)
+        r = torch.randn(n, o, h, h, device="cuda", generator=g) if res else None
+        ref = block_ref(x, w, b, r, act, lambda t: t.double())
+        torch_seq, fused = block_calls(x, w, b, r, act)
+        t_conv = torch_best(lambda: F.conv2d(x, w))
+        t_seq = torch_best(torch_seq)
+        times = []
+        with torch_ops.force_algorithm("conv2d", "pointwise_nchw"):
+            for i in range(len(TILES) + 1):  # GPUKERN_PW_TILE 1..5, then 0: the automatic one
+                os.environ["GPUKERN_PW_TILE"] = str((i + 1) % (len(TILES) + 1))
+                e = err(fused(), ref)
+                assert e < TOL, f"tile {i + 1} {c}x{h}->{o}: rel err {e:.2e}"
+                times.append(timed(fused))
+        os.environ.pop("GPUKERN_PW_TILE")
+        print(f"| {n}x{c}x{h}x{h} -> {o} {follow} | {t_conv:.1f} | {t_seq:.1f} | "
+              + " | ".join(f"{t:.1f}" for t in times) + f" | {t_seq / times[-1]:.2f}x |",
+              flush=True)
 
 
 if __name__ == "__main__":

@@ -3,8 +3,15 @@ fp32 as TF32 on mma.sync, with the fused epilogue act(conv + bias [+ residual]) 
 
 Forced by name against float64 references: tile residues in O (1, 24, 33, 100, 160), C (3, 37,
 70, 200, 961: partial and single stages), planes 1x1 to 56x56 and odd ones (the 4-byte copies and
-the pixel pairs that cross an image), batch and channel slices, a misaligned base, every
-activation, residuals, empty batches, conv1d-shaped (H = 1) inputs. The automatic rule by query."""
+the pixel quads that cross an image), batch and channel slices, a misaligned base, every
+activation, residuals, empty batches, conv1d-shaped (H = 1) inputs; every block / warp tile (in
+a subprocess with the tile knob). The automatic rule by query."""
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
 import pytest
 import torch
 
@@ -49,7 +56,7 @@ def _fused(x, w, b, act="none", r=None):
 
 # (N, C, H, W, O)
 SHAPES = [
-    (2, 32, 9, 10, 48),     # pixel pairs across images (P = 90: 4-byte copies)
+    (2, 32, 9, 10, 48),     # pixel quads across images (P = 90: 4-byte copies)
     (2, 64, 8, 8, 128),     # 16-byte copies, the 64-row tile
     (3, 37, 7, 7, 24),      # odd C (a partial stage), odd plane, O below one tile
     (1, 3, 5, 9, 33),       # C below one mma step, O = 33 (a 1-row second tile)
@@ -117,6 +124,50 @@ def test_conv1d_shaped_and_empty():
     assert out.shape == (0, 64, 5, 5)
 
 
+# Every block / warp tile (kTiles in pointwise_nchw.cu, forced through the GPUKERN_PW_TILE knob,
+# which is read only in a process started with GPUKERN_PW_KNOBS=1): 16-byte and 4-byte copies,
+# pixel quads and the element epilogue (P = 90, quads across images), partial row and column
+# tiles, a residual.
+_TILE_SCRIPT = textwrap.dedent("""
+    import json, os, torch
+    import torch_ops
+    from algo_cases import conv_ref
+    torch.backends.cudnn.allow_tf32 = True
+    torch.backends.cuda.matmul.allow_tf32 = True
+    g = torch.Generator(device="cuda").manual_seed(23)
+    errs = {}
+    for tile in range(1, 6):
+        os.environ["GPUKERN_PW_TILE"] = str(tile)
+        for n, c, h, w_, o, res in ((2, 64, 8, 8, 130, True), (2, 37, 9, 10, 70, True),
+                                    (3, 160, 7, 7, 33, False), (1, 8, 4, 4, 1, False)):
+            x = torch.randn(n, c, h, w_, device="cuda", generator=g)
+            w = torch.randn(o, c, 1, 1, device="cuda", generator=g) / c ** 0.5
+            b = torch.randn(o, device="cuda", generator=g)
+            r = torch.randn(n, o, h, w_, device="cuda", generator=g) if res else None
+            with torch_ops.force_algorithm("conv2d", "pointwise_nchw"):
+                out = torch_ops.conv2d_fused(x, w, b, activation="relu", residual=r)
+            ref = conv_ref(2, x, w, b, "relu", r)
+            e = float((out.double() - ref).norm() / ref.norm().clamp_min(1e-30))
+            errs[f"{tile}:{n}x{c}x{h}x{w_}->{o}"] = e if e == e else 1e30
+    print("RESULT " + json.dumps(errs))
+""")
+
+
+@gpu
+def test_every_tile():
+    env = dict(os.environ, GPUKERN_PW_KNOBS="1")
+    env["PYTHONPATH"] = os.pathsep.join([os.path.dirname(os.path.abspath(__file__))] +
+                                        sys.path)
+    out = subprocess.run([sys.executable, "-c", _TILE_SCRIPT], env=env, capture_output=True,
+                         text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    line = [ln for ln in out.stdout.splitlines() if ln.startswith("RESULT ")][-1]
+    errs = json.loads(line[len("RESULT "):])
+    assert len(errs) == 20
+    bad = {k: e for k, e in errs.items() if not e <= TOL}
+    assert not bad, bad
+
+
 @gpu
 def test_cannot_run_outside_its_shapes():
     """Forcing it on what it does not take raises (3x3, stride 2, channels_last, bf16, TF32 off)."""
@@ -164,14 +215,21 @@ def _kernels(call):
                     torch.cuda.get_device_capability() != (9, 0),
                     reason="the igemm path (sm_90a)")
 def test_igemm_runs_it():
-    """igemm's 1x1 forms hand fp32 NCHW blocks with a bias and few input channels to this kernel
-    (one kernel, the epilogue inside), the plain convolution and bf16 to cuBLASLt / CUTLASS; with
-    C = 256 only narrow outputs without a residual come here."""
+    """igemm's 1x1 forms hand fp32 NCHW blocks with a bias and at most 240 input channels to this
+    kernel (one kernel, the epilogue inside), the plain convolution and bf16 to cuBLASLt /
+    CUTLASS; not 256 input channels, not a residual into 32 or fewer outputs, not 7x7 planes
+    (pointwise_nchw_preferred)."""
     g = _gen(19)
     x = _rand(g, 4, 64, 28, 28)
     w = _rand(g, 48, 64, 1, 1) / 8
     b = _rand(g, 48)
     r = _rand(g, 4, 48, 28, 28)
+
+    def taken(call, ref):
+        out, names = _kernels(call)
+        assert _rel_err(out, ref) <= TOL
+        return any("pointwise_nchw" in n for n in names), names
+
     with torch_ops.force_algorithm("conv2d", "igemm"):
         out, names = _kernels(lambda: torch_ops.conv2d_fused(x, w, b, activation="relu",
                                                               residual=r))
@@ -181,16 +239,12 @@ def test_igemm_runs_it():
                      lambda: torch_ops.conv2d(x.bfloat16(), w.bfloat16(), b.bfloat16())):
             _, names = _kernels(call)
             assert not any("pointwise_nchw" in n for n in names), names
-        # C = 256: into 48 outputs with a bias it is taken, with a residual or into 128 not.
-        xw = _rand(g, 4, 256, 28, 28)
-        ww = _rand(g, 48, 256, 1, 1) / 16
-        out, names = _kernels(lambda: torch_ops.conv2d(xw, ww, b))
-        assert len(names) == 1 and "pointwise_nchw" in names[0], names
-        assert _rel_err(out, conv_ref(2, xw, ww, b)) <= TOL
-        out, names = _kernels(lambda: torch_ops.conv2d_fused(xw, ww, b, residual=r))
-        assert not any("pointwise_nchw" in n for n in names), names
-        assert _rel_err(out, conv_ref(2, xw, ww, b, "none", r)) <= TOL
-        w128, b128 = _rand(g, 128, 256, 1, 1) / 16, _rand(g, 128)
-        out, names = _kernels(lambda: torch_ops.conv2d(xw, w128, b128))
-        assert not any("pointwise_nchw" in n for n in names), names
-        assert _rel_err(out, conv_ref(2, xw, w128, b128)) <= TOL
+        for c, o, hw, res, want in ((240, 48, 28, False, True), (256, 48, 28, False, False),
+                                    (64, 24, 28, True, False), (64, 48, 7, False, False)):
+            xc = _rand(g, 4, c, hw, hw)
+            wc = _rand(g, o, c, 1, 1) / c ** 0.5
+            bc = _rand(g, o)
+            rc = _rand(g, 4, o, hw, hw) if res else None
+            got, names = taken(lambda: torch_ops.conv2d_fused(xc, wc, bc, residual=rc),
+                               conv_ref(2, xc, wc, bc, "none", rc))
+            assert got == want, (c, o, hw, res, names)

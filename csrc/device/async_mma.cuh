@@ -1,7 +1,8 @@
 #pragma once
 // Torch-free sm_80+ device helpers shared by the kernels: asynchronous global -> shared copies
-// (cp.async), 8x8 shared-memory matrix loads (ldmatrix), the 16-bit tensor-core multiply-add
-// mma.m16n8k16 with float accumulators, and the packing of its 16-bit results.
+// (cp.async), 8x8 shared-memory matrix loads (ldmatrix), the tensor-core multiply-adds
+// mma.m16n8k16 (16-bit) and mma.m16n8k8 (TF32) with float accumulators, and the packing of 16-bit
+// results.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -99,6 +100,26 @@ __device__ __forceinline__ void mma_16816(float (&d)[4], unsigned a0, unsigned a
                                           unsigned a3, unsigned b0, unsigned b1) {
   const float c[4] = {d[0], d[1], d[2], d[3]};
   mma_16816<T>(d, a0, a1, a2, a3, b0, b1, c);
+}
+
+// fp32 bits rounded for a TF32 operand: the tensor core reads the upper 19 bits of the register,
+// so adding half a TF32 unit in the last place (bit 12) rounds half away from zero, as
+// cvt.rna.tf32.f32 does, in one integer add.
+__device__ __forceinline__ unsigned tf32_round_bits(unsigned fp32_bits) {
+  return fp32_bits + 0x1000u;
+}
+
+// d += A * B, TF32 operands (tf32_round_bits), float accumulators: mma.m16n8k8. Fragments (PTX
+// ISA, mma.m16n8k8 .tf32), lane (g = lane / 4, t = lane % 4):
+//   a0 = A[g][t], a1 = A[g+8][t], a2 = A[g][t+4], a3 = A[g+8][t+4]
+//   b0 = B[t][g],  b1 = B[t+4][g];  d0,d1 = D[g][2t..2t+1], d2,d3 = D[g+8][2t..2t+1]
+__device__ __forceinline__ void mma_1688_tf32(float (&d)[4], const unsigned (&a)[4], unsigned b0,
+                                              unsigned b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+      "{%8,%9}, {%0,%1,%2,%3};"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
 }  // namespace gpukern

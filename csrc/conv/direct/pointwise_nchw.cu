@@ -1,9 +1,11 @@
 // pointwise_nchw, host side: the plan (which problems, which tile), the launch and the kernel's
 // instantiations (the kernel: pointwise_nchw.cuh).
 #include <array>
+#include <utility>
 
 #include "conv/direct/direct2d.h"
 #include "conv/direct/pointwise_nchw.cuh"
+#include "core/knobs.h"
 #include "core/launch.cuh"
 
 namespace gpukern {
@@ -20,9 +22,9 @@ bool aligned(const void* ptr, uintptr_t bytes) {
   return reinterpret_cast<uintptr_t>(ptr) % bytes == 0;
 }
 
-// Pixel pairs of images (n, c) as float2: P even, every plane start 8-byte aligned.
-bool pairs_ok(const void* data, int64_t N, int64_t C, int64_t sn, int64_t sc, int64_t P) {
-  return P % 2 == 0 && (N == 1 || sn % 2 == 0) && (C == 1 || sc % 2 == 0) && aligned(data, 8);
+// Pixel quads of images (n, c) as float4: P % 4 == 0, every plane start 16-byte aligned.
+bool quads_ok(const void* data, int64_t N, int64_t C, int64_t sn, int64_t sc, int64_t P) {
+  return P % 4 == 0 && (N == 1 || sn % 4 == 0) && (C == 1 || sc % 4 == 0) && aligned(data, 16);
 }
 
 bool plan(const ConvProblem& p, conv::PointwisePlan& s) {
@@ -39,44 +41,88 @@ bool plan(const ConvProblem& p, conv::PointwisePlan& s) {
   s.P = static_cast<int>(P);
   s.cols = p.N * P;
   // The grid bound for the narrowest tile (the most blocks); the tile itself: choose_tile.
-  if (((p.O + 31) / 32) * ((s.cols + 63) / 64) >= (int64_t{1} << 31)) return false;
-  s.x_vec = P % 4 == 0 && (p.N == 1 || p.x_sn % 4 == 0) && (p.C == 1 || p.x_sc % 4 == 0) &&
-            aligned(p.x, 16);
-  s.y_pair = pairs_ok(p.y, p.N, p.O, p.y_sn, p.y_so, P) &&
-             (p.r == nullptr || pairs_ok(p.r, p.N, p.O, p.r_sn, p.r_so, P));
+  if (((p.O + 63) / 64) * ((s.cols + 63) / 64) >= (int64_t{1} << 31)) return false;
+  // 16-byte copies: x's pixel quads and W's channel quads (W [O][C] with unit channel stride).
+  s.vec = quads_ok(p.x, p.N, p.C, p.x_sn, p.x_sc, P) && p.C % 4 == 0 && p.w_sc == 1 &&
+          (p.O == 1 || p.w_so % 4 == 0) && aligned(p.w, 16);
+  s.y_vec = quads_ok(p.y, p.N, p.O, p.y_sn, p.y_so, P) &&
+            (p.r == nullptr || quads_ok(p.r, p.N, p.O, p.r_sn, p.r_so, P));
   return true;
 }
 
-// The widest tile first (fewer re-reads of x per output channel); a narrower one while the grid
-// would not fill two waves (7x7 and 14x14 planes, few output channels).
-void choose_tile(const ConvProblem& p, conv::PointwisePlan& s) {
-  const int64_t sms = device_props().multiProcessorCount;
-  struct Tile {
-    int bm, bn;
-  };
-  const Tile tiles[] = {{p.O > 32 ? 64 : 32, 128}, {32, 128}, {32, 64}};
-  for (const Tile& t : tiles) {
-    s.bm = t.bm;
-    s.bn = t.bn;
-    s.m_tiles = static_cast<int>((p.O + t.bm - 1) / t.bm);
-    s.blocks = s.m_tiles * ((s.cols + t.bn - 1) / t.bn);
-    if (s.blocks >= 2 * sms) return;
-  }
+// The block and warp tiles (kBM, kBN, kWM, kWN), the stages and the blocks per SM the registers
+// are capped for: one kernel instance each (x2 for kVec). The five choose_tile takes, of eleven
+// timed (benchmarks/pointwise_nchw.py --tiles; 128 x 128, 32 x 128, 32 x 64 and 8-stage tiles
+// won no block).
+struct Tile {
+  int bm, bn, wm, wn, stages, min_blocks;
+};
+constexpr Tile kTiles[] = {
+    {64, 128, 32, 64, 4, 1},  // 0: 4 warps of 32 x 64
+    {64, 128, 32, 32, 4, 1},  // 1: 8 warps of 32 x 32
+    {64, 64, 32, 32, 4, 1},   // 2: 4 warps of 32 x 32
+    {64, 128, 32, 64, 2, 4},  // 3: 4 warps, 4 blocks an SM (52 KB each, <= 128 registers)
+    {64, 128, 32, 32, 2, 3},  // 4: 8 warps, 3 blocks an SM (52 KB each, <= 80 registers)
+};
+constexpr int kNumTiles = static_cast<int>(sizeof(kTiles) / sizeof(kTiles[0]));
+
+void set_tile(const ConvProblem& p, conv::PointwisePlan& s, int i) {
+  s.tile = i;
+  s.m_tiles = static_cast<int>((p.O + kTiles[i].bm - 1) / kTiles[i].bm);
+  s.blocks = s.m_tiles * ((s.cols + kTiles[i].bn - 1) / kTiles[i].bn);
 }
 
-template <int kBM, int kBN>
+// By the channels a block walks (k_tiles stages of kPwBK) and the grid, from the tile timings
+// (H100, batch 16, fp32 NCHW blocks with a bias; docs/performance.md, twenty-second session):
+//   one stage (C <= 32): two stages of 64 x 128 / 32 x 64 warps, 4 blocks an SM (16 -> 64
+//     112x112 30.8 us, 24 -> 72 56x56 14.0; the 4-stage tile 36.4 and 14.7);
+//   two stages (C <= 64): 8 warps of 32 x 32, 3 blocks an SM (64 -> 64 56x56 14.9, 64 -> 24
+//     8.2, 40 -> 240 28x28 12.9);
+//   more, 14x14 planes into >= 128 outputs without a residual: 32 x 64 warps (80 -> 200 6.6,
+//     80 -> 480 11.3; 8 warps of 32 x 32: 7.4 and 14.7);
+//   more, >= 90 blocks of 64 x 128: 8 warps of 32 x 32 (72 -> 40 28x28 5.4, 120 -> 40 + residual
+//     7.1); fewer: 64 x 64 blocks (240 -> 80 14x14 7.0 against 10.4, 200 -> 80 + residual 7.7
+//     against 10.1).
+// GPUKERN_PW_TILE=<1 + an index into kTiles> forces one (a tuning knob for
+// benchmarks/pointwise_nchw.py --tiles; read per call while GPUKERN_PW_KNOBS=1 was set at the
+// first call, core/knobs.h).
+void choose_tile(const ConvProblem& p, conv::PointwisePlan& s) {
+  static const bool knobs = knobs_enabled("PW");
+  if (knobs) {
+    const long long forced = knob_value("PW", "TILE");
+    if (forced >= 1 && forced <= kNumTiles) return set_tile(p, s, static_cast<int>(forced - 1));
+  }
+  const int64_t k_tiles = (p.C + conv::kPwBK - 1) / conv::kPwBK;
+  if (k_tiles <= 2) return set_tile(p, s, k_tiles == 1 ? 3 : 4);
+  if (p.O >= 128 && s.P <= 196 && p.r == nullptr) return set_tile(p, s, 0);
+  set_tile(p, s, 1);
+  if (s.blocks < 90) set_tile(p, s, 2);
+}
+
+template <int kBM, int kBN, int kWM, int kWN, int kStages, int kMinBlocks>
 void launch(const ConvProblem& p, const conv::PointwisePlan& s, cudaStream_t stream) {
-  constexpr size_t smem = conv::pointwise_smem_bytes<kBM, kBN>();
+  constexpr size_t smem = conv::pointwise_smem_bytes<kBM, kBN, kStages>();
   const dim3 grid = checked_grid(kOp, s.blocks);
   auto go = [&](auto kernel) {
     allow_dynamic_smem(kernel, smem);
-    launch_pdl(kernel, grid, dim3(kBM * kBN / 32), smem, stream, p, s);
+    launch_pdl(kernel, grid, dim3(kBM / kWM * kBN / kWN * 32), smem, stream, p, s);
   };
-  if (s.x_vec) {
-    go(conv::conv2d_pointwise_nchw_kernel<kBM, kBN, true>);
+  if (s.vec) {
+    go(conv::conv2d_pointwise_nchw_kernel<kBM, kBN, kWM, kWN, kStages, kMinBlocks, true>);
   } else {
-    go(conv::conv2d_pointwise_nchw_kernel<kBM, kBN, false>);
+    go(conv::conv2d_pointwise_nchw_kernel<kBM, kBN, kWM, kWN, kStages, kMinBlocks, false>);
   }
+}
+
+template <int... kI>
+void launch_tile(const ConvProblem& p, const conv::PointwisePlan& s, cudaStream_t stream,
+                 std::integer_sequence<int, kI...>) {
+  // One instance per kTiles entry; s.tile picks it.
+  (void)((s.tile == kI &&
+          (launch<kTiles[kI].bm, kTiles[kI].bn, kTiles[kI].wm, kTiles[kI].wn, kTiles[kI].stages,
+                  kTiles[kI].min_blocks>(p, s, stream),
+           true)) ||
+         ...);
 }
 
 }  // namespace
@@ -86,20 +132,23 @@ bool pointwise_nchw_can_run(const ConvProblem& p) {
   return plan(p, s);
 }
 
-// Planes of 28x28 and up, more than 16 output channels, and few input channels (the layer is
-// memory-bound: each output reads C inputs), or up to 256 of them into at most 64 outputs without
-// a residual. H100, batch 16, fp32 NCHW blocks with a bias (+ residual, activation), against
-// igemm's other 1x1 forms (cuBLASLt then an epilogue pass, or CUTLASS over NHWC copies;
-// benchmarks/pointwise_nchw.py, docs/performance.md): 64 -> 64 56x56 + ReLU 12.1 us against 16.5,
-// 16 -> 64 112x112 35.6 against 63.8, 64 -> 24 56x56 9.2 against 11.3, 40 -> 240 28x28 +
-// hardswish 12.2 against 14.6, 256 -> 64 56x56 + ReLU 29.2 against 33.7, 72 -> 40 28x28 7.1
-// against 7.4. It lost with more channels or outputs (mma.sync at 2 blocks an SM: 1024 -> 256
-// 14x14 41.1 against 17.4; 256 -> 128 56x56 49.4 against 46.4), with a residual beyond 64
-// channels (120 -> 40 28x28 10.7 against 8.0; 72 -> 24 56x56 15.6 against 11.8), on 1x1 planes
-// (24 -> 72: 4.4 against 3.9) and at 16 -> 16 112x112 + residual (37.2 against 23.0).
+// Planes of 14x14 and up, 17 to 512 output channels from at most 240 input channels, a residual
+// only into 33 to 255 outputs. H100, batch 16, fp32 NCHW blocks with a bias (+ residual,
+// activation), against igemm's other 1x1 forms (cuBLASLt then an epilogue pass, or CUTLASS over
+// NHWC copies) or cuDNN, whichever the previous rule ran (benchmarks/pointwise_nchw.py --tiles,
+// docs/performance.md, twenty-second session): 72 -> 40 28x28 5.4 us against 7.1, 120 -> 40
+// 28x28 + residual 7.1 against 8.2, 240 -> 80 14x14 7.0 against 7.6, 80 -> 200 14x14 +
+// hardswish 6.6 against 7.9, 40 -> 240 28x28 + hardswish 12.9 against 15.0, 16 -> 64 112x112
+// 30.8 against 35.3 (the kernel's earlier form), 64 -> 64 56x56 + ReLU 14.9 against 16.5 (the
+// earlier form: 12.1). It loses with more input channels (256 -> 64 56x56 34.8 against 33.7,
+// 480 -> 112 14x14 10.6 against 10.0, 1024 -> 256 14x14 27.6 against 16.8), into 672 outputs
+// (112 -> 672 14x14 15.3 against 14.7), on 7x7 and 1x1 planes (672 -> 160 7x7 20.6 against
+// 15.2), and with a residual into few or many outputs (72 -> 24 56x56 13.2 against 11.9,
+// 128 -> 512 28x28 40.7 against 41.9 on the best tile, 43.4 on the one chosen).
 bool pointwise_nchw_preferred(const ConvProblem& p) {
-  const bool narrow = p.C <= 64 || (p.C <= 256 && p.O <= 64 && p.r == nullptr);
-  return narrow && p.O > 16 && p.OH * p.OW >= 784 && pointwise_nchw_can_run(p);
+  const bool residual_ok = p.r == nullptr || (p.O > 32 && p.O < 256);
+  return p.O > 16 && p.O <= 512 && p.C <= 240 && p.OH * p.OW >= 196 && residual_ok &&
+         pointwise_nchw_can_run(p);
 }
 
 void pointwise_nchw_run(const ConvProblem& call, cudaStream_t stream) {
@@ -127,13 +176,7 @@ void pointwise_nchw_run(const ConvProblem& call, cudaStream_t stream) {
   GK_CHECK(plan(p, s), kOp, "internal error: pointwise_nchw cannot run this shape");
   choose_tile(p, s);
   if (s.blocks == 0) return;
-  if (s.bm == 64) {
-    launch<64, 128>(p, s, stream);
-  } else if (s.bn == 128) {
-    launch<32, 128>(p, s, stream);
-  } else {
-    launch<32, 64>(p, s, stream);
-  }
+  launch_tile(p, s, stream, std::make_integer_sequence<int, kNumTiles>{});
   if (y_staged) {
     at::from_blob(call.y, sizes, {call.y_sn, call.y_so, call.y_sh, call.y_sw}, opts).copy_(y_tmp);
   }
