@@ -121,8 +121,8 @@ def main():
               f"({row['p:None:algo']}) | {t_conv / row['p:None']:.2f}x |", flush=True)
 
 
-TILES = ["64x128 w32x64", "64x128 w32x32", "64x64 w32x32", "64x128 w32x64 s2 b4",
-         "64x128 w32x32 s2 b3"]
+TILES = ["64x128 w32x32", "64x64 w32x32", "64x128 w32x64 s2 b4", "64x128 w32x32 s2 b3",
+         "64x128 w32x32 plain", "64x128 w32x32 s2 b3 plain"]
 
 
 def tiles(n, g):
@@ -142,7 +142,7 @@ def tiles(n, g):
         t_seq = torch_best(torch_seq)
         times = []
         with torch_ops.force_algorithm("conv2d", "pointwise_nchw"):
-            for i in range(len(TILES) + 1):  # GPUKERN_PW_TILE 1..5, then 0: the automatic one
+            for i in range(len(TILES) + 1):  # GPUKERN_PW_TILE 1..6, then 0: the automatic one
                 os.environ["GPUKERN_PW_TILE"] = str((i + 1) % (len(TILES) + 1))
                 e = err(fused(), ref)
                 assert e < TOL, f"tile {i + 1} {c}x{h}->{o}: rel err {e:.2e}"

@@ -50,19 +50,22 @@ bool plan(const ConvProblem& p, conv::PointwisePlan& s) {
   return true;
 }
 
-// The block and warp tiles (kBM, kBN, kWM, kWN), the stages and the blocks per SM the registers
-// are capped for: one kernel instance each (x2 for kVec). The five choose_tile takes, of eleven
-// timed (benchmarks/pointwise_nchw.py --tiles; 128 x 128, 32 x 128, 32 x 64 and 8-stage tiles
-// won no block).
+// The block and warp tiles (kBM, kBN, kWM, kWN), the stages, the blocks per SM the registers are
+// capped for and the column order (pointwise_nchw.cuh: permuted, 16-byte B loads and pixel-quad
+// epilogue; plain, scalar B loads and pixel pairs): one kernel instance each (x2 for kVec). The
+// six choose_tile takes, of thirteen timed (benchmarks/pointwise_nchw.py --tiles; 128 x 128,
+// 32 x 128, 32 x 64, 8-stage and 4-stage 32 x 64-warp tiles won no block).
 struct Tile {
   int bm, bn, wm, wn, stages, min_blocks;
+  bool permute = true;
 };
 constexpr Tile kTiles[] = {
-    {64, 128, 32, 64, 4, 1},  // 0: 4 warps of 32 x 64
-    {64, 128, 32, 32, 4, 1},  // 1: 8 warps of 32 x 32
-    {64, 64, 32, 32, 4, 1},   // 2: 4 warps of 32 x 32
-    {64, 128, 32, 64, 2, 4},  // 3: 4 warps, 4 blocks an SM (52 KB each, <= 128 registers)
-    {64, 128, 32, 32, 2, 3},  // 4: 8 warps, 3 blocks an SM (52 KB each, <= 80 registers)
+    {64, 128, 32, 32, 4, 1},         // 0: 8 warps
+    {64, 64, 32, 32, 4, 1},          // 1: 4 warps
+    {64, 128, 32, 64, 2, 4},         // 2: 4 warps, 4 blocks an SM (52 KB each, <= 128 registers)
+    {64, 128, 32, 32, 2, 3},         // 3: 8 warps, 3 blocks an SM (52 KB each, <= 80 registers)
+    {64, 128, 32, 32, 4, 1, false},  // 4: tile 0 in the plain order
+    {64, 128, 32, 32, 2, 3, false},  // 5: tile 3 in the plain order
 };
 constexpr int kNumTiles = static_cast<int>(sizeof(kTiles) / sizeof(kTiles[0]));
 
@@ -72,17 +75,20 @@ void set_tile(const ConvProblem& p, conv::PointwisePlan& s, int i) {
   s.blocks = s.m_tiles * ((s.cols + kTiles[i].bn - 1) / kTiles[i].bn);
 }
 
-// By the channels a block walks (k_tiles stages of kPwBK) and the grid, from the tile timings
-// (H100, batch 16, fp32 NCHW blocks with a bias; docs/performance.md, twenty-second session):
-//   one stage (C <= 32): two stages of 64 x 128 / 32 x 64 warps, 4 blocks an SM (16 -> 64
-//     112x112 30.8 us, 24 -> 72 56x56 14.0; the 4-stage tile 36.4 and 14.7);
-//   two stages (C <= 64): 8 warps of 32 x 32, 3 blocks an SM (64 -> 64 56x56 14.9, 64 -> 24
-//     8.2, 40 -> 240 28x28 12.9);
-//   more, 14x14 planes into >= 128 outputs without a residual: 32 x 64 warps (80 -> 200 6.6,
-//     80 -> 480 11.3; 8 warps of 32 x 32: 7.4 and 14.7);
-//   more, >= 90 blocks of 64 x 128: 8 warps of 32 x 32 (72 -> 40 28x28 5.4, 120 -> 40 + residual
-//     7.1); fewer: 64 x 64 blocks (240 -> 80 14x14 7.0 against 10.4, 200 -> 80 + residual 7.7
-//     against 10.1).
+// By the channels a block walks (k_tiles stages of kPwBK), the residual and the grid, from the
+// tile timings (H100, batch 16, fp32 NCHW blocks with a bias; benchmarks/results/
+// h100_pointwise_nchw_tiles_s22b.md). The plain order wins without a residual (64 -> 64 56x56
+// 12.0 us against 14.9 permuted; 40 -> 240 28x28 10.5 against 13.2), the permuted one with a
+// residual, whose loads it makes 16-byte (120 -> 40 28x28 7.1 against 8.8; 16 -> 16 112x112
+// 27.7 against 32.5):
+//   one stage (C <= 32): 32 x 64 warps, two stages, 4 blocks an SM (16 -> 64 112x112 31.2);
+//   two stages (C <= 64): two stages, 3 blocks an SM (64 -> 24 56x56 8.6, 64 -> 256 + residual
+//     62.5);
+//   more, < 90 blocks of 64 x 128 (14x14 planes into few outputs): 64 x 64 blocks (240 -> 80
+//     7.1 against 9.6-11.1);
+//   more, without a residual: four stages below 300 blocks (80 -> 480 14x14 10.8, 512 -> 128
+//     28x28 22.9), two stages at 3 blocks an SM above (256 -> 64 56x56 31.8 against 35.5);
+//   more, with a residual: four stages, 8 warps (120 -> 40 28x28 7.1).
 // GPUKERN_PW_TILE=<1 + an index into kTiles> forces one (a tuning knob for
 // benchmarks/pointwise_nchw.py --tiles; read per call while GPUKERN_PW_KNOBS=1 was set at the
 // first call, core/knobs.h).
@@ -92,25 +98,29 @@ void choose_tile(const ConvProblem& p, conv::PointwisePlan& s) {
     const long long forced = knob_value("PW", "TILE");
     if (forced >= 1 && forced <= kNumTiles) return set_tile(p, s, static_cast<int>(forced - 1));
   }
+  const bool residual = p.r != nullptr;
   const int64_t k_tiles = (p.C + conv::kPwBK - 1) / conv::kPwBK;
-  if (k_tiles <= 2) return set_tile(p, s, k_tiles == 1 ? 3 : 4);
-  if (p.O >= 128 && s.P <= 196 && p.r == nullptr) return set_tile(p, s, 0);
-  set_tile(p, s, 1);
-  if (s.blocks < 90) set_tile(p, s, 2);
+  if (k_tiles == 1) return set_tile(p, s, 2);
+  if (k_tiles == 2) return set_tile(p, s, residual ? 3 : 5);
+  set_tile(p, s, 0);
+  if (s.blocks < 90) return set_tile(p, s, 1);
+  if (!residual) set_tile(p, s, s.blocks < 300 ? 4 : 5);
 }
 
-template <int kBM, int kBN, int kWM, int kWN, int kStages, int kMinBlocks>
+template <int kBM, int kBN, int kWM, int kWN, int kStages, int kMinBlocks, bool kPermute>
 void launch(const ConvProblem& p, const conv::PointwisePlan& s, cudaStream_t stream) {
-  constexpr size_t smem = conv::pointwise_smem_bytes<kBM, kBN, kStages>();
+  constexpr size_t smem = conv::pointwise_smem_bytes<kBM, kBN, kStages, kPermute>();
   const dim3 grid = checked_grid(kOp, s.blocks);
   auto go = [&](auto kernel) {
     allow_dynamic_smem(kernel, smem);
     launch_pdl(kernel, grid, dim3(kBM / kWM * kBN / kWN * 32), smem, stream, p, s);
   };
   if (s.vec) {
-    go(conv::conv2d_pointwise_nchw_kernel<kBM, kBN, kWM, kWN, kStages, kMinBlocks, true>);
+    go(conv::conv2d_pointwise_nchw_kernel<kBM, kBN, kWM, kWN, kStages, kMinBlocks, kPermute,
+                                          true>);
   } else {
-    go(conv::conv2d_pointwise_nchw_kernel<kBM, kBN, kWM, kWN, kStages, kMinBlocks, false>);
+    go(conv::conv2d_pointwise_nchw_kernel<kBM, kBN, kWM, kWN, kStages, kMinBlocks, kPermute,
+                                          false>);
   }
 }
 
@@ -120,7 +130,7 @@ void launch_tile(const ConvProblem& p, const conv::PointwisePlan& s, cudaStream_
   // One instance per kTiles entry; s.tile picks it.
   (void)((s.tile == kI &&
           (launch<kTiles[kI].bm, kTiles[kI].bn, kTiles[kI].wm, kTiles[kI].wn, kTiles[kI].stages,
-                  kTiles[kI].min_blocks>(p, s, stream),
+                  kTiles[kI].min_blocks, kTiles[kI].permute>(p, s, stream),
            true)) ||
          ...);
 }
@@ -132,22 +142,23 @@ bool pointwise_nchw_can_run(const ConvProblem& p) {
   return plan(p, s);
 }
 
-// Planes of 14x14 and up, 17 to 512 output channels from at most 240 input channels, a residual
-// only into 33 to 255 outputs. H100, batch 16, fp32 NCHW blocks with a bias (+ residual,
-// activation), against igemm's other 1x1 forms (cuBLASLt then an epilogue pass, or CUTLASS over
-// NHWC copies) or cuDNN, whichever the previous rule ran (benchmarks/pointwise_nchw.py --tiles,
-// docs/performance.md, twenty-second session): 72 -> 40 28x28 5.4 us against 7.1, 120 -> 40
-// 28x28 + residual 7.1 against 8.2, 240 -> 80 14x14 7.0 against 7.6, 80 -> 200 14x14 +
-// hardswish 6.6 against 7.9, 40 -> 240 28x28 + hardswish 12.9 against 15.0, 16 -> 64 112x112
-// 30.8 against 35.3 (the kernel's earlier form), 64 -> 64 56x56 + ReLU 14.9 against 16.5 (the
-// earlier form: 12.1). It loses with more input channels (256 -> 64 56x56 34.8 against 33.7,
-// 480 -> 112 14x14 10.6 against 10.0, 1024 -> 256 14x14 27.6 against 16.8), into 672 outputs
-// (112 -> 672 14x14 15.3 against 14.7), on 7x7 and 1x1 planes (672 -> 160 7x7 20.6 against
-// 15.2), and with a residual into few or many outputs (72 -> 24 56x56 13.2 against 11.9,
-// 128 -> 512 28x28 40.7 against 41.9 on the best tile, 43.4 on the one chosen).
+// Planes of 14x14 and up, 17 to 512 output channels from at most 240 input channels (or 256 into
+// at most 64 without a residual), a residual only into 33 to 255 outputs. H100, batch 16, fp32
+// NCHW blocks with a bias (+ residual, activation), against igemm's other 1x1 forms (cuBLASLt
+// then an epilogue pass, or CUTLASS over NHWC copies) or cuDNN, whichever the previous rule ran
+// (benchmarks/pointwise_nchw.py --tiles; docs/performance.md, twenty-second session): 72 -> 40
+// 28x28 5.4 us against 7.1, 120 -> 40 28x28 + residual 7.1 against 8.2, 240 -> 80 14x14 7.1
+// against 7.6, 80 -> 200 14x14 + hardswish 6.2 against 7.9, 40 -> 240 28x28 + hardswish 10.5
+// against 15.0, 16 -> 64 112x112 31.2 against 35.3 (the kernel's earlier form), 256 -> 64 56x56
+// 31.8 against 33.7. It loses with more input channels (512 -> 256 28x28 34.1 against 25.8,
+// 480 -> 112 14x14 10.7 against 10.0, 1024 -> 256 14x14 29.0 against 16.8), into 672 outputs
+// (112 -> 672 14x14 15.2 against 14.7), on 7x7 and 1x1 planes (672 -> 160 7x7 20.7 against
+// 15.2), and with a residual into few or many outputs (72 -> 24 56x56 13.0 against 11.9,
+// 128 -> 512 28x28 40.4 against 41.9 on its best tile, 43.5 on the one chosen).
 bool pointwise_nchw_preferred(const ConvProblem& p) {
   const bool residual_ok = p.r == nullptr || (p.O > 32 && p.O < 256);
-  return p.O > 16 && p.O <= 512 && p.C <= 240 && p.OH * p.OW >= 196 && residual_ok &&
+  const bool channels_ok = p.C <= 240 || (p.C <= 256 && p.O <= 64 && p.r == nullptr);
+  return p.O > 16 && p.O <= 512 && channels_ok && p.OH * p.OW >= 196 && residual_ok &&
          pointwise_nchw_can_run(p);
 }
 

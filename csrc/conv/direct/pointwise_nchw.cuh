@@ -26,12 +26,17 @@
 //     2 t + 1 of the four tiles: pixels 4 t .. 4 t + 3 and 16 + 4 t .. 16 + 4 t + 3 of the group,
 //     stored as 16-byte vectors; the warp's four lanes of a row write 64 contiguous bytes, whole
 //     32-byte sectors. (Pixels 8 t .. 8 t + 7 instead, as two quads 16 bytes apart, wrote half
-//     sectors: 64 -> 64 channels at 56x56 took 20.1 us against 12.1 with float2 pairs.)
+//     sectors: 64 -> 64 channels at 56x56 took 20.1 us.)
+//   kPermute = false keeps the plain order: B as two scalar loads a tile (rows 8 banks apart),
+//     pixel pairs 8 q + 2 t in the epilogue. Measured faster without a residual (64 -> 64 56x56
+//     12.0 us against 14.9 permuted), slower with one (the residual's loads are 8-byte), so the
+//     host takes either (pointwise_nchw.cu, choose_tile).
 //   TF32 rounding: the register's bits + 0x1000. The tensor core reads the upper 19 bits, so this
 //     is cvt.rna's round-half-away-from-zero at the cost of one integer add (cvt.rna took
 //     several times the mma issue rate with the old 32 x 32 warp tile).
 //
-// Contract (conv2d_pointwise_nchw_kernel<kBM, kBN, kWM, kWN, kStages, kMinBlocks, kVec>): x, y and the residual with
+// Contract (conv2d_pointwise_nchw_kernel<kBM, kBN, kWM, kWN, kStages, kMinBlocks, kPermute,
+// kVec>): x, y and the residual with
 // contiguous planes (each image's pixels at offsets 0 .. H*W-1 from its channel start; the host
 // stages a residual or an output of other strides through a contiguous copy: an epilogue
 // through any strides cost 10-25% on every call, in registers).
@@ -70,12 +75,20 @@ struct PointwisePlan {
   bool y_vec = false;   // y (and the residual) read / written as 16-byte pixel quads
 };
 
-template <int kBM, int kBN, int kStages>
-constexpr size_t pointwise_smem_bytes() {
-  return sizeof(float) * kStages * (kBM * (kPwBK + 4) + kPwBK * (kBN + 4));
+// The x row pitch: kBN + 4 floats for the permuted columns' 16-byte loads, kBN + 8 for the
+// scalar loads of the plain order (rows 8 banks apart).
+template <int kBN, bool kPermute>
+constexpr int pointwise_b_pitch() {
+  return kPermute ? kBN + 4 : kBN + 8;
 }
 
-template <int kBM, int kBN, int kWM, int kWN, int kStages, int kMinBlocks, bool kVec>
+template <int kBM, int kBN, int kStages, bool kPermute>
+constexpr size_t pointwise_smem_bytes() {
+  return sizeof(float) * kStages * (kBM * (kPwBK + 4) + kPwBK * pointwise_b_pitch<kBN, kPermute>());
+}
+
+template <int kBM, int kBN, int kWM, int kWN, int kStages, int kMinBlocks, bool kPermute,
+          bool kVec>
 __global__ void __launch_bounds__(kBM / kWM * kBN / kWN * 32, kMinBlocks)
     conv2d_pointwise_nchw_kernel(const ConvProblem p, const PointwisePlan s) {
   static_assert(kWM % 16 == 0 && kWN % 32 == 0 && kBM % kWM == 0 && kBN % kWN == 0, "tiles");
@@ -84,7 +97,7 @@ __global__ void __launch_bounds__(kBM / kWM * kBN / kWN * 32, kMinBlocks)
   constexpr int kMI = kWM / 16;  // 16-row fragments per warp
   constexpr int kNH = kWN / 32;  // 32-column groups per warp
   constexpr int kAP = kPwBK + 4;  // A row pitch (floats)
-  constexpr int kBP = kBN + 4;    // B row pitch
+  constexpr int kBP = pointwise_b_pitch<kBN, kPermute>();  // B row pitch
   constexpr int kAStage = kBM * kAP, kBStage = kPwBK * kBP;
   extern __shared__ __align__(16) float smem[];
   float* s_a = smem;
@@ -173,7 +186,8 @@ __global__ void __launch_bounds__(kBM / kWM * kBN / kWN * 32, kMinBlocks)
   }
   // ldmatrix rows: lane l gives row l % 8 of matrix l / 8 (matrices: rows +0 / +8, k +0 / +4).
   const int a_lane_off = (wm * kWM + (lane & 7) + ((lane >> 3) & 1) * 8) * kAP + (lane >> 4) * 4;
-  const int b_lane_off = t * kBP + wn * kWN + (g & 1) * 16 + (g >> 1) * 4;
+  const int b_lane_off =
+      t * kBP + wn * kWN + (kPermute ? (g & 1) * 16 + (g >> 1) * 4 : g);
   for (int kt = 0; kt < k_tiles; ++kt) {
     cp_async_wait<kStages - 2>();
     __syncthreads();  // stage kt landed for every thread; stage kt - 1 is free again
@@ -193,14 +207,22 @@ __global__ void __launch_bounds__(kBM / kWM * kBN / kWN * 32, kMinBlocks)
       }
 #pragma unroll
       for (int h = 0; h < kNH; ++h) {
-        const float4 lo = *reinterpret_cast<const float4*>(b + kk * kBP + h * 32);
-        const float4 hi = *reinterpret_cast<const float4*>(b + (kk + 4) * kBP + h * 32);
-        const float lo_f[4] = {lo.x, lo.y, lo.z, lo.w}, hi_f[4] = {hi.x, hi.y, hi.z, hi.w};
         unsigned b0[4], b1[4];
+        if constexpr (kPermute) {
+          const float4 lo = *reinterpret_cast<const float4*>(b + kk * kBP + h * 32);
+          const float4 hi = *reinterpret_cast<const float4*>(b + (kk + 4) * kBP + h * 32);
+          const float lo_f[4] = {lo.x, lo.y, lo.z, lo.w}, hi_f[4] = {hi.x, hi.y, hi.z, hi.w};
 #pragma unroll
-        for (int q = 0; q < 4; ++q) {
-          b0[q] = tf32_round_bits(__float_as_uint(lo_f[q]));
-          b1[q] = tf32_round_bits(__float_as_uint(hi_f[q]));
+          for (int q = 0; q < 4; ++q) {
+            b0[q] = tf32_round_bits(__float_as_uint(lo_f[q]));
+            b1[q] = tf32_round_bits(__float_as_uint(hi_f[q]));
+          }
+        } else {
+#pragma unroll
+          for (int q = 0; q < 4; ++q) {
+            b0[q] = tf32_round_bits(__float_as_uint(b[kk * kBP + h * 32 + q * 8]));
+            b1[q] = tf32_round_bits(__float_as_uint(b[(kk + 4) * kBP + h * 32 + q * 8]));
+          }
         }
 #pragma unroll
         for (int q = 0; q < 4; ++q)
@@ -211,8 +233,7 @@ __global__ void __launch_bounds__(kBM / kWM * kBN / kWN * 32, kMinBlocks)
   }
   cp_async_wait<0>();
 
-  // Epilogue: per row o, the pixel quads j .. j + 3, j = group base + 16 e + 4 t, value q of the
-  // quad in acc[.][.][q][2 * (row half) + e].
+  // Epilogue.
   float* __restrict__ y = static_cast<float*>(p.y);
   const float* __restrict__ r = static_cast<const float*>(p.r);
   const float* __restrict__ bias = static_cast<const float*>(p.b);
@@ -224,13 +245,19 @@ __global__ void __launch_bounds__(kBM / kWM * kBN / kWN * 32, kMinBlocks)
       const int64_t o = m0 + wm * kWM + mi * 16 + h2 * 8 + g;
       bv[mi][h2] = (bias != nullptr && o < O) ? bias[o * p.b_s] : 0.f;
     }
+  // A run: kRun consecutive pixels j .. j + kRun - 1 of one row. Permuted: quads j = group base
+  // + 16 e + 4 t, value q in acc[.][.][q][2 * (row half) + e]; plain order: pairs j = group base
+  // + 8 q + 2 t, value e in acc[.][.][q][2 * (row half) + e].
+  constexpr int kRun = kPermute ? 4 : 2;
+  constexpr int kRuns = 8 / kRun;  // per 32-column group
   with_activation(p.act, [&](auto kind) {
     constexpr int kAct = decltype(kind)::value;
 #pragma unroll
     for (int h = 0; h < kNH; ++h)
 #pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        const int64_t j = j0 + wn * kWN + h * 32 + 16 * e + 4 * t;
+      for (int u = 0; u < kRuns; ++u) {
+        const int64_t j =
+            j0 + wn * kWN + h * 32 + (kPermute ? 16 * u + 4 * t : 8 * u + 2 * t);
         if (j >= s.cols) continue;
         const int64_t n = j / s.P;
         const int64_t px = j - n * s.P;
@@ -240,23 +267,36 @@ __global__ void __launch_bounds__(kBM / kWM * kBN / kWN * 32, kMinBlocks)
           for (int h2 = 0; h2 < 2; ++h2) {
             const int64_t o = m0 + wm * kWM + mi * 16 + h2 * 8 + g;
             if (o >= O) continue;
-            float v[4];
+            float v[kRun];
 #pragma unroll
-            for (int q = 0; q < 4; ++q) v[q] = acc[mi][h][q][2 * h2 + e] + bv[mi][h2];
-            if (s.y_vec) {  // P % 4 == 0: the quad lies in one image
-              if (r != nullptr) {
-                const float4 rv =
-                    *reinterpret_cast<const float4*>(r + n * p.r_sn + o * p.r_so + px);
-                v[0] += rv.x, v[1] += rv.y, v[2] += rv.z, v[3] += rv.w;
+            for (int q = 0; q < kRun; ++q) {
+              v[q] = (kPermute ? acc[mi][h][q][2 * h2 + u] : acc[mi][h][u][2 * h2 + q]) +
+                     bv[mi][h2];
+            }
+            if (s.y_vec) {  // P % 4 == 0: the run lies in one image
+              const int64_t ro = n * p.r_sn + o * p.r_so + px;
+              const int64_t yo = n * p.y_sn + o * p.y_so + px;
+              if constexpr (kPermute) {
+                if (r != nullptr) {
+                  const float4 rv = *reinterpret_cast<const float4*>(r + ro);
+                  v[0] += rv.x, v[1] += rv.y, v[2] += rv.z, v[3] += rv.w;
+                }
+#pragma unroll
+                for (int q = 0; q < kRun; ++q) v[q] = activate_k<kAct>(v[q]);
+                *reinterpret_cast<float4*>(y + yo) = make_float4(v[0], v[1], v[2], v[3]);
+              } else {
+                if (r != nullptr) {
+                  const float2 rv = *reinterpret_cast<const float2*>(r + ro);
+                  v[0] += rv.x, v[1] += rv.y;
+                }
+#pragma unroll
+                for (int q = 0; q < kRun; ++q) v[q] = activate_k<kAct>(v[q]);
+                *reinterpret_cast<float2*>(y + yo) = make_float2(v[0], v[1]);
               }
-#pragma unroll
-              for (int q = 0; q < 4; ++q) v[q] = activate_k<kAct>(v[q]);
-              *reinterpret_cast<float4*>(y + n * p.y_sn + o * p.y_so + px) =
-                  make_float4(v[0], v[1], v[2], v[3]);
             } else {
               int64_t nq = n, pq = px;
 #pragma unroll
-              for (int q = 0; q < 4; ++q) {
+              for (int q = 0; q < kRun; ++q) {
                 if (q > 0 && ++pq == s.P) ++nq, pq = 0;
                 if (j + q >= s.cols) break;
                 float vq = v[q];
