@@ -59,6 +59,19 @@ def torch_best(fn):
     return best
 
 
+def blocks(n, g):
+    """Each block's (c, h, o, follow) and its operands, float64 reference and two calls."""
+    for c, h, o, follow in BLOCKS + EXTRA:
+        act = follow.split(">")[-1]
+        x = torch.randn(n, c, h, h, device="cuda", generator=g)
+        w = torch.randn(o, c, 1, 1, device="cuda", generator=g) / c ** 0.5
+        b = torch.randn(o, device="cuda", generator=g)
+        res = follow.startswith("add")
+        r = torch.randn(n, o, h, h, device="cuda", generator=g) if res else None
+        ref = block_ref(x, w, b, r, act, lambda t: t.double())
+        yield (c, h, o, follow), (x, w, b, r, ref, *block_calls(x, w, b, r, act))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--batch", type=int, default=16)
@@ -74,16 +87,8 @@ def main():
           "| auto / unfused | plain: pointwise | igemm | auto (algo) | auto / conv |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     n = args.batch
-    for c, h, o, follow in BLOCKS + EXTRA:
-        act = follow.split(">")[-1]
-        res = follow.startswith("add")
-        x = torch.randn(n, c, h, h, device="cuda", generator=g)
-        w = torch.randn(o, c, 1, 1, device="cuda", generator=g) / c ** 0.5
-        b = torch.randn(o, device="cuda", generator=g)
-        r = torch.randn(n, o, h, h, device="cuda", generator=g) if res else None
-        ref = block_ref(x, w, b, r, act, lambda t: t.double())
+    for (c, h, o, follow), (x, w, b, r, ref, torch_seq, fused) in blocks(n, g):
         ref_plain = F.conv2d(x.double(), w.double())
-        torch_seq, fused = block_calls(x, w, b, r, act)
 
         def plain():
             return torch.ops.gpukern.conv2d(x, w, None, [1, 1], [0, 0], [1, 1], 1)
@@ -129,15 +134,7 @@ def tiles(n, g):
     print("\n| block (fp32 NCHW) | torch conv | torch unfused | "
           + " | ".join(TILES) + " | auto | auto / unfused |")
     print("|---|---:|---:|" + "---:|" * (len(TILES) + 2))
-    for c, h, o, follow in BLOCKS + EXTRA:
-        act = follow.split(">")[-1]
-        res = follow.startswith("add")
-        x = torch.randn(n, c, h, h, device="cuda", generator=g)
-        w = torch.randn(o, c, 1, 1, device="cuda", generator=g) / c ** 0.5
-        b = torch.randn(o, device="cuda", generator=g)
-        r = torch.randn(n, o, h, h, device="cuda", generator=g) if res else None
-        ref = block_ref(x, w, b, r, act, lambda t: t.double())
-        torch_seq, fused = block_calls(x, w, b, r, act)
+    for (c, h, o, follow), (x, w, b, r, ref, torch_seq, fused) in blocks(n, g):
         t_conv = torch_best(lambda: F.conv2d(x, w))
         t_seq = torch_best(torch_seq)
         times = []
