@@ -102,9 +102,11 @@ __device__ __forceinline__ void mma_16816(float (&d)[4], unsigned a0, unsigned a
   mma_16816<T>(d, a0, a1, a2, a3, b0, b1, c);
 }
 
-// fp32 bits rounded for a TF32 operand: the tensor core reads the upper 19 bits of the register,
-// so adding half a TF32 unit in the last place (bit 12) rounds half away from zero, as
-// cvt.rna.tf32.f32 does, in one integer add.
+// fp32 bits rounded for a TF32 operand: + half a TF32 unit in the last place (bit 12). Where the
+// tensor core takes the upper 19 bits (10 mantissa bits) this is cvt.rna.tf32.f32's
+// round-half-away-from-zero; CUDA leaves the precision bits used to the hardware (at least 10),
+// and with more of them the operand is still within half a TF32 unit of the fp32 value. One
+// integer add instead of a conversion per operand register.
 __device__ __forceinline__ unsigned tf32_round_bits(unsigned fp32_bits) {
   return fp32_bits + 0x1000u;
 }

@@ -25,15 +25,15 @@
 //     conflict-free with rows 4 words apart (mod 32). Its accumulators hold columns 2 t and
 //     2 t + 1 of the four tiles: pixels 4 t .. 4 t + 3 and 16 + 4 t .. 16 + 4 t + 3 of the group,
 //     stored as 16-byte vectors; the warp's four lanes of a row write 64 contiguous bytes, whole
-//     32-byte sectors. (Pixels 8 t .. 8 t + 7 instead, as two quads 16 bytes apart, wrote half
-//     sectors: 64 -> 64 channels at 56x56 took 20.1 us.)
+//     32-byte sectors. (Pixels 8 t .. 8 t + 7 instead, two quads 16 bytes apart per lane: 64 -> 64
+//     channels at 56x56 took 20.1 us, against 15.2 with the 64-byte runs.)
 //   kPermute = false keeps the plain order: B as two scalar loads a tile (rows 8 banks apart),
 //     pixel pairs 8 q + 2 t in the epilogue. Measured faster without a residual (64 -> 64 56x56
 //     12.0 us against 14.9 permuted), slower with one (the residual's loads are 8-byte), so the
 //     host takes either (pointwise_nchw.cu, choose_tile).
-//   TF32 rounding: the register's bits + 0x1000. The tensor core reads the upper 19 bits, so this
-//     is cvt.rna's round-half-away-from-zero at the cost of one integer add (cvt.rna took
-//     several times the mma issue rate with the old 32 x 32 warp tile).
+//   TF32 rounding: the register's bits + 0x1000 (tf32_round_bits, device/async_mma.cuh): cvt.rna's
+//     rounding where the tensor core takes 10 mantissa bits, one integer add instead of a
+//     conversion per operand register.
 //
 // Contract (conv2d_pointwise_nchw_kernel<kBM, kBN, kWM, kWN, kStages, kMinBlocks, kPermute,
 // kVec>): x, y and the residual with
