@@ -7,6 +7,7 @@
 #include "conv/direct/pointwise_nchw.cuh"
 #include "core/knobs.h"
 #include "core/launch.cuh"
+#include "device/vec.cuh"
 
 namespace gpukern {
 namespace {
@@ -18,13 +19,9 @@ bool plane_contiguous(int64_t h, int64_t w, int64_t sh, int64_t sw) {
   return (w == 1 || sw == 1) && (h == 1 || sh == w);
 }
 
-bool aligned(const void* ptr, uintptr_t bytes) {
-  return reinterpret_cast<uintptr_t>(ptr) % bytes == 0;
-}
-
 // Pixel quads of images (n, c) as float4: P % 4 == 0, every plane start 16-byte aligned.
 bool quads_ok(const void* data, int64_t N, int64_t C, int64_t sn, int64_t sc, int64_t P) {
-  return P % 4 == 0 && (N == 1 || sn % 4 == 0) && (C == 1 || sc % 4 == 0) && aligned(data, 16);
+  return P % 4 == 0 && (N == 1 || sn % 4 == 0) && (C == 1 || sc % 4 == 0) && is_aligned16(data);
 }
 
 bool plan(const ConvProblem& p, conv::PointwisePlan& s) {
@@ -44,7 +41,7 @@ bool plan(const ConvProblem& p, conv::PointwisePlan& s) {
   if (((p.O + 63) / 64) * ((s.cols + 63) / 64) >= (int64_t{1} << 31)) return false;
   // 16-byte copies: x's pixel quads and W's channel quads (W [O][C] with unit channel stride).
   s.vec = quads_ok(p.x, p.N, p.C, p.x_sn, p.x_sc, P) && p.C % 4 == 0 && p.w_sc == 1 &&
-          (p.O == 1 || p.w_so % 4 == 0) && aligned(p.w, 16);
+          (p.O == 1 || p.w_so % 4 == 0) && is_aligned16(p.w);
   s.y_vec = quads_ok(p.y, p.N, p.O, p.y_sn, p.y_so, P) &&
             (p.r == nullptr || quads_ok(p.r, p.N, p.O, p.r_sn, p.r_so, P));
   return true;
@@ -92,6 +89,12 @@ void set_tile(const ConvProblem& p, conv::PointwisePlan& s, int i) {
 // GPUKERN_PW_TILE=<1 + an index into kTiles> forces one (a tuning knob for
 // benchmarks/pointwise_nchw.py --tiles; read per call while GPUKERN_PW_KNOBS=1 was set at the
 // first call, core/knobs.h).
+// choose_tile's grid thresholds, in 64 x 128 blocks (H100, 132 SMs; the timings above).
+struct TileRule {
+  static constexpr int64_t kFewBlocks = 90;    // below: 64 x 64 blocks
+  static constexpr int64_t kManyBlocks = 300;  // from here, no residual: 2 stages, 3 blocks an SM
+};
+
 void choose_tile(const ConvProblem& p, conv::PointwisePlan& s) {
   static const bool knobs = knobs_enabled("PW");
   if (knobs) {
@@ -103,8 +106,8 @@ void choose_tile(const ConvProblem& p, conv::PointwisePlan& s) {
   if (k_tiles == 1) return set_tile(p, s, 2);
   if (k_tiles == 2) return set_tile(p, s, residual ? 3 : 5);
   set_tile(p, s, 0);
-  if (s.blocks < 90) return set_tile(p, s, 1);
-  if (!residual) set_tile(p, s, s.blocks < 300 ? 4 : 5);
+  if (s.blocks < TileRule::kFewBlocks) return set_tile(p, s, 1);
+  if (!residual) set_tile(p, s, s.blocks < TileRule::kManyBlocks ? 4 : 5);
 }
 
 template <int kBM, int kBN, int kWM, int kWN, int kStages, int kMinBlocks, bool kPermute>
