@@ -250,10 +250,10 @@ _RACE_SCRIPT = textwrap.dedent("""
 """)
 
 
-def _run_script(script, race="1"):
-    """Runs `script` in a fresh process with GPUKERN_CONV_RACE=race and the race log on; returns
-    its RESULT line's JSON, the race log lines and the tail of its stderr."""
-    env = dict(os.environ, GPUKERN_CONV_RACE=race, GPUKERN_CONV_RACE_LOG="1")
+def _run_script(script, race="1", **extra_env):
+    """Runs `script` in a fresh process with GPUKERN_CONV_RACE=race, the race log on and
+    `extra_env`; returns its RESULT line's JSON, the race log lines and the tail of its stderr."""
+    env = dict(os.environ, GPUKERN_CONV_RACE=race, GPUKERN_CONV_RACE_LOG="1", **extra_env)
     out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
                          text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
@@ -565,3 +565,157 @@ def test_race_one_cudnn_side_with_benchmark_on():
     assert len(races) == 1 and "cudnn" in races[0], stderr
     assert "cudnn heuristic" not in races[0], races
     assert res["err"] < 1e-2, res
+
+
+# ------------------------------------------------------------------------------------------------
+# "cudnn nhwc": cuDNN's channels_last kernels on NHWC copies of an NCHW problem (conv/vendor.h
+# cudnn_nhwc_run), a side of the race for 2-D problems that are not depthwise and whose input is
+# not channels_last.
+# ------------------------------------------------------------------------------------------------
+
+_NHWC_SIDE_SCRIPT = textwrap.dedent("""
+    import json
+    import torch
+    import torch_ops
+    import torch.nn.functional as F
+
+    def err(out, ref):
+        return float((out.double() - ref).norm() / ref.norm())
+
+    ACT = {"none": lambda t: t, "relu": torch.relu, "hardswish": F.hardswish, "silu": F.silu}
+    g = torch.Generator(device="cuda").manual_seed(7)
+    res = []
+    # (dtype, N, C, H, W, O, K, stride, pad, dil, groups, bias, act, residual, view)
+    cases = [
+        ("float32", 2, 16, 14, 14, 32, 3, 1, 1, 1, 1, True, "relu", False, False),  # cuDNN fused
+        ("bfloat16", 2, 16, 14, 14, 32, 3, 1, 1, 1, 1, True, "relu", True, False),  # + residual
+        ("float16", 3, 5, 9, 11, 7, 3, 2, 1, 1, 1, False, "none", False, False),    # odd, strided
+        ("bfloat16", 2, 3, 32, 30, 8, 7, 2, 3, 1, 1, True, "hardswish", False, False),  # C = 3
+        ("float32", 2, 8, 10, 10, 12, 3, 1, 2, 2, 2, True, "silu", False, False),   # grouped
+        ("bfloat16", 2, 24, 13, 13, 40, 1, 1, 0, 1, 1, True, "none", False, True),  # view
+        ("float32", 2, 16, 14, 14, 32, 3, 1, 1, 1, 1, False, "relu", True, True),   # no bias
+    ]
+    for (dt, n, c, h, w_, o, k, s, pad, dil, grp, has_b, act, has_r, view) in cases:
+        dtype = getattr(torch, dt)
+        x = torch.randn(n, c, h, w_ + (3 if view else 0), device="cuda", generator=g).to(dtype)
+        if view:
+            x = x[:, :, :, 1:w_ + 1]
+        wt = torch.randn(o, c // grp, k, k, device="cuda", generator=g) / (c // grp * k * k) ** 0.5
+        wt = wt.to(dtype)
+        b = torch.randn(o, device="cuda", generator=g).to(dtype) if has_b else None
+        want = F.conv2d(x, wt, b, s, pad, dil, grp)
+        ref = F.conv2d(x.double(), wt.double(), None if b is None else b.double(), s, pad, dil, grp)
+        r = None
+        if has_r:
+            r = torch.randn(want.shape, device="cuda", generator=g).to(dtype)
+            ref = ref + r.double()
+        ref = ACT[act](ref)
+        def call():
+            if act == "none" and r is None:
+                return torch_ops.conv2d(x, wt, b, s, pad, dil, grp)
+            return torch_ops.conv2d_fused(x, wt, b, s, pad, dil, grp, activation=act, residual=r)
+        outs = [call() for _ in range(2)]  # the first races, the second runs the verdict
+        # An in-place update of the weight: the filter's NHWC copy must follow it.
+        wt.mul_(-0.5)
+        ref2 = F.conv2d(x.double(), wt.double(), None if b is None else b.double(), s, pad, dil,
+                        grp)
+        ref2 = ACT[act](ref2 + (0 if r is None else r.double()))
+        outs.append(call())
+        res.append(dict(dtype=dt, errs=[err(outs[0], ref), err(outs[1], ref), err(outs[2], ref2)],
+                        strides=[list(t.stride()) for t in outs], want=list(want.stride()),
+                        algo=torch_ops.algorithm("conv2d", x, wt, b, s, pad, dil, grp)))
+    print("RESULT " + json.dumps(res))
+""")
+
+_NHWC_TOL = {"float32": 2e-3, "bfloat16": 1e-2, "float16": 5e-3}  # TF32; 16-bit rounded twice
+
+
+@gpu
+def test_cudnn_nhwc_side_forced():
+    """Forced to the channels_last side (GPUKERN_CONV_RACE_SIDE=cudnn_nhwc) every NCHW problem
+    below is raced with that side, runs it, and computes torch's result in aten's layout: fp32
+    (TF32) / bf16 / fp16, odd channels and planes, stride, padding, dilation, groups, C = 3, a
+    strided input view, bias or none, a residual, ReLU (cuDNN's fused call) and activations of
+    the elementwise pass; an in-place update of the weight is seen by the next call."""
+    res, races, stderr = _run_script(_NHWC_SIDE_SCRIPT, GPUKERN_CONV_RACE_SIDE="cudnn_nhwc")
+    assert len(races) == len(res), stderr
+    for ln in races:
+        assert "cudnn nhwc" in ln.split(":", 2)[2].split("->")[0], ln
+        assert ln.endswith("-> cudnn nhwc"), ln
+    for r in res:
+        for e in r["errs"]:
+            assert e < _NHWC_TOL[r["dtype"]], (r, races)
+        assert all(s == r["want"] for s in r["strides"]), r
+        assert r["algo"] == "cudnn", r
+
+
+_NHWC_NOT_SCRIPT = textwrap.dedent("""
+    import json
+    import torch
+    import torch_ops
+
+    g = torch.Generator(device="cuda").manual_seed(3)
+    bf = torch.bfloat16
+    cl = torch.channels_last
+    x = torch.randn(4, 32, 14, 14, device="cuda", generator=g).to(bf)
+    w = torch.randn(32, 32, 3, 3, device="cuda", generator=g).to(bf)
+    wd = torch.randn(32, 1, 3, 3, device="cuda", generator=g).to(bf)
+    torch_ops.conv2d(x.contiguous(memory_format=cl), w.contiguous(memory_format=cl), None, 1, 1)
+    torch_ops.conv2d(x, wd, None, 1, 1, 1, 32)  # depthwise
+    torch_ops.conv2d(x, w, None, 1, 1)  # NCHW dense: the side races
+    print("RESULT " + json.dumps({}))
+""")
+
+
+@gpu
+def test_cudnn_nhwc_side_only_for_nchw_dense():
+    """The channels_last side races only where it can help: not for an input already in
+    channels_last, not for a depthwise problem; it does for an NCHW dense one."""
+    _, races, stderr = _run_script(_NHWC_NOT_SCRIPT)
+    assert len(races) == 3, stderr
+    sides = [ln.split(":", 2)[2].split("->")[0] for ln in races]
+    assert "cudnn nhwc" not in sides[0] and "cudnn nhwc" not in sides[1], races
+    assert "cudnn nhwc" in sides[2], races
+
+
+_NHWC_CAPTURE_SCRIPT = textwrap.dedent("""
+    import json
+    import torch
+    import torch_ops
+    import torch.nn.functional as F
+
+    def err(out, ref):
+        return float((out.double() - ref).norm() / ref.norm())
+
+    g = torch.Generator(device="cuda").manual_seed(11)
+    bf = torch.bfloat16
+    x = torch.randn(8, 64, 14, 14, device="cuda", generator=g).to(bf)
+    w = (torch.randn(64, 64, 3, 3, device="cuda", generator=g) / 24).to(bf)
+    b = torch.randn(64, device="cuda", generator=g).to(bf)
+    torch_ops.conv2d_fused(x, w, b, 1, 1, activation="relu")  # raced eagerly: the side wins
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.stream(side):
+        with torch.cuda.graph(graph, stream=side):
+            y = torch_ops.conv2d_fused(x, w, b, 1, 1, activation="relu")
+    torch.cuda.current_stream().wait_stream(side)
+    # New input and weight values in the same buffers: the replay converts both again.
+    x.copy_(torch.randn(x.shape, device="cuda", generator=g).to(bf))
+    w.mul_(-1.0)
+    graph.replay()
+    torch.cuda.synchronize()
+    ref = F.conv2d(x.double(), w.double(), b.double(), 1, 1).relu()
+    print("RESULT " + json.dumps({"err": err(y, ref), "strides": list(y.stride())}))
+""")
+
+
+@gpu
+def test_cudnn_nhwc_side_in_a_graph():
+    """A captured call whose problem went to the channels_last side converts input and filter
+    inside the graph: a replay after new values are written into the input and the weight (in
+    place) computes the new result."""
+    res, races, stderr = _run_script(_NHWC_CAPTURE_SCRIPT, GPUKERN_CONV_RACE_SIDE="cudnn_nhwc")
+    assert len(races) == 1 and races[0].endswith("-> cudnn nhwc"), stderr
+    assert res["err"] < 1e-2, res
+    assert res["strides"] == [64 * 14 * 14, 14 * 14, 14, 1], res

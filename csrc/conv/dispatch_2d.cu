@@ -238,21 +238,25 @@ void run(Algo a, const ConvProblem& p, cudaStream_t stream) {
 // y than a native epilogue): y = act(y + r) for the fused ops, and for the library algorithms
 // (cuDNN, ATen's depthwise kernel), which compute the convolution alone, y = act(y + bias + r)
 // whenever there is a bias.
-// cudnn_search: cuDNN's algorithm search (conv/vendor.h), for the race and the calls it hands
-// over.
+// side: the race's side that runs the cudnn algorithm (conv/vendor.h): kCudnn with cuDNN's
+// algorithm search (the race and the calls it hands over), kCudnnNhwc through channels_last
+// copies, anything else (a forced "cudnn", kCudnnHeuristic) as torch's flags say.
 void run_call(Algo a, const ConvProblem& p, const at::Tensor& x, cudaStream_t stream,
-              bool cudnn_search = false) {
+              ConvVendor side = ConvVendor::kGpukern) {
+  bool epilogue_done = algorithm_fuses_epilogue(a);
   if (a == Algo::kIgemm) {
     igemm_run(p, x);  // its own dtype switch, layouts and workspace
+  } else if (a == Algo::kCudnn && side == ConvVendor::kCudnnNhwc) {
+    epilogue_done = cudnn_nhwc_run(p);
   } else if (a == Algo::kCudnn) {
-    cudnn_conv_run(p, cudnn_search);
+    cudnn_conv_run(p, side == ConvVendor::kCudnn);
   } else if (a == Algo::kAtenDepthwise) {
     aten_depthwise_run(p);
   } else {
     GK_DISPATCH_FLOAT_CUDA(x.scalar_type(), kOp, [&] { run<scalar_t>(a, p, stream); });
   }
   const bool with_bias = a == Algo::kCudnn || a == Algo::kAtenDepthwise;
-  if ((p.fused() || (with_bias && p.b != nullptr)) && !algorithm_fuses_epilogue(a)) {
+  if ((p.fused() || (with_bias && p.b != nullptr)) && !epilogue_done) {
     GK_DISPATCH_FLOAT_CUDA(x.scalar_type(), kOp,
                            [&] { conv_epilogue_run<scalar_t>(p, stream, with_bias); });
   }
@@ -269,6 +273,7 @@ Algo algo_of(ConvVendor v, Algo ours) {
   switch (v) {
     case ConvVendor::kCudnn:
     case ConvVendor::kCudnnHeuristic:
+    case ConvVendor::kCudnnNhwc:
     case ConvVendor::kCudnnFused: return Algo::kCudnn;
     case ConvVendor::kAtenDepthwise: return Algo::kAtenDepthwise;
     case ConvVendor::kGpukern: return ours;
@@ -289,7 +294,7 @@ at::Tensor conv2d_cuda_run(const ConvProblem& p, const at::Tensor& x) {
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream(x.device().index()).stream();
   if (igemm_built()) conv::blas_prepare_handle(stream);  // before any capture needs it
   return conv_run_raced(p, raceable(a, p), stream, [&](ConvVendor v) {
-    run_call(algo_of(v, a), p, x, stream, v == ConvVendor::kCudnn);
+    run_call(algo_of(v, a), p, x, stream, v);
   });
 }
 

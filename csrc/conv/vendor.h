@@ -94,12 +94,15 @@ bool conv_race_timing_ours();
 // kCudnn: cuDNN's convolution with its algorithm search (benchmark mode); kCudnnHeuristic: the
 // same call by cuDNN's heuristic choice, as torch runs it with cudnn.benchmark off (a separate
 // side: on 4-us depthwise layers a searched call once ran 5.9 us where torch's took 3.6).
+// kCudnnNhwc: cuDNN's channels_last convolution on NHWC copies of an NCHW problem's input and
+// filter, the result copied back (cudnn_nhwc_run).
 enum class ConvVendor : int {
   kGpukern = 0,
   kCudnn = 1,
   kCudnnFused = 2,
   kAtenDepthwise = 3,
-  kCudnnHeuristic = 4
+  kCudnnHeuristic = 4,
+  kCudnnNhwc = 5
 };
 
 // Whether ATen's native depthwise kernel (at::_conv_depthwise2d, the kernel F.conv2d runs for
@@ -112,6 +115,23 @@ bool aten_depthwise_can_run(const ConvProblem& p);
 // y = conv(x, w) (no bias: the caller adds it with the epilogue) by at::_conv_depthwise2d_out on
 // the current stream.
 void aten_depthwise_run(const ConvProblem& p);
+
+// Whether cuDNN's channels_last kernels can run p through NHWC copies (cudnn_nhwc_run):
+// cudnn_conv_can_run, a 2-D problem that is not depthwise (c_per_group > 1) whose input is not
+// channels_last (its channel stride is not 1: an NCHW tensor or a view of one).
+bool cudnn_nhwc_can_run(const ConvProblem& p);
+
+// y = conv(x, w) through channels_last, for the NCHW problems where cuDNN's NCHW kernels trail
+// its NHWC ones (ResNet-50's 3x3 and 1x1 layers over 7x7 to 28x28 planes: 1.6-2.3x slower on an
+// H100, benchmarks/results/h100_layers_s22d.md; cuDNN's own NCHW path converts the layout too,
+// then runs other kernels): the input converted to a packed NHWC copy (conv/layout.h to_nhwc), the
+// filter to an OHWI one (the igemm path's per-weight cache, conv/igemm/nhwc.h, in CUTLASS builds:
+// reused by eager calls, converted again in a capture and while the race times this side), cuDNN's
+// convolution with its algorithm search into an NHWC buffer, then one tiled copy into p.y
+// (nhwc_copy_to). With a bias and ReLU and no residual, cuDNN's fused call (conv + bias + ReLU)
+// runs in place of the plain one and the function returns true: the epilogue is done; else it
+// returns false and the caller adds the bias and the epilogue with its elementwise pass, on p.y.
+bool cudnn_nhwc_run(const ConvProblem& p);
 
 // Whether p has a side to race against gpukern's algorithm (cuDNN or ATen's depthwise kernel).
 bool conv_race_has_side(const ConvProblem& p);
@@ -137,8 +157,14 @@ std::optional<ConvVendor> conv_race_verdict_query(const ConvProblem& p);
 
 // Races ours() against every side that can run p (each one whole call on `stream`, above):
 // theirs(kCudnn) and, unless torch's cudnn.benchmark is on, theirs(kCudnnHeuristic) where
-// cudnn_conv_can_run(p), cudnn_fused_run(p) where cudnn_fused_can_run(p), theirs(kAtenDepthwise)
-// where aten_depthwise_can_run(p); remembers and returns the verdict.
+// cudnn_conv_can_run(p), cudnn_fused_run(p) where cudnn_fused_can_run(p), theirs(kCudnnNhwc)
+// where cudnn_nhwc_can_run(p), theirs(kAtenDepthwise) where aten_depthwise_can_run(p); remembers
+// and returns the verdict. The kCudnnNhwc side is timed as gpukern's is (conv_race_timing_ours:
+// the filter converted on every call, as a graph replay does) and, not being what torch runs,
+// wins over the other library sides only by the race's margin, as gpukern's side does.
+// GPUKERN_CONV_RACE_SIDE=<side> (tests and benchmarks; read once): the verdict is that side
+// (gpukern, cudnn, cudnn_fused, aten_depthwise, cudnn_heuristic, cudnn_nhwc) wherever it ran in
+// the race, whatever the times.
 // nullopt, nothing remembered, when `stream` is capturing. A c10::Error from a side (the library
 // refusing the problem) rules that side out; no device memory for the race's L2-flush buffer is
 // a verdict for ours.
@@ -148,8 +174,9 @@ std::optional<ConvVendor> conv_race(const ConvProblem& p, const std::function<vo
 
 // One call with the race (the dispatch of conv1d and conv2d): run(kGpukern) runs gpukern's
 // algorithm, run(kCudnn) cuDNN with its search, run(kCudnnHeuristic) cuDNN by its heuristic
-// choice, run(kAtenDepthwise) ATen's depthwise kernel (the last three with gpukern's elementwise
-// pass for bias and epilogue). Unless `raceable`, gpukern's
+// choice, run(kCudnnNhwc) cuDNN through channels_last copies, run(kAtenDepthwise) ATen's
+// depthwise kernel (the last four with gpukern's elementwise pass for bias and epilogue where
+// they do not apply it). Unless `raceable`, gpukern's
 // algorithm runs; else the remembered verdict decides, or a race on this call when there is none
 // (conv_race). Returns the result when it is a tensor of its own (cuDNN's fused call), else an
 // undefined tensor (the result is in p.y).
