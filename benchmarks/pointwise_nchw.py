@@ -76,6 +76,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--tiles", action="store_true", help="time each tile of the kernel")
+    ap.add_argument("--splits", action="store_true",
+                    help="time the split tiles at 2, 4, 8 CTAs a cluster (C >= 160, <= 14x14)")
     args = ap.parse_args()
     torch.backends.cudnn.allow_tf32 = True
     g = torch.Generator(device="cuda").manual_seed(0)
@@ -83,6 +85,8 @@ def main():
           f"{torch.backends.cudnn.version()}: us per call (graph of 20, L2 flushed, median of 30)")
     if args.tiles:
         return tiles(args.batch, g)
+    if args.splits:
+        return splits(args.batch, g)
     print("\n| block (fp32 NCHW) | torch conv | torch unfused | pointwise | igemm | auto (algo) "
           "| auto / unfused | plain: pointwise | igemm | auto (algo) | auto / conv |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
@@ -145,6 +149,40 @@ def tiles(n, g):
                 assert e < TOL, f"tile {i + 1} {c}x{h}->{o}: rel err {e:.2e}"
                 times.append(timed(fused))
         os.environ.pop("GPUKERN_PW_TILE")
+        print(f"| {n}x{c}x{h}x{h} -> {o} {follow} | {t_conv:.1f} | {t_seq:.1f} | "
+              + " | ".join(f"{t:.1f}" for t in times) + f" | {t_seq / times[-1]:.2f}x |",
+              flush=True)
+
+
+SPLITS = [(2, 0), (7, 2), (7, 4), (7, 8), (8, 2), (8, 4), (8, 8)]
+
+
+def splits(n, g):
+    """The split tiles (GPUKERN_PW_TILE 7 permuted, 8 plain; GPUKERN_PW_SPLITS CTAs a cluster)
+    against the unsplit 64 x 64 tile (2), the kernel's automatic tile, and the op unforced (its
+    race), on the blocks with at least 160 input channels over 14x14 planes and smaller."""
+    heads = ["64x64"] + [f"{'perm' if t == 7 else 'plain'} /{k}" for t, k in SPLITS[1:]]
+    print("\n| block (fp32 NCHW) | torch conv | torch unfused | " + " | ".join(heads)
+          + " | kernel auto | op (race) | op / unfused |")
+    print("|---|---:|---:|" + "---:|" * (len(heads) + 3))
+    for (c, h, o, follow), (x, w, b, r, ref, torch_seq, fused) in blocks(n, g):
+        if c < 160 or h > 14 or h < 7:
+            continue
+        t_conv = torch_best(lambda: F.conv2d(x, w))
+        t_seq = torch_best(torch_seq)
+        times = []
+        with torch_ops.force_algorithm("conv2d", "pointwise_nchw"):
+            for tile, k in SPLITS + [(0, 0)]:
+                os.environ["GPUKERN_PW_TILE"] = str(tile)
+                os.environ["GPUKERN_PW_SPLITS"] = str(k)
+                e = err(fused(), ref)
+                assert e < TOL, f"tile {tile}/{k} {c}x{h}->{o}: rel err {e:.2e}"
+                times.append(timed(fused))
+        os.environ.pop("GPUKERN_PW_TILE")
+        os.environ.pop("GPUKERN_PW_SPLITS")
+        e = err(fused(), ref)  # the first unforced call races
+        assert e < TOL, f"op {c}x{h}->{o}: rel err {e:.2e}"
+        times.append(timed(fused))
         print(f"| {n}x{c}x{h}x{h} -> {o} {follow} | {t_conv:.1f} | {t_seq:.1f} | "
               + " | ".join(f"{t:.1f}" for t in times) + f" | {t_seq / times[-1]:.2f}x |",
               flush=True)

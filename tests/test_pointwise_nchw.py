@@ -125,9 +125,11 @@ def test_conv1d_shaped_and_empty():
 
 
 # Every block / warp tile (kTiles in pointwise_nchw.cu, forced through the GPUKERN_PW_TILE knob,
-# which is read only in a process started with GPUKERN_PW_KNOBS=1): 16-byte and 4-byte copies,
-# pixel quads and the element epilogue (P = 90, quads across images), partial row and column
-# tiles, a residual.
+# which is read only in a process started with GPUKERN_PW_KNOBS=1), the split tiles (7, 8) with
+# 2, 3, 5 and 8 CTAs a cluster (GPUKERN_PW_SPLITS; clamped to the channel stages, so 1 where C
+# has one): 16-byte and 4-byte copies, pixel quads and the element epilogue (P = 90, quads
+# across images), partial row and column tiles, uneven channel splits (961 channels: 31 stages),
+# a residual.
 _TILE_SCRIPT = textwrap.dedent("""
     import json, os, torch
     import torch_ops
@@ -136,10 +138,13 @@ _TILE_SCRIPT = textwrap.dedent("""
     torch.backends.cuda.matmul.allow_tf32 = True
     g = torch.Generator(device="cuda").manual_seed(23)
     errs = {}
-    for tile in range(1, 7):
+    configs = [(t, 0) for t in range(1, 7)] + [(7, 2), (7, 3), (7, 8), (8, 2), (8, 5)]
+    for tile, splits in configs:
         os.environ["GPUKERN_PW_TILE"] = str(tile)
+        os.environ["GPUKERN_PW_SPLITS"] = str(splits)
         for n, c, h, w_, o, res in ((2, 64, 8, 8, 130, True), (2, 37, 9, 10, 70, True),
-                                    (3, 160, 7, 7, 33, False), (1, 8, 4, 4, 1, False)):
+                                    (3, 160, 7, 7, 33, False), (1, 8, 4, 4, 1, False),
+                                    (2, 961, 7, 7, 100, True)):
             x = torch.randn(n, c, h, w_, device="cuda", generator=g)
             w = torch.randn(o, c, 1, 1, device="cuda", generator=g) / c ** 0.5
             b = torch.randn(o, device="cuda", generator=g)
@@ -148,7 +153,7 @@ _TILE_SCRIPT = textwrap.dedent("""
                 out = torch_ops.conv2d_fused(x, w, b, activation="relu", residual=r)
             ref = conv_ref(2, x, w, b, "relu", r)
             e = float((out.double() - ref).norm() / ref.norm().clamp_min(1e-30))
-            errs[f"{tile}:{n}x{c}x{h}x{w_}->{o}"] = e if e == e else 1e30
+            errs[f"{tile}/{splits}:{n}x{c}x{h}x{w_}->{o}"] = e if e == e else 1e30
     print("RESULT " + json.dumps(errs))
 """)
 
@@ -163,7 +168,7 @@ def test_every_tile():
     assert out.returncode == 0, out.stderr[-3000:]
     line = [ln for ln in out.stdout.splitlines() if ln.startswith("RESULT ")][-1]
     errs = json.loads(line[len("RESULT "):])
-    assert len(errs) == 24
+    assert len(errs) == 55
     bad = {k: e for k, e in errs.items() if not e <= TOL}
     assert not bad, bad
 

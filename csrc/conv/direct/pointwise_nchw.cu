@@ -1,5 +1,6 @@
 // pointwise_nchw, host side: the plan (which problems, which tile), the launch and the kernel's
 // instantiations (the kernel: pointwise_nchw.cuh).
+#include <algorithm>
 #include <array>
 #include <utility>
 
@@ -52,9 +53,11 @@ bool plan(const ConvProblem& p, conv::PointwisePlan& s) {
 // epilogue; plain, scalar B loads and pixel pairs): one kernel instance each (x2 for kVec). The
 // six choose_tile takes, of thirteen timed (benchmarks/pointwise_nchw.py --tiles; 128 x 128,
 // 32 x 128, 32 x 64, 8-stage and 4-stage 32 x 64-warp tiles won no block).
+// Tiles 6 and 7 split the channels over the CTAs of a cluster (kSplitK, pointwise_nchw.cuh).
 struct Tile {
   int bm, bn, wm, wn, stages, min_blocks;
   bool permute = true;
+  bool split = false;
 };
 constexpr Tile kTiles[] = {
     {64, 128, 32, 32, 4, 1},         // 0: 8 warps
@@ -63,13 +66,32 @@ constexpr Tile kTiles[] = {
     {64, 128, 32, 32, 2, 3},         // 3: 8 warps, 3 blocks an SM (52 KB each, <= 80 registers)
     {64, 128, 32, 32, 4, 1, false},  // 4: tile 0 in the plain order
     {64, 128, 32, 32, 2, 3, false},  // 5: tile 3 in the plain order
+    {64, 64, 32, 32, 4, 1, true, true},   // 6: tile 1, channels split over a cluster
+    {64, 64, 32, 32, 4, 1, false, true},  // 7: the same in the plain order
 };
 constexpr int kNumTiles = static_cast<int>(sizeof(kTiles) / sizeof(kTiles[0]));
 
 void set_tile(const ConvProblem& p, conv::PointwisePlan& s, int i) {
   s.tile = i;
+  s.splits = 1;
   s.m_tiles = static_cast<int>((p.O + kTiles[i].bm - 1) / kTiles[i].bm);
   s.blocks = s.m_tiles * ((s.cols + kTiles[i].bn - 1) / kTiles[i].bn);
+}
+
+// The channel split of a split tile: `forced` when in 2..8, else enough CTAs for about three
+// 4-warp CTAs an SM (kSplitCtas), at least kSplitMinStages channel stages a CTA, at most 8 (the
+// portable cluster size); 1 where the grid needs no split.
+constexpr int64_t kSplitCtas = 3 * 132;
+constexpr int kSplitMinStages = 3;
+int choose_splits(const ConvProblem& p, const conv::PointwisePlan& s, long long forced) {
+  const int64_t k_tiles = (p.C + conv::kPwBK - 1) / conv::kPwBK;
+  if (forced >= 2 && forced <= 8) return static_cast<int>(std::min<int64_t>(forced, k_tiles));
+  int splits = 1;
+  while (splits < 8 && s.blocks * splits * 2 <= kSplitCtas &&
+         k_tiles >= int64_t{splits} * 2 * kSplitMinStages) {
+    splits *= 2;
+  }
+  return splits;
 }
 
 // By the channels a block walks (k_tiles stages of kPwBK), the residual and the grid, from the
@@ -97,33 +119,72 @@ struct TileRule {
 
 void choose_tile(const ConvProblem& p, conv::PointwisePlan& s) {
   static const bool knobs = knobs_enabled("PW");
+  const long long forced_splits = knobs ? knob_value("PW", "SPLITS") : 0;
   if (knobs) {
     const long long forced = knob_value("PW", "TILE");
-    if (forced >= 1 && forced <= kNumTiles) return set_tile(p, s, static_cast<int>(forced - 1));
+    if (forced >= 1 && forced <= kNumTiles) {
+      set_tile(p, s, static_cast<int>(forced - 1));
+      if (kTiles[s.tile].split) s.splits = choose_splits(p, s, forced_splits);
+      return;
+    }
   }
   const bool residual = p.r != nullptr;
   const int64_t k_tiles = (p.C + conv::kPwBK - 1) / conv::kPwBK;
   if (k_tiles == 1) return set_tile(p, s, 2);
   if (k_tiles == 2) return set_tile(p, s, residual ? 3 : 5);
   set_tile(p, s, 0);
-  if (s.blocks < TileRule::kFewBlocks) return set_tile(p, s, 1);
+  if (s.blocks < TileRule::kFewBlocks) {
+    set_tile(p, s, 6);
+    const int splits = choose_splits(p, s, forced_splits);
+    if (splits == 1) return set_tile(p, s, 1);
+    s.splits = splits;
+    return;
+  }
   if (!residual) set_tile(p, s, s.blocks < TileRule::kManyBlocks ? 4 : 5);
 }
 
-template <int kBM, int kBN, int kWM, int kWN, int kStages, int kMinBlocks, bool kPermute>
+// A split tile's launch: clusters of s.splits CTAs along x, with programmatic dependent launch.
+template <typename Kernel>
+void launch_cluster(Kernel kernel, dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
+                    const ConvProblem& p, const conv::PointwisePlan& s) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[2];
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = static_cast<unsigned>(s.splits);
+  attr[0].val.clusterDim.y = 1;
+  attr[0].val.clusterDim.z = 1;
+  attr[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[1].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = 2;
+  C10_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, p, s));
+}
+
+template <int kBM, int kBN, int kWM, int kWN, int kStages, int kMinBlocks, bool kPermute,
+          bool kSplit>
 void launch(const ConvProblem& p, const conv::PointwisePlan& s, cudaStream_t stream) {
   constexpr size_t smem = conv::pointwise_smem_bytes<kBM, kBN, kStages, kPermute>();
-  const dim3 grid = checked_grid(kOp, s.blocks);
+  const dim3 block(kBM / kWM * kBN / kWN * 32);
   auto go = [&](auto kernel) {
     allow_dynamic_smem(kernel, smem);
-    launch_pdl(kernel, grid, dim3(kBM / kWM * kBN / kWN * 32), smem, stream, p, s);
+    if constexpr (kSplit) {
+      if (s.splits > 1) {
+        return launch_cluster(kernel, checked_grid(kOp, s.blocks * s.splits), block, smem,
+                              stream, p, s);
+      }
+    }
+    launch_pdl(kernel, checked_grid(kOp, s.blocks), block, smem, stream, p, s);
   };
   if (s.vec) {
     go(conv::conv2d_pointwise_nchw_kernel<kBM, kBN, kWM, kWN, kStages, kMinBlocks, kPermute,
-                                          true>);
+                                          true, kSplit>);
   } else {
     go(conv::conv2d_pointwise_nchw_kernel<kBM, kBN, kWM, kWN, kStages, kMinBlocks, kPermute,
-                                          false>);
+                                          false, kSplit>);
   }
 }
 
@@ -133,7 +194,7 @@ void launch_tile(const ConvProblem& p, const conv::PointwisePlan& s, cudaStream_
   // One instance per kTiles entry; s.tile picks it.
   (void)((s.tile == kI &&
           (launch<kTiles[kI].bm, kTiles[kI].bn, kTiles[kI].wm, kTiles[kI].wn, kTiles[kI].stages,
-                  kTiles[kI].min_blocks, kTiles[kI].permute>(p, s, stream),
+                  kTiles[kI].min_blocks, kTiles[kI].permute, kTiles[kI].split>(p, s, stream),
            true)) ||
          ...);
 }
@@ -158,11 +219,17 @@ bool pointwise_nchw_can_run(const ConvProblem& p) {
 // (112 -> 672 14x14 15.2 against 14.7), on 7x7 and 1x1 planes (672 -> 160 7x7 20.7 against
 // 15.2), and with a residual into few or many outputs (72 -> 24 56x56 13.0 against 11.9,
 // 128 -> 512 28x28 40.4 against 41.9 on its best tile, 43.5 on the one chosen).
+// Split tiles (channels over a cluster): planes of 7x7 and up with 241 to 1024 input channels
+// into at most 256 outputs, where choose_tile splits (grids of under one wave of 64 x 64 tiles).
 bool pointwise_nchw_preferred(const ConvProblem& p) {
   const bool residual_ok = p.r == nullptr || (p.O > 32 && p.O < 256);
   const bool channels_ok = p.C <= 240 || (p.C <= 256 && p.O <= 64 && p.r == nullptr);
-  return p.O > 16 && p.O <= 512 && channels_ok && p.OH * p.OW >= 196 && residual_ok &&
-         pointwise_nchw_can_run(p);
+  conv::PointwisePlan s;
+  if (!plan(p, s)) return false;
+  if (p.O > 16 && p.O <= 512 && channels_ok && p.OH * p.OW >= 196 && residual_ok) return true;
+  if (p.C <= 240 || p.C > 1024 || p.O > 256 || p.OH * p.OW < 49) return false;
+  choose_tile(p, s);
+  return s.splits > 1;
 }
 
 void pointwise_nchw_run(const ConvProblem& call, cudaStream_t stream) {

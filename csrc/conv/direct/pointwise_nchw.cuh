@@ -53,6 +53,8 @@
 //   y_vec   (plan) y and the residual as 16-byte pixel quads; else element by element.
 //   indices int64 image and channel offsets; pixel offsets int32 (P < 2^31).
 //   launch  launch_pdl; the kernel waits for the previous one before its first load.
+#include <cooperative_groups.h>
+
 #include <cstdint>
 
 #include "conv/problem.h"
@@ -71,6 +73,7 @@ struct PointwisePlan {
   int m_tiles = 1;      // ceil(O / kBM)
   int64_t blocks = 0;   // m_tiles * ceil(cols / kBN)
   int tile = 0;         // index into the host's tile list
+  int splits = 1;       // kSplitK: CTAs of a cluster sharing one output tile's channels (<= 8)
   bool vec = false;     // kVec
   bool y_vec = false;   // y (and the residual) read / written as 16-byte pixel quads
 };
@@ -88,7 +91,7 @@ constexpr size_t pointwise_smem_bytes() {
 }
 
 template <int kBM, int kBN, int kWM, int kWN, int kStages, int kMinBlocks, bool kPermute,
-          bool kVec>
+          bool kVec, bool kSplitK = false>
 __global__ void __launch_bounds__(kBM / kWM * kBN / kWN * 32, kMinBlocks)
     conv2d_pointwise_nchw_kernel(const ConvProblem p, const PointwisePlan s) {
   static_assert(kWM % 16 == 0 && kWN % 32 == 0 && kBM % kWM == 0 && kBN % kWN == 0, "tiles");
@@ -107,8 +110,12 @@ __global__ void __launch_bounds__(kBM / kWM * kBN / kWN * 32, kMinBlocks)
   const int lane = tid & 31, warp = tid >> 5;
   const int wm = warp / kWarpsN, wn = warp % kWarpsN;
   const int g = lane >> 2, t = lane & 3;
-  const int m_tile = static_cast<int>(blockIdx.x % static_cast<unsigned>(s.m_tiles));
-  const int64_t n_tile = blockIdx.x / static_cast<unsigned>(s.m_tiles);
+  // kSplitK: the s.splits CTAs of a cluster (consecutive blocks) share one output tile, rank r
+  // walking channel stages [r * k_tiles / splits, (r + 1) * k_tiles / splits).
+  const unsigned tile_idx = kSplitK ? blockIdx.x / static_cast<unsigned>(s.splits) : blockIdx.x;
+  const int rank = kSplitK ? static_cast<int>(blockIdx.x % static_cast<unsigned>(s.splits)) : 0;
+  const int m_tile = static_cast<int>(tile_idx % static_cast<unsigned>(s.m_tiles));
+  const int64_t n_tile = tile_idx / static_cast<unsigned>(s.m_tiles);
   const int64_t m0 = static_cast<int64_t>(m_tile) * kBM;
   const int64_t j0 = n_tile * kBN;
   const int64_t C = p.C, O = p.O;
@@ -146,9 +153,12 @@ __global__ void __launch_bounds__(kBM / kWM * kBN / kWN * 32, kMinBlocks)
 
   pdl_wait_then_release();
 
-  const int k_tiles = static_cast<int>((C + kPwBK - 1) / kPwBK);
+  const int k_all = static_cast<int>((C + kPwBK - 1) / kPwBK);
+  const int kt_first = kSplitK ? static_cast<int>(int64_t{rank} * k_all / s.splits) : 0;
+  const int k_tiles =
+      kSplitK ? static_cast<int>(int64_t{rank + 1} * k_all / s.splits) - kt_first : k_all;
   auto load_stage = [&](int kt, int stage) {
-    const int64_t k0 = static_cast<int64_t>(kt) * kPwBK;
+    const int64_t k0 = static_cast<int64_t>(kt_first + kt) * kPwBK;
     float* a = s_a + stage * kAStage;
     float* b = s_b + stage * kBStage;
 #pragma unroll
@@ -233,6 +243,55 @@ __global__ void __launch_bounds__(kBM / kWM * kBN / kWN * 32, kMinBlocks)
   }
   cp_async_wait<0>();
 
+  // kSplitK: every CTA stages its partial sums in its shared memory (value e of thread t at
+  // e * kThreads + t: conflict-free), the cluster syncs, and rank r sums, in rank order, the
+  // values of the runs it owns (run piece % splits == r) from every CTA's shared memory; a
+  // second cluster sync keeps each CTA's shared memory alive until all have read it.
+  constexpr int kRun = kPermute ? 4 : 2;
+  constexpr int kRuns = 8 / kRun;  // per 32-column group
+  auto owned = [&](int mi, int h, int h2, int u) {
+    return !kSplitK || ((((mi * kNH + h) * 2 + h2) * kRuns + u) % s.splits) == rank;
+  };
+  if (kSplitK && s.splits > 1) {
+    constexpr int kVals = kMI * kNH * 16;
+    static_assert(kVals * kThreads <= kStages * (kAStage + kBStage), "split-K staging");
+    __syncthreads();  // every warp is past its last shared read of the pipeline
+    float* stage_buf = smem;
+#pragma unroll
+    for (int mi = 0; mi < kMI; ++mi)
+#pragma unroll
+      for (int h = 0; h < kNH; ++h)
+#pragma unroll
+        for (int q = 0; q < 4; ++q)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            stage_buf[(((mi * kNH + h) * 4 + q) * 4 + e) * kThreads + tid] = acc[mi][h][q][e];
+          }
+    cooperative_groups::cluster_group cluster = cooperative_groups::this_cluster();
+    cluster.sync();
+#pragma unroll
+    for (int mi = 0; mi < kMI; ++mi)
+#pragma unroll
+      for (int h = 0; h < kNH; ++h)
+#pragma unroll
+        for (int h2 = 0; h2 < 2; ++h2)
+#pragma unroll
+          for (int u = 0; u < kRuns; ++u) {
+            if (!owned(mi, h, h2, u)) continue;
+#pragma unroll
+            for (int q = 0; q < kRun; ++q) {
+              const int qi = kPermute ? q : u, ei = kPermute ? 2 * h2 + u : 2 * h2 + q;
+              const int e = ((mi * kNH + h) * 4 + qi) * 4 + ei;
+              float sum = 0.f;
+              for (int r = 0; r < s.splits; ++r) {
+                sum += cluster.map_shared_rank(stage_buf, r)[e * kThreads + tid];
+              }
+              acc[mi][h][qi][ei] = sum;
+            }
+          }
+    cluster.sync();
+  }
+
   // Epilogue.
   float* __restrict__ y = static_cast<float*>(p.y);
   const float* __restrict__ r = static_cast<const float*>(p.r);
@@ -248,8 +307,6 @@ __global__ void __launch_bounds__(kBM / kWM * kBN / kWN * 32, kMinBlocks)
   // A run: kRun consecutive pixels j .. j + kRun - 1 of one row. Permuted: quads j = group base
   // + 16 e + 4 t, value q in acc[.][.][q][2 * (row half) + e]; plain order: pairs j = group base
   // + 8 q + 2 t, value e in acc[.][.][q][2 * (row half) + e].
-  constexpr int kRun = kPermute ? 4 : 2;
-  constexpr int kRuns = 8 / kRun;  // per 32-column group
   with_activation(p.act, [&](auto kind) {
     constexpr int kAct = decltype(kind)::value;
 #pragma unroll
@@ -266,7 +323,7 @@ __global__ void __launch_bounds__(kBM / kWM * kBN / kWN * 32, kMinBlocks)
 #pragma unroll
           for (int h2 = 0; h2 < 2; ++h2) {
             const int64_t o = m0 + wm * kWM + mi * 16 + h2 * 8 + g;
-            if (o >= O) continue;
+            if (o >= O || !owned(mi, h, h2, u)) continue;
             float v[kRun];
 #pragma unroll
             for (int q = 0; q < kRun; ++q) {
