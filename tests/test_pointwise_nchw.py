@@ -223,7 +223,9 @@ def test_igemm_runs_it():
     """igemm's 1x1 forms hand fp32 NCHW blocks with a bias and at most 240 input channels to this
     kernel (one kernel, the epilogue inside), the plain convolution and bf16 to cuBLASLt /
     CUTLASS; 256 input channels only into at most 64 outputs without a residual, not a residual
-    into 32 or fewer outputs, not 7x7 planes (pointwise_nchw_preferred)."""
+    into 32 or fewer outputs, not 7x7 planes; 241 to 1024 channels into at most 256 outputs over
+    7x7 to 14x14 planes where the grid is small enough to split the channels
+    (pointwise_nchw_preferred)."""
     g = _gen(19)
     x = _rand(g, 4, 64, 28, 28)
     w = _rand(g, 48, 64, 1, 1) / 8
@@ -246,7 +248,11 @@ def test_igemm_runs_it():
             assert not any("pointwise_nchw" in n for n in names), names
         for c, o, hw, res, want in ((240, 48, 28, False, True), (256, 48, 28, False, True),
                                     (256, 80, 28, False, False), (256, 48, 28, True, False),
-                                    (64, 24, 28, True, False), (64, 48, 7, False, False)):
+                                    (64, 24, 28, True, False), (64, 48, 7, False, False),
+                                    # split tiles: 241-1024 channels over 7x7-14x14 planes
+                                    (480, 112, 14, False, True), (672, 112, 14, True, True),
+                                    (672, 160, 7, False, True), (1280, 112, 14, False, False),
+                                    (480, 300, 14, False, False)):
             xc = _rand(g, 4, c, hw, hw)
             wc = _rand(g, o, c, 1, 1) / c ** 0.5
             bc = _rand(g, o)

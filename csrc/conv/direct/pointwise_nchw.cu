@@ -219,15 +219,18 @@ bool pointwise_nchw_can_run(const ConvProblem& p) {
 // (112 -> 672 14x14 15.2 against 14.7), on 7x7 and 1x1 planes (672 -> 160 7x7 20.7 against
 // 15.2), and with a residual into few or many outputs (72 -> 24 56x56 13.0 against 11.9,
 // 128 -> 512 28x28 40.4 against 41.9 on its best tile, 43.5 on the one chosen).
-// Split tiles (channels over a cluster): planes of 7x7 and up with 241 to 1024 input channels
-// into at most 256 outputs, where choose_tile splits (grids of under one wave of 64 x 64 tiles).
+// Split tiles (channels over a cluster): planes of 7x7 to 14x14 with 241 to 1024 input channels
+// into at most 256 outputs, where choose_tile splits (grids of under 1.5 waves of 64 x 64
+// tiles).
 bool pointwise_nchw_preferred(const ConvProblem& p) {
   const bool residual_ok = p.r == nullptr || (p.O > 32 && p.O < 256);
   const bool channels_ok = p.C <= 240 || (p.C <= 256 && p.O <= 64 && p.r == nullptr);
   conv::PointwisePlan s;
   if (!plan(p, s)) return false;
   if (p.O > 16 && p.O <= 512 && channels_ok && p.OH * p.OW >= 196 && residual_ok) return true;
-  if (p.C <= 240 || p.C > 1024 || p.O > 256 || p.OH * p.OW < 49) return false;
+  if (p.C <= 240 || p.C > 1024 || p.O > 256 || p.OH * p.OW < 49 || p.OH * p.OW > 196) {
+    return false;
+  }
   choose_tile(p, s);
   return s.splits > 1;
 }
