@@ -103,10 +103,15 @@ def test_to_nhwc_views(dtype, c_multiple):
 @pytest.mark.parametrize("c_multiple", [1, 4, 8])
 def test_to_nhwc_small_planes(dtype, c_multiple):
     """Planes under 32 pixels (filters [O, C, KH, KW] to OHWI): the per-chunk transpose, with
-    channel counts across chunk boundaries, padded channels, and a channel slice (sc != HW)."""
+    channel counts across chunk boundaries, padded channels, and a channel slice (sc != HW);
+    full 256-channel chunks of aligned packed planes as 16-byte vectors (512 and 520 channels:
+    full chunks and a partial one), and with an image stride or a base that is not 16-byte
+    aligned (257 channels of 3x3, a storage offset of one element), element by element."""
     for shape in [(64, 512, 3, 3), (5, 33, 1, 1), (3, 67, 5, 5), (2, 96, 1, 7), (4, 31, 2, 2),
-                  (1, 1, 3, 3)]:
+                  (1, 1, 3, 3), (3, 520, 5, 5), (2, 300, 1, 1), (3, 257, 3, 3)]:
         _check_to_nhwc(_data(*shape, dtype=dtype), c_multiple)
+    flat = _data(1, 1, 1, 4 * 512 * 9 + 1, dtype=dtype).reshape(-1)
+    _check_to_nhwc(flat[1:].view(4, 512, 3, 3), c_multiple)
     base = _data(6, 80, 3, 3, dtype=dtype)
     _check_to_nhwc(base[:, 5:70], c_multiple)  # sc = 9, sn = 720
     _check_to_nhwc(base[::2, 1:40], c_multiple)

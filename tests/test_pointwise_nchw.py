@@ -224,7 +224,7 @@ def test_igemm_runs_it():
     kernel (one kernel, the epilogue inside), the plain convolution and bf16 to cuBLASLt /
     CUTLASS; 256 input channels only into at most 64 outputs without a residual, not a residual
     into 32 or fewer outputs, not 7x7 planes; 241 to 1024 channels into at most 256 outputs over
-    7x7 to 14x14 planes where the grid is small enough to split the channels
+    planes under 14x14 where the grid is small enough to split the channels
     (pointwise_nchw_preferred)."""
     g = _gen(19)
     x = _rand(g, 4, 64, 28, 28)
@@ -249,10 +249,10 @@ def test_igemm_runs_it():
         for c, o, hw, res, want in ((240, 48, 28, False, True), (256, 48, 28, False, True),
                                     (256, 80, 28, False, False), (256, 48, 28, True, False),
                                     (64, 24, 28, True, False), (64, 48, 7, False, False),
-                                    # split tiles: 241-1024 channels over 7x7-14x14 planes
-                                    (480, 112, 14, False, True), (672, 112, 14, True, True),
-                                    (672, 160, 7, False, True), (1280, 112, 14, False, False),
-                                    (480, 300, 14, False, False)):
+                                    # split tiles: 241-1024 channels over planes under 14x14
+                                    (480, 112, 14, False, False), (672, 160, 7, False, True),
+                                    (960, 160, 7, True, True), (1280, 112, 7, False, False),
+                                    (480, 300, 7, False, False)):
             xc = _rand(g, 4, c, hw, hw)
             wc = _rand(g, o, c, 1, 1) / c ** 0.5
             bc = _rand(g, o)

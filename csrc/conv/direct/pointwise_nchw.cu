@@ -78,16 +78,24 @@ void set_tile(const ConvProblem& p, conv::PointwisePlan& s, int i) {
   s.blocks = s.m_tiles * ((s.cols + kTiles[i].bn - 1) / kTiles[i].bn);
 }
 
-// The channel split of a split tile: `forced` when in 2..8, else enough CTAs for about three
-// 4-warp CTAs an SM (kSplitCtas), at least kSplitMinStages channel stages a CTA, at most 8 (the
-// portable cluster size); 1 where the grid needs no split.
+// The channel split of a split tile: `forced` when in 2..8 (the portable cluster size), else
+// for planes under 14x14 with at least kSplitMinStages channel stages a CTA: enough CTAs for
+// about three 4-warp CTAs an SM (kSplitCtas), at most kSplitMax; 1 where it does not split.
+// H100, batch 16, fp32 (benchmarks/pointwise_nchw.py --splits; h100_pointwise_nchw_splits.md):
+// on 7x7 planes 672 -> 160 takes 20.4 us unsplit, 16.4 / 13.7 / 19.6 in 2 / 4 / 8 CTAs (torch's
+// unfused 17.8), 960 -> 160 + residual 31.4, 21.9 / 17.2 / 22.7 (24.5); on 14x14 planes every
+// split was slower than the unsplit tile (240 -> 80 7.1 us unsplit, 10.3 in 2 CTAs; 480 -> 112
+// 10.8, 13.0), and with more outputs too (160 -> 960 at 7x7 16.9, 24.5): the cluster's two
+// syncs and the reduction cost more than a few fewer channel stages save there.
 constexpr int64_t kSplitCtas = 3 * 132;
 constexpr int kSplitMinStages = 3;
+constexpr int kSplitMax = 4;
 int choose_splits(const ConvProblem& p, const conv::PointwisePlan& s, long long forced) {
   const int64_t k_tiles = (p.C + conv::kPwBK - 1) / conv::kPwBK;
   if (forced >= 2 && forced <= 8) return static_cast<int>(std::min<int64_t>(forced, k_tiles));
+  if (s.P >= 196) return 1;
   int splits = 1;
-  while (splits < 8 && s.blocks * splits * 2 <= kSplitCtas &&
+  while (splits < kSplitMax && s.blocks * splits * 2 <= kSplitCtas &&
          k_tiles >= int64_t{splits} * 2 * kSplitMinStages) {
     splits *= 2;
   }
@@ -219,16 +227,15 @@ bool pointwise_nchw_can_run(const ConvProblem& p) {
 // (112 -> 672 14x14 15.2 against 14.7), on 7x7 and 1x1 planes (672 -> 160 7x7 20.7 against
 // 15.2), and with a residual into few or many outputs (72 -> 24 56x56 13.0 against 11.9,
 // 128 -> 512 28x28 40.4 against 41.9 on its best tile, 43.5 on the one chosen).
-// Split tiles (channels over a cluster): planes of 7x7 to 14x14 with 241 to 1024 input channels
-// into at most 256 outputs, where choose_tile splits (grids of under 1.5 waves of 64 x 64
-// tiles).
+// Split tiles (channels over a cluster): planes of 7x7 up to (not including) 14x14 with 241 to
+// 1024 input channels into at most 256 outputs, where choose_tile splits (choose_splits).
 bool pointwise_nchw_preferred(const ConvProblem& p) {
   const bool residual_ok = p.r == nullptr || (p.O > 32 && p.O < 256);
   const bool channels_ok = p.C <= 240 || (p.C <= 256 && p.O <= 64 && p.r == nullptr);
   conv::PointwisePlan s;
   if (!plan(p, s)) return false;
   if (p.O > 16 && p.O <= 512 && channels_ok && p.OH * p.OW >= 196 && residual_ok) return true;
-  if (p.C <= 240 || p.C > 1024 || p.O > 256 || p.OH * p.OW < 49 || p.OH * p.OW > 196) {
+  if (p.C <= 240 || p.C > 1024 || p.O > 256 || p.OH * p.OW < 49 || p.OH * p.OW >= 196) {
     return false;
   }
   choose_tile(p, s);

@@ -56,6 +56,7 @@
 #include <cooperative_groups.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "conv/problem.h"
 #include "device/activation.cuh"
@@ -243,29 +244,47 @@ __global__ void __launch_bounds__(kBM / kWM * kBN / kWN * 32, kMinBlocks)
   }
   cp_async_wait<0>();
 
-  // kSplitK: every CTA stages its partial sums in its shared memory (value e of thread t at
-  // e * kThreads + t: conflict-free), the cluster syncs, and rank r sums, in rank order, the
-  // values of the runs it owns (run piece % splits == r) from every CTA's shared memory; a
-  // second cluster sync keeps each CTA's shared memory alive until all have read it.
+  // kSplitK: every CTA stages its partial sums in its shared memory, the cluster syncs, and
+  // rank r sums, in rank order, the runs it owns (piece % splits == r; a piece is one epilogue
+  // run: kRun values of one row) from every CTA's shared memory; a second cluster sync keeps
+  // each CTA's shared memory alive until all have read it. A piece's values sit together (one
+  // float4 / float2 per thread and piece, thread-fastest: conflict-free), so the remote reads
+  // are one vector a rank, the eight ranks' loads issued together (distributed shared memory
+  // reads are ~200 cycles each: one scalar read at a time made the split 2-4x slower).
   constexpr int kRun = kPermute ? 4 : 2;
   constexpr int kRuns = 8 / kRun;  // per 32-column group
+  using RunVec = typename std::conditional<kPermute, float4, float2>::type;
+  auto piece = [&](int mi, int h, int h2, int u) { return ((mi * kNH + h) * 2 + h2) * kRuns + u; };
   auto owned = [&](int mi, int h, int h2, int u) {
-    return !kSplitK || ((((mi * kNH + h) * 2 + h2) * kRuns + u) % s.splits) == rank;
+    return !kSplitK || piece(mi, h, h2, u) % s.splits == rank;
+  };
+  // Value q of run u, row half h2: permuted acc[.][.][q][2 h2 + u], plain acc[.][.][u][2 h2 + q].
+  auto val = [&](int mi, int h, int h2, int u, int q) -> float& {
+    return kPermute ? acc[mi][h][q][2 * h2 + u] : acc[mi][h][u][2 * h2 + q];
   };
   if (kSplitK && s.splits > 1) {
-    constexpr int kVals = kMI * kNH * 16;
-    static_assert(kVals * kThreads <= kStages * (kAStage + kBStage), "split-K staging");
+    constexpr int kPieces = kMI * kNH * 2 * kRuns;
+    static_assert(kPieces * kRun * kThreads <= kStages * (kAStage + kBStage), "split staging");
     __syncthreads();  // every warp is past its last shared read of the pipeline
-    float* stage_buf = smem;
+    RunVec* stage_buf = reinterpret_cast<RunVec*>(smem);
 #pragma unroll
     for (int mi = 0; mi < kMI; ++mi)
 #pragma unroll
       for (int h = 0; h < kNH; ++h)
 #pragma unroll
-        for (int q = 0; q < 4; ++q)
+        for (int h2 = 0; h2 < 2; ++h2)
 #pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            stage_buf[(((mi * kNH + h) * 4 + q) * 4 + e) * kThreads + tid] = acc[mi][h][q][e];
+          for (int u = 0; u < kRuns; ++u) {
+            float v[4];
+#pragma unroll
+            for (int q = 0; q < kRun; ++q) v[q] = val(mi, h, h2, u, q);
+            RunVec rv;
+            if constexpr (kPermute) {
+              rv = make_float4(v[0], v[1], v[2], v[3]);
+            } else {
+              rv = make_float2(v[0], v[1]);
+            }
+            stage_buf[piece(mi, h, h2, u) * kThreads + tid] = rv;
           }
     cooperative_groups::cluster_group cluster = cooperative_groups::this_cluster();
     cluster.sync();
@@ -278,16 +297,23 @@ __global__ void __launch_bounds__(kBM / kWM * kBN / kWN * 32, kMinBlocks)
 #pragma unroll
           for (int u = 0; u < kRuns; ++u) {
             if (!owned(mi, h, h2, u)) continue;
+            const int at = piece(mi, h, h2, u) * kThreads + tid;
+            RunVec parts[8];
 #pragma unroll
-            for (int q = 0; q < kRun; ++q) {
-              const int qi = kPermute ? q : u, ei = kPermute ? 2 * h2 + u : 2 * h2 + q;
-              const int e = ((mi * kNH + h) * 4 + qi) * 4 + ei;
-              float sum = 0.f;
-              for (int r = 0; r < s.splits; ++r) {
-                sum += cluster.map_shared_rank(stage_buf, r)[e * kThreads + tid];
-              }
-              acc[mi][h][qi][ei] = sum;
+            for (int r = 0; r < 8; ++r) {
+              if (r < s.splits) parts[r] = cluster.map_shared_rank(stage_buf, r)[at];
             }
+            float sum[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+            for (int r = 0; r < 8; ++r) {
+              if (r < s.splits) {
+                const float* pv = reinterpret_cast<const float*>(&parts[r]);
+#pragma unroll
+                for (int q = 0; q < kRun; ++q) sum[q] += pv[q];
+              }
+            }
+#pragma unroll
+            for (int q = 0; q < kRun; ++q) val(mi, h, h2, u, q) = sum[q];
           }
     cluster.sync();
   }
