@@ -60,11 +60,17 @@ build_tree() {  # build_tree DIR LOG JOBS
 }
 
 prebuilt_ok() {  # .prebuilt (benchmarks/prebuild.sh) built from exactly this tree
-  [[ -f .prebuilt/_C.so.gz && -f .prebuilt/tree.sha && -f .prebuilt/name ]] || return 1
+  [[ -f .prebuilt/_C.so.xz || -f .prebuilt/_C.so.gz ]] || return 1
+  [[ -f .prebuilt/tree.sha && -f .prebuilt/name ]] || return 1
   [[ "$(cat .prebuilt/tree.sha)" == "$(bash benchmarks/tree_hash.sh)" ]]
 }
 if [[ $STEPS == *build* ]] && [[ $STEPS != *before* ]] && prebuilt_ok; then
-  gunzip -c .prebuilt/_C.so.gz > "torch_ops/$(cat .prebuilt/name)"
+  if [[ -f .prebuilt/_C.so.xz ]]; then  # python's lzma: no xz binary needed there
+    python3 -c "import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], 'wb'))" \
+      .prebuilt/_C.so.xz "torch_ops/$(cat .prebuilt/name)"
+  else
+    gunzip -c .prebuilt/_C.so.gz > "torch_ops/$(cat .prebuilt/name)"
+  fi
   echo "build: prebuilt extension unpacked (tree hash $(cat .prebuilt/tree.sha | cut -c1-12))" \
     | tee "$OUT/build.log"
 elif [[ $STEPS == *build* ]]; then

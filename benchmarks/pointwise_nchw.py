@@ -1,7 +1,7 @@
-"""fp32 1x1 convolutions over NCHW (TF32 allowed, torch's default): gpukern's pointwise_nchw
-kernel (mma.sync, the planes read in place, the epilogue fused) against the igemm path (CUTLASS /
-cuBLASLt GEMMs after NHWC conversions, or cuBLASLt's batched NCHW GEMM then an elementwise pass),
-cuDNN's convolution alone and torch's unfused sequence.
+"""1x1 convolutions over NCHW, fp32 (TF32 allowed, torch's default) or 16-bit (--dtype): gpukern's
+pointwise_nchw kernels (mma.sync, the planes read in place, the epilogue fused) against the igemm
+path's other forms (CUTLASS / cuBLASLt GEMMs after NHWC conversions, or cuBLASLt's batched NCHW
+GEMM then an elementwise pass), cuDNN's convolution alone and torch's unfused sequence.
 
     python3 benchmarks/pointwise_nchw.py [--batch 16] [--tiles]
 
@@ -59,15 +59,15 @@ def torch_best(fn):
     return best
 
 
-def blocks(n, g):
+def blocks(n, g, dtype=torch.float32):
     """Each block's (c, h, o, follow) and its operands, float64 reference and two calls."""
     for c, h, o, follow in BLOCKS + EXTRA:
         act = follow.split(">")[-1]
-        x = torch.randn(n, c, h, h, device="cuda", generator=g)
-        w = torch.randn(o, c, 1, 1, device="cuda", generator=g) / c ** 0.5
-        b = torch.randn(o, device="cuda", generator=g)
+        x = torch.randn(n, c, h, h, device="cuda", generator=g).to(dtype)
+        w = (torch.randn(o, c, 1, 1, device="cuda", generator=g) / c ** 0.5).to(dtype)
+        b = torch.randn(o, device="cuda", generator=g).to(dtype)
         res = follow.startswith("add")
-        r = torch.randn(n, o, h, h, device="cuda", generator=g) if res else None
+        r = torch.randn(n, o, h, h, device="cuda", generator=g).to(dtype) if res else None
         ref = block_ref(x, w, b, r, act, lambda t: t.double())
         yield (c, h, o, follow), (x, w, b, r, ref, *block_calls(x, w, b, r, act))
 
@@ -76,6 +76,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--tiles", action="store_true", help="time each tile of the kernel")
+    ap.add_argument("--dtype", choices=["float32", "bfloat16", "float16"], default="float32",
+                    help="the blocks' dtype (default mode; 16-bit: pointwise_nchw16.cuh)")
     ap.add_argument("--splits", action="store_true",
                     help="time the split tiles at 2, 4, 8 CTAs a cluster (C >= 160, <= 14x14)")
     args = ap.parse_args()
@@ -87,11 +89,13 @@ def main():
         return tiles(args.batch, g)
     if args.splits:
         return splits(args.batch, g)
-    print("\n| block (fp32 NCHW) | torch conv | torch unfused | pointwise | igemm | auto (algo) "
-          "| auto / unfused | plain: pointwise | igemm | auto (algo) | auto / conv |")
+    dtype = getattr(torch, args.dtype)
+    tol = TOL if dtype == torch.float32 else 1e-2  # 16-bit: one rounding of the output
+    print(f"\n| block ({args.dtype} NCHW) | torch conv | torch unfused | pointwise | igemm | "
+          "auto (algo) | auto / unfused | plain: pointwise | igemm | auto (algo) | auto / conv |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     n = args.batch
-    for (c, h, o, follow), (x, w, b, r, ref, torch_seq, fused) in blocks(n, g):
+    for (c, h, o, follow), (x, w, b, r, ref, torch_seq, fused) in blocks(n, g, dtype):
         ref_plain = F.conv2d(x.double(), w.double())
 
         def plain():
@@ -105,16 +109,20 @@ def main():
                 key = f"{name}:{algo}"
                 try:
                     if algo is None:
+                        os.environ["GPUKERN_PW_OFF"] = "0"
                         out = fn()  # the first call races (csrc/conv/vendor.h)
                         bb = b if name == "f" else None
                         row[key + ":algo"] = torch_ops.algorithm("conv2d", x, w, bb, 1, 0)
                         e = err(out, want)
-                        assert e < TOL, f"{key} {c}x{h}->{o}: rel err {e:.2e}"
+                        assert e < tol, f"{key} {c}x{h}->{o}: rel err {e:.2e}"
                         row[key] = timed(fn)
                     else:
+                        # 16-bit igemm: its other 1x1 forms (GPUKERN_PW_OFF=1 keeps the calls
+                        # from pointwise_nchw16)
+                        os.environ["GPUKERN_PW_OFF"] = "1" if algo == "igemm" else "0"
                         with torch_ops.force_algorithm("conv2d", algo):
                             e = err(fn(), want)
-                            assert e < TOL, f"{key} {c}x{h}->{o}: rel err {e:.2e}"
+                            assert e < tol, f"{key} {c}x{h}->{o}: rel err {e:.2e}"
                             row[key] = timed(fn)
                 except RuntimeError as ex:
                     if "cannot run" not in str(ex):

@@ -1,11 +1,14 @@
-"""pointwise_nchw (csrc/conv/direct/pointwise_nchw.cuh): dense 1x1 convolutions over NCHW planes in
-fp32 as TF32 on mma.sync, with the fused epilogue act(conv + bias [+ residual]) in registers.
+"""pointwise_nchw (csrc/conv/direct/pointwise_nchw.cuh, pointwise_nchw16.cuh): dense 1x1
+convolutions over NCHW planes on mma.sync, fp32 as TF32 and bfloat16 / float16, with the fused
+epilogue act(conv + bias [+ residual]) in registers.
 
 Forced by name against float64 references: tile residues in O (1, 24, 33, 100, 160), C (3, 37,
 70, 200, 961: partial and single stages), planes 1x1 to 56x56 and odd ones (the 4-byte copies and
 the pixel quads that cross an image), batch and channel slices, a misaligned base, every
 activation, residuals, empty batches, conv1d-shaped (H = 1) inputs; every block / warp tile (in
-a subprocess with the tile knob). The automatic rule by query."""
+a subprocess with the tile knob), the split tiles. 16-bit: 8- and 4-pixel copies, O across tiles,
+partial channel stages, every activation with and without a residual, slices and a base aligned
+to 8 bytes only. The automatic rules by query and by the kernels a call launches."""
 import json
 import os
 import subprocess
@@ -28,6 +31,9 @@ ALGO = "pointwise_nchw"
 # TF32 operands (10 mantissa bits, rounded to nearest), fp32 accumulation: ~3e-4 measured for
 # igemm's TF32 kernels; the bound test_igemm.py uses.
 TOL = 2e-3
+# 16-bit: fp32 accumulation, the result rounded to the dtype once (norm-relative bounds as in
+# tests/test_conv_cudnn.py).
+REL_TOL = {torch.bfloat16: 1e-2, torch.float16: 2e-3}
 
 
 pytestmark = pytest.mark.usefixtures("tf32_allowed")  # tests/conftest.py
@@ -175,14 +181,18 @@ def test_every_tile():
 
 @gpu
 def test_cannot_run_outside_its_shapes():
-    """Forcing it on what it does not take raises (3x3, stride 2, channels_last, bf16, TF32 off)."""
+    """Forcing it on what it does not take raises (3x3, stride 2, channels_last, 16-bit planes of
+    49 pixels or 12 channels, TF32 off)."""
     g = _gen(17)
     x = _rand(g, 2, 16, 8, 8)
     w1 = _rand(g, 32, 16, 1, 1)
+    x7 = _rand(g, 2, 16, 7, 7)
     cases = [(x, _rand(g, 32, 16, 3, 3), dict(padding=1)),
              (x, w1, dict(stride=2)),
              (x.contiguous(memory_format=torch.channels_last), w1, {}),
-             (x.bfloat16(), w1.bfloat16(), {})]
+             (x.bfloat16().contiguous(memory_format=torch.channels_last), w1.bfloat16(), {}),
+             (x7.bfloat16(), w1.bfloat16(), {}),  # 16-bit: planes of a multiple of 4 pixels
+             (_rand(g, 2, 12, 8, 8).half(), _rand(g, 32, 12, 1, 1).half(), {})]  # C % 8 != 0
     for xi, wi, kw in cases:
         with torch_ops.force_algorithm("conv2d", ALGO):
             with pytest.raises(RuntimeError, match=f"forced algorithm '{ALGO}' cannot run"):
@@ -243,9 +253,27 @@ def test_igemm_runs_it():
         assert len(names) == 1 and "pointwise_nchw" in names[0], names
         assert _rel_err(out, conv_ref(2, x, w, b, "relu", r)) <= TOL
         for call in (lambda: torch_ops.conv2d(x, w, None),
-                     lambda: torch_ops.conv2d(x.bfloat16(), w.bfloat16(), b.bfloat16())):
+                     lambda: torch_ops.conv2d(x.bfloat16(), w.bfloat16(), None)):
             _, names = _kernels(call)
             assert not any("pointwise_nchw" in n for n in names), names
+        # 16-bit with a bias: the 16-bit kernel, one kernel.
+        xb, wb, bb = x.bfloat16(), w.bfloat16(), b.bfloat16()
+        out, names = _kernels(lambda: torch_ops.conv2d(xb, wb, bb))
+        assert len(names) == 1 and "pointwise_nchw16" in names[0], names
+        assert _rel_err(out, conv_ref(2, xb, wb, bb)) <= REL_TOL[torch.bfloat16]
+        # The 16-bit rule's edges: 14x14 planes into at most 512 outputs (a residual too); 28x28
+        # from at most 64 channels, no residual.
+        for c, o, hw, res, want in ((256, 512, 14, True, True), (112, 672, 14, False, False),
+                                    (64, 120, 28, False, True), (128, 120, 28, False, False),
+                                    (64, 120, 28, True, False)):
+            xc = _rand(g, 4, c, hw, hw).bfloat16()
+            wc = (_rand(g, o, c, 1, 1) / c ** 0.5).bfloat16()
+            bc = _rand(g, o).bfloat16()
+            rc = _rand(g, 4, o, hw, hw).bfloat16() if res else None
+            out, names = _kernels(lambda: torch_ops.conv2d_fused(xc, wc, bc, residual=rc))
+            assert _rel_err(out, conv_ref(2, xc, wc, bc, "none", rc)) <= REL_TOL[torch.bfloat16]
+            got = any("pointwise_nchw16" in n for n in names)
+            assert got == want, (c, o, hw, res, names)
         for c, o, hw, res, want in ((240, 48, 28, False, True), (256, 48, 28, False, True),
                                     (256, 80, 28, False, False), (256, 48, 28, True, False),
                                     (64, 24, 28, True, False), (64, 48, 7, False, False),
@@ -260,3 +288,63 @@ def test_igemm_runs_it():
             got, names = taken(lambda: torch_ops.conv2d_fused(xc, wc, bc, residual=rc),
                                conv_ref(2, xc, wc, bc, "none", rc))
             assert got == want, (c, o, hw, res, names)
+
+
+# ------------------------------------------------------------------------------------------------
+# 16-bit (bfloat16, float16): pointwise_nchw16.cuh, mma.m16n8k16 with ldmatrix.trans B fragments.
+# ------------------------------------------------------------------------------------------------
+
+# (N, C, H, W, O): 8-pixel copies (P % 8 == 0), 4-pixel copies (14x14: P = 196), O below, across
+# and between tiles, many channel stages, a partial last stage (C = 40), P = 4.
+SHAPES16 = [
+    (2, 32, 8, 8, 48),
+    (2, 64, 14, 14, 130),
+    (3, 480, 14, 14, 112),
+    (2, 40, 28, 28, 33),
+    (1, 8, 2, 2, 1),
+    (4, 16, 6, 10, 200),
+]
+
+
+@gpu
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
+@pytest.mark.parametrize("shape", SHAPES16, ids=str)
+@pytest.mark.parametrize("bias", [True, False], ids=["bias", "nobias"])
+def test_parity16(shape, bias, dtype):
+    n, c, h, w_, o = shape
+    g = _gen(31 + c + o)
+    x = _rand(g, n, c, h, w_).to(dtype)
+    w = (_rand(g, o, c, 1, 1) / c ** 0.5).to(dtype)
+    b = _rand(g, o).to(dtype) if bias else None
+    out = _fused(x, w, b)
+    assert out.dtype == dtype and out.is_contiguous()
+    assert _rel_err(out, conv_ref(2, x, w, b)) <= REL_TOL[dtype]
+
+
+@gpu
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
+@pytest.mark.parametrize("act", list(ACTIVATIONS), ids=str)
+@pytest.mark.parametrize("residual", [False, True], ids=["nores", "res"])
+def test_fused_epilogue16(act, residual, dtype):
+    g = _gen(41)
+    x = _rand(g, 2, 48, 14, 14).to(dtype)
+    w = (_rand(g, 72, 48, 1, 1) / 7).to(dtype)
+    b = _rand(g, 72).to(dtype)
+    r = _rand(g, 2, 72, 14, 14).to(dtype) if residual else None
+    out = _fused(x, w, b, act, r)
+    assert _rel_err(out, conv_ref(2, x, w, b, act, r)) <= REL_TOL[dtype]
+
+
+@gpu
+def test_views16():
+    """Batch and channel slices of x (offsets that keep the copies aligned), an empty batch, and
+    a view whose offset breaks the 8-pixel alignment (the 4-pixel copies take it)."""
+    g = _gen(43)
+    base = _rand(g, 3, 48, 8, 8).bfloat16()
+    w = (_rand(g, 24, 32, 1, 1) / 6).bfloat16()
+    b = _rand(g, 24).bfloat16()
+    flat = _rand(g, 3 * 32 * 64 + 4).bfloat16()
+    for x in (base[1:, 8:40], base[::2, :32], flat[4:].view(3, 32, 8, 8)):
+        assert _rel_err(_fused(x, w, b, "relu"), conv_ref(2, x, w, b, "relu")) <= 1e-2
+    out = _fused(base[:0, :32], w, b)
+    assert out.shape == (0, 24, 8, 8)

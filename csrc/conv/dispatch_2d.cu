@@ -91,10 +91,12 @@ bool can_run(Algo a, const ConvProblem& p) {
     case Algo::kGeneralDirect: return true;
     case Algo::kIgemm: return igemm_can_run(p);  // dense, sm_90, aligned channels
     case Algo::kStemDirect: return stem_direct_can_run(p);
-    // fp32 on the TF32 tensor cores, only as F.conv2d would. Never the automatic choice by
-    // itself: igemm's 1x1 forms run it (conv/igemm/igemm.cpp run4), as it depends on the bias.
+    // fp32 on the TF32 tensor cores, only as F.conv2d would; bfloat16 and float16. Never the
+    // automatic choice by itself: igemm's 1x1 forms run it (conv/igemm/igemm.cpp run4), as it
+    // depends on the bias.
     case Algo::kPointwiseNchw:
-      return at::globalContext().allowTF32CuDNN() && pointwise_nchw_can_run(p);
+      return (p.elem_size == 2 || at::globalContext().allowTF32CuDNN()) &&
+             pointwise_nchw_can_run(p);
     case Algo::kCudnn: return cudnn_conv_can_run(p);  // conv/vendor.h
     case Algo::kAtenDepthwise: return aten_depthwise_can_run(p);  // conv/vendor.h
   }
@@ -224,9 +226,7 @@ void run(Algo a, const ConvProblem& p, cudaStream_t stream) {
     case Algo::kGeneralStaged: return general_staged_run<T>(p, stream);
     case Algo::kGeneralDirect: return general_direct_run<T>(p, stream);
     case Algo::kStemDirect: return stem_direct_run<T>(p, stream);
-    case Algo::kPointwiseNchw:
-      if constexpr (std::is_same<T, float>::value) pointwise_nchw_run(p, stream);
-      return;
+    case Algo::kPointwiseNchw: return pointwise_nchw_run(p, stream);
     case Algo::kIgemm:  // run before the dtype dispatch (run_call)
     case Algo::kCudnn:
     case Algo::kAtenDepthwise: return;

@@ -6,6 +6,7 @@
 
 #include "conv/direct/direct2d.h"
 #include "conv/direct/pointwise_nchw.cuh"
+#include "conv/direct/pointwise_nchw.h"
 #include "core/knobs.h"
 #include "core/launch.cuh"
 #include "device/vec.cuh"
@@ -210,6 +211,7 @@ void launch_tile(const ConvProblem& p, const conv::PointwisePlan& s, cudaStream_
 }  // namespace
 
 bool pointwise_nchw_can_run(const ConvProblem& p) {
+  if (p.elem_size == 2) return pointwise_nchw16_can_run(p);
   conv::PointwisePlan s;
   return plan(p, s);
 }
@@ -230,6 +232,7 @@ bool pointwise_nchw_can_run(const ConvProblem& p) {
 // Split tiles (channels over a cluster): planes of 7x7 up to (not including) 14x14 with 241 to
 // 1024 input channels into at most 256 outputs, where choose_tile splits (choose_splits).
 bool pointwise_nchw_preferred(const ConvProblem& p) {
+  if (p.elem_size == 2) return pointwise_nchw16_preferred(p);
   const bool residual_ok = p.r == nullptr || (p.O > 32 && p.O < 256);
   const bool channels_ok = p.C <= 240 || (p.C <= 256 && p.O <= 64 && p.r == nullptr);
   conv::PointwisePlan s;
@@ -243,6 +246,7 @@ bool pointwise_nchw_preferred(const ConvProblem& p) {
 }
 
 void pointwise_nchw_run(const ConvProblem& call, cudaStream_t stream) {
+  if (call.elem_size == 2) return pointwise_nchw16_run(call, stream);
   // The kernel reads the residual and writes y with contiguous planes; other strides (a
   // channels_last residual, an output view) go through a contiguous copy, on the current stream.
   ConvProblem p = call;

@@ -458,11 +458,13 @@ void run4(const ConvProblem& p, const at::Tensor& x4, const at::Tensor& w4,
   // GPUKERN_IGEMM_GEMM=0 in the environment sends them to the conv kernel instead (benchmarks
   // compare the two; read on every call).
   const bool gemm_on = gemm_enabled();
-  // fp32 1x1 over NCHW planes with a bias or an epilogue, few input channels: mma.sync reads the
-  // planes in place with the epilogue inside (conv/direct/pointwise_nchw.cuh), where cuBLASLt's
+  // fp32 (few input channels) and 16-bit 1x1 over NCHW planes with a bias or an epilogue:
+  // mma.sync reads the planes in place with the epilogue inside (conv/direct/pointwise_nchw.cuh,
+  // pointwise_nchw16.cuh), where cuBLASLt's
   // batched NCHW GEMM has no per-channel bias (it needs a pass after) and the CUTLASS GEMMs
   // need the planes converted to NHWC (TF32 wgmma takes K-major operands only).
-  if (d == IgemmDtype::kTf32 && (p.b != nullptr || p.fused()) && pointwise_nchw_preferred(p)) {
+  if ((d == IgemmDtype::kTf32 || p.elem_size == 2) && (p.b != nullptr || p.fused()) &&
+      pointwise_nchw_preferred(p)) {
     pointwise_nchw_run(p, at::cuda::getCurrentCUDAStream(x4.device().index()).stream());
     return;
   }
