@@ -3,7 +3,7 @@ pointwise_nchw kernels (mma.sync, the planes read in place, the epilogue fused) 
 path's other forms (CUTLASS / cuBLASLt GEMMs after NHWC conversions, or cuBLASLt's batched NCHW
 GEMM then an elementwise pass), cuDNN's convolution alone and torch's unfused sequence.
 
-    python3 benchmarks/pointwise_nchw.py [--batch 16] [--tiles]
+    python3 benchmarks/pointwise_nchw.py [--batch 16] [--dtype bfloat16] [--tiles] [--splits]
 
 Blocks: every 1x1 stride-1 conv + BN (+ add) + activation of ResNet-50 and MobileNetV3-Large at
 batch 16 (BN folded into a bias), 7x7 planes and the squeeze-excitation 1x1 planes included.
