@@ -91,6 +91,27 @@ constexpr size_t pointwise_smem_bytes() {
   return sizeof(float) * kStages * (kBM * (kPwBK + 4) + kPwBK * pointwise_b_pitch<kBN, kPermute>());
 }
 
+// The kernels' main loop (pointwise_nchw and pointwise_nchw16): kStages - 1 stages in flight
+// through cp.async, one barrier per stage. load(kt, stage) issues stage kt's copies into buffer
+// `stage`; compute(stage) runs the mma steps over a landed buffer. Returns with every copy done.
+template <int kStages, typename Load, typename Compute>
+__device__ __forceinline__ void pointwise_pipeline(int k_tiles, Load&& load, Compute&& compute) {
+#pragma unroll
+  for (int st = 0; st < kStages - 1; ++st) {
+    if (st < k_tiles) load(st, st);
+    cp_async_commit();
+  }
+  for (int kt = 0; kt < k_tiles; ++kt) {
+    cp_async_wait<kStages - 2>();
+    __syncthreads();  // stage kt landed for every thread; stage kt - 1 is free again
+    const int next = kt + kStages - 1;
+    if (next < k_tiles) load(next, next % kStages);
+    cp_async_commit();
+    compute(kt % kStages);
+  }
+  cp_async_wait<0>();
+}
+
 template <int kBM, int kBN, int kWM, int kWN, int kStages, int kMinBlocks, bool kPermute,
           bool kVec, bool kSplitK = false>
 __global__ void __launch_bounds__(kBM / kWM * kBN / kWN * 32, kMinBlocks)
@@ -190,23 +211,13 @@ __global__ void __launch_bounds__(kBM / kWM * kBN / kWN * 32, kMinBlocks)
 #pragma unroll
         for (int e = 0; e < 4; ++e) acc[mi][h][q][e] = 0.f;
 
-#pragma unroll
-  for (int st = 0; st < kStages - 1; ++st) {
-    if (st < k_tiles) load_stage(st, st);
-    cp_async_commit();
-  }
   // ldmatrix rows: lane l gives row l % 8 of matrix l / 8 (matrices: rows +0 / +8, k +0 / +4).
   const int a_lane_off = (wm * kWM + (lane & 7) + ((lane >> 3) & 1) * 8) * kAP + (lane >> 4) * 4;
   const int b_lane_off =
       t * kBP + wn * kWN + (kPermute ? (g & 1) * 16 + (g >> 1) * 4 : g);
-  for (int kt = 0; kt < k_tiles; ++kt) {
-    cp_async_wait<kStages - 2>();
-    __syncthreads();  // stage kt landed for every thread; stage kt - 1 is free again
-    const int next = kt + kStages - 1;
-    if (next < k_tiles) load_stage(next, next % kStages);
-    cp_async_commit();
-    const float* a = s_a + (kt % kStages) * kAStage + a_lane_off;
-    const float* b = s_b + (kt % kStages) * kBStage + b_lane_off;
+  pointwise_pipeline<kStages>(k_tiles, load_stage, [&](int stage) {
+    const float* a = s_a + stage * kAStage + a_lane_off;
+    const float* b = s_b + stage * kBStage + b_lane_off;
 #pragma unroll
     for (int kk = 0; kk < kPwBK; kk += 8) {
       unsigned af[kMI][4];
@@ -241,8 +252,7 @@ __global__ void __launch_bounds__(kBM / kWM * kBN / kWN * 32, kMinBlocks)
           for (int mi = 0; mi < kMI; ++mi) mma_1688_tf32(acc[mi][h][q], af[mi], b0[q], b1[q]);
       }
     }
-  }
-  cp_async_wait<0>();
+  });
 
   // kSplitK: every CTA stages its partial sums in its shared memory, the cluster syncs, and
   // rank r sums, in rank order, the runs it owns (piece % splits == r; a piece is one epilogue
@@ -262,59 +272,56 @@ __global__ void __launch_bounds__(kBM / kWM * kBN / kWN * 32, kMinBlocks)
   auto val = [&](int mi, int h, int h2, int u, int q) -> float& {
     return kPermute ? acc[mi][h][q][2 * h2 + u] : acc[mi][h][u][2 * h2 + q];
   };
+  // f(mi, h, h2, u) for every epilogue run of this thread.
+  auto for_each_run = [&](auto&& f) {
+#pragma unroll
+    for (int mi = 0; mi < kMI; ++mi)
+#pragma unroll
+      for (int h = 0; h < kNH; ++h)
+#pragma unroll
+        for (int h2 = 0; h2 < 2; ++h2)
+#pragma unroll
+          for (int u = 0; u < kRuns; ++u) f(mi, h, h2, u);
+  };
   if (kSplitK && s.splits > 1) {
     constexpr int kPieces = kMI * kNH * 2 * kRuns;
     static_assert(kPieces * kRun * kThreads <= kStages * (kAStage + kBStage), "split staging");
     __syncthreads();  // every warp is past its last shared read of the pipeline
     RunVec* stage_buf = reinterpret_cast<RunVec*>(smem);
+    for_each_run([&](int mi, int h, int h2, int u) {
+      float v[4];
 #pragma unroll
-    for (int mi = 0; mi < kMI; ++mi)
-#pragma unroll
-      for (int h = 0; h < kNH; ++h)
-#pragma unroll
-        for (int h2 = 0; h2 < 2; ++h2)
-#pragma unroll
-          for (int u = 0; u < kRuns; ++u) {
-            float v[4];
-#pragma unroll
-            for (int q = 0; q < kRun; ++q) v[q] = val(mi, h, h2, u, q);
-            RunVec rv;
-            if constexpr (kPermute) {
-              rv = make_float4(v[0], v[1], v[2], v[3]);
-            } else {
-              rv = make_float2(v[0], v[1]);
-            }
-            stage_buf[piece(mi, h, h2, u) * kThreads + tid] = rv;
-          }
+      for (int q = 0; q < kRun; ++q) v[q] = val(mi, h, h2, u, q);
+      RunVec rv;
+      if constexpr (kPermute) {
+        rv = make_float4(v[0], v[1], v[2], v[3]);
+      } else {
+        rv = make_float2(v[0], v[1]);
+      }
+      stage_buf[piece(mi, h, h2, u) * kThreads + tid] = rv;
+    });
     cooperative_groups::cluster_group cluster = cooperative_groups::this_cluster();
     cluster.sync();
+    for_each_run([&](int mi, int h, int h2, int u) {
+      if (!owned(mi, h, h2, u)) return;
+      const int at = piece(mi, h, h2, u) * kThreads + tid;
+      RunVec parts[8];
 #pragma unroll
-    for (int mi = 0; mi < kMI; ++mi)
+      for (int r = 0; r < 8; ++r) {
+        if (r < s.splits) parts[r] = cluster.map_shared_rank(stage_buf, r)[at];
+      }
+      float sum[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll
-      for (int h = 0; h < kNH; ++h)
+      for (int r = 0; r < 8; ++r) {
+        if (r < s.splits) {
+          const float* pv = reinterpret_cast<const float*>(&parts[r]);
 #pragma unroll
-        for (int h2 = 0; h2 < 2; ++h2)
+          for (int q = 0; q < kRun; ++q) sum[q] += pv[q];
+        }
+      }
 #pragma unroll
-          for (int u = 0; u < kRuns; ++u) {
-            if (!owned(mi, h, h2, u)) continue;
-            const int at = piece(mi, h, h2, u) * kThreads + tid;
-            RunVec parts[8];
-#pragma unroll
-            for (int r = 0; r < 8; ++r) {
-              if (r < s.splits) parts[r] = cluster.map_shared_rank(stage_buf, r)[at];
-            }
-            float sum[4] = {0.f, 0.f, 0.f, 0.f};
-#pragma unroll
-            for (int r = 0; r < 8; ++r) {
-              if (r < s.splits) {
-                const float* pv = reinterpret_cast<const float*>(&parts[r]);
-#pragma unroll
-                for (int q = 0; q < kRun; ++q) sum[q] += pv[q];
-              }
-            }
-#pragma unroll
-            for (int q = 0; q < kRun; ++q) val(mi, h, h2, u, q) = sum[q];
-          }
+      for (int q = 0; q < kRun; ++q) val(mi, h, h2, u, q) = sum[q];
+    });
     cluster.sync();
   }
 

@@ -149,23 +149,13 @@ __global__ void __launch_bounds__(kBM / kWM * kBN / kWN * 32, kMinBlocks)
 #pragma unroll
       for (int e = 0; e < 4; ++e) acc[mi][nj][e] = 0.f;
 
-#pragma unroll
-  for (int st = 0; st < kStages - 1; ++st) {
-    if (st < k_tiles) load_stage(st, st);
-    cp_async_commit();
-  }
   // ldmatrix rows: lane l gives row l % 8 of matrix l / 8. A: matrices (rows +0 / +8, k +0 / +8);
   // B: matrices (k +0 / +8, columns +0 / +8).
   const int a_lane_off = (wm * kWM + (lane & 7) + ((lane >> 3) & 1) * 8) * kAP + (lane >> 4) * 8;
   const int b_lane_off = ((lane & 7) + ((lane >> 3) & 1) * 8) * kBP + wn * kWN + (lane >> 4) * 8;
-  for (int kt = 0; kt < k_tiles; ++kt) {
-    cp_async_wait<kStages - 2>();
-    __syncthreads();  // stage kt landed for every thread; stage kt - 1 is free again
-    const int next = kt + kStages - 1;
-    if (next < k_tiles) load_stage(next, next % kStages);
-    cp_async_commit();
-    const T* a = s_a + (kt % kStages) * kAStage + a_lane_off;
-    const T* b = s_b + (kt % kStages) * kBStage + b_lane_off;
+  pointwise_pipeline<kStages>(k_tiles, load_stage, [&](int stage) {
+    const T* a = s_a + stage * kAStage + a_lane_off;
+    const T* b = s_b + stage * kBStage + b_lane_off;
 #pragma unroll
     for (int kk = 0; kk < kPw16BK; kk += 16) {
       unsigned af[kMI][4];
@@ -183,8 +173,7 @@ __global__ void __launch_bounds__(kBM / kWM * kBN / kWN * 32, kMinBlocks)
         }
       }
     }
-  }
-  cp_async_wait<0>();
+  });
 
   // Epilogue: pixel pairs j, j + 1 (P even: one image), rows g and g + 8 of each fragment.
   T* __restrict__ y = static_cast<T*>(p.y);
