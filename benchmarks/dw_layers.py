@@ -106,7 +106,7 @@ def gpu_name():
     return "".join(c if c.isalnum() or c == "_" else "_" for c in stem)
 
 
-def run_layer(layer, dtype_name, reps):
+def run_layer(layer, dtype_name, reps, only=None):
     model, c, h, k, s = layer
     dtype = getattr(torch, dtype_name)
     g = torch.Generator(device="cuda").manual_seed(c * 100 + h + k)
@@ -133,9 +133,18 @@ def run_layer(layer, dtype_name, reps):
             row["torch"][label] = time_ms(tfn, reps) * 1e3
     finally:
         torch.backends.cudnn.benchmark = old
+    # Floors in the same timing: an elementwise pass over x (reads x, writes an x-sized tensor
+    # of the same layout: a stride-1 layer's bytes) and a one-element kernel (what a call costs
+    # in the graph before any byte moves).
+    xs, one = torch.empty_like(x), torch.ones(1, device="cuda", dtype=dtype)
+    one_out = torch.empty_like(one)
+    row["floor"] = {"x*1": time_ms(lambda: torch.mul(x, 1, out=xs), reps) * 1e3,
+                    "1 elem": time_ms(lambda: torch.mul(one, 1, out=one_out), reps) * 1e3}
     row["auto_algo"] = torch_ops.algorithm("conv2d", x, w, b, s, pad, 1, c)
     gfn = lambda: torch_ops.conv2d(x, w, b, s, pad, 1, c)  # noqa: E731
     for label, algo, variant in CANDIDATES:
+        if only and label not in only:
+            continue
         with setting(algo, variant):
             try:
                 out = gfn()
@@ -153,18 +162,23 @@ def run_layer(layer, dtype_name, reps):
     return row
 
 
-def markdown(rows, device):
-    labels = [c[0] for c in CANDIDATES]
-    head = ["layer", "dtype", "torch best", *labels, "auto / torch", "best gpukern"]
+def markdown(rows, device, only=None):
+    labels = [c[0] for c in CANDIDATES if not only or c[0] in only]
+    head = ["layer", "dtype", "torch best", "x*1", "1 elem", *labels, "auto / torch",
+            "best gpukern"]
     lines = [f"# channels_last depthwise layers, batch {BATCH} ({device})", "",
              "us per call (CUDA graph of 20 calls, L2 flushed before each replay); "
              "'auto / torch': torch's best time over the automatic choice's (> 1: gpukern "
-             "faster). auto names the algorithm it picked.", "",
+             "faster). auto names the algorithm it picked. Floors in the same timing: 'x*1' "
+             "an elementwise pass over the input (a stride-1 layer's bytes), '1 elem' a "
+             "one-element kernel.", "",
              "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         tl = min(r["torch"], key=r["torch"].get)
         t = r["torch"][tl]
-        cells = [f"{r['model']} {r['shape']}", r["dtype"], f"{t:.1f} ({tl})"]
+        fl = r.get("floor", {})
+        cells = [f"{r['model']} {r['shape']}", r["dtype"], f"{t:.1f} ({tl})",
+                 *(f"{fl[k]:.1f}" if k in fl else "-" for k in ("x*1", "1 elem"))]
         timed = {}
         for label in labels:
             v = r["gpukern"].get(label)
@@ -194,6 +208,10 @@ def main():
     p.add_argument("--layers", nargs="+", default=["convnext", "mobilenet"],
                    choices=["convnext", "mobilenet"])
     p.add_argument("--reps", type=int, default=30, help="replays per candidate (median)")
+    p.add_argument("--candidates", nargs="+", choices=[c[0] for c in CANDIDATES],
+                   help="time only these gpukern candidates (default: all)")
+    p.add_argument("--sizes", nargs="+", type=int,
+                   help="only the layers of these channel counts (e.g. 200 672)")
     p.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                                  "results"))
     args = p.parse_args()
@@ -205,12 +223,12 @@ def main():
     rows = []
     for dtype_name in args.dtypes:
         for layer in LAYERS:
-            if layer[0] not in args.layers:
+            if layer[0] not in args.layers or (args.sizes and layer[1] not in args.sizes):
                 continue
-            row = run_layer(layer, dtype_name, args.reps)
+            row = run_layer(layer, dtype_name, args.reps, args.candidates)
             rows.append(row)
             print(json.dumps(row), flush=True)
-    md = markdown(rows, device)
+    md = markdown(rows, device, args.candidates)
     print(md)
     os.makedirs(args.out, exist_ok=True)
     stem = os.path.join(args.out, f"{gpu_name()}_dw_layers")

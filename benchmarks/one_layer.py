@@ -4,8 +4,10 @@
     ncu --kernel-name regex:depthwise --launch-skip 2 --launch-count 1 \\
         python3 benchmarks/one_layer.py --shape 16,384,14,14 --kernel 7 --groups 384 \\
         --dtype bfloat16 --format channels_last --bias
+    (--algorithm pointwise_nchw forces gpukern's algorithm; --activation relu: the fused op)
 """
 import argparse
+import contextlib
 
 import torch
 import torch.nn.functional as F
@@ -26,6 +28,10 @@ def main():
     p.add_argument("--format", default="contiguous", choices=["contiguous", "channels_last"])
     p.add_argument("--calls", type=int, default=3, help="calls of each (default 3)")
     p.add_argument("--which", default="both", choices=["both", "gpukern", "torch"])
+    p.add_argument("--algorithm", default=None,
+                   help="force gpukern's conv2d algorithm (torch_ops.force_algorithm)")
+    p.add_argument("--activation", default=None,
+                   help="gpukern's fused op with this activation (default: the plain conv)")
     a = p.parse_args()
     n, c, h, w = (int(v) for v in a.shape.split(","))
     o = a.out_channels or c
@@ -37,15 +43,21 @@ def main():
     b = torch.randn(o, device="cuda", dtype=dtype) if a.bias else None
     pad = a.kernel // 2 if a.padding is None else a.padding
     kw = dict(stride=a.stride, padding=pad, groups=a.groups)
-    with torch.inference_mode():
+    forced = (torch_ops.force_algorithm("conv2d", a.algorithm) if a.algorithm
+              else contextlib.nullcontext())
+    if a.activation is None:
+        ours = lambda: torch_ops.conv2d(x, wt, b, **kw)  # noqa: E731
+    else:
+        ours = lambda: torch_ops.conv2d_fused(x, wt, b, **kw, activation=a.activation)  # noqa
+    with torch.inference_mode(), forced:
         ref = F.conv2d(x, wt, b, **kw)
-        got = torch_ops.conv2d(x, wt, b, **kw)
+        got = ours() if a.activation is None else torch_ops.conv2d(x, wt, b, **kw)
         err = float((got.float() - ref.float()).norm() / ref.float().norm().clamp_min(1e-30))
         print(f"gpukern algorithm {torch_ops.algorithm('conv2d', x, wt, b, **kw)}, "
               f"relative error against torch {err:.1e}")
         for _ in range(a.calls):
             if a.which in ("both", "gpukern"):
-                torch_ops.conv2d(x, wt, b, **kw)
+                ours()
             if a.which in ("both", "torch"):
                 F.conv2d(x, wt, b, **kw)
         torch.cuda.synchronize()

@@ -529,17 +529,42 @@ def _small_views(x):
     return {"contiguous": x, "sliced": sliced, "offset": shifted}
 
 
+@contextmanager
+def _small_rows(rows):
+    """depthwise_small's strip height forced (GPUKERN_SMALL_ROWS, read per call; "auto": the
+    rule, conv::small_rows)."""
+    old = os.environ.get("GPUKERN_SMALL_ROWS")
+    if rows == "auto":
+        os.environ.pop("GPUKERN_SMALL_ROWS", None)
+    else:
+        os.environ["GPUKERN_SMALL_ROWS"] = rows
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop("GPUKERN_SMALL_ROWS", None)
+        else:
+            os.environ["GPUKERN_SMALL_ROWS"] = old
+
+
+@pytest.mark.parametrize("rows", ["auto", "4", "7"])
 @pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=str)
 @pytest.mark.parametrize("case", range(len(SMALL_CASES)))
-def test_small_forced_grid(case, dtype):
+def test_small_forced_grid(case, dtype, rows):
+    """Every case with the automatic strip height and each forced one (7-row strips exist for
+    stride 2 with 3x3 and 5x5 filters: elsewhere "7" is the rule again, skipped)."""
     if not HAS_CUDA:
         pytest.skip("needs a CUDA device and the CUDA build")
     shape, k, stride, pad = SMALL_CASES[case]
+    if rows == "7" and not (stride == 2 and k in (3, 5)):
+        pytest.skip("no 7-row instance for this filter / stride")
+    if rows == "4" and not (stride == 2 and k in (3, 5)):
+        pytest.skip("4-row strips are the only ones here: the auto case runs them")
     n, c, h, w_ = shape
     x, w, b = _make(n, c, h, w_, k, case % 3 != 2, dtype, seed=1000 + case)
     ref = _ref(x, w, b, stride, pad, c)
     for name, xx in _small_views(x).items():
-        with torch_ops.force_algorithm("conv2d", "depthwise_small"):
+        with torch_ops.force_algorithm("conv2d", "depthwise_small"), _small_rows(rows):
             assert torch_ops.algorithm("conv2d", xx, w, b, stride, pad, 1, c) == \
                 "depthwise_small", name
             out = torch_ops.conv2d(xx, w, b, stride, pad, 1, c)
@@ -562,14 +587,17 @@ SMALL_FUSED = [
 ]
 
 
+@pytest.mark.parametrize("rows", ["auto", "7"])
 @pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=str)
 @pytest.mark.parametrize("act", list(ACTS))
 @pytest.mark.parametrize("case", SMALL_FUSED, ids=str)
-def test_small_fused(case, act, dtype):
+def test_small_fused(case, act, dtype, rows):
     op, schema = _fused_op()
     if op is None:
         pytest.skip("torch.ops.gpukern.conv2d_fused is not built here (or no GPU)")
     shape, k, stride, pad = case
+    if rows == "7" and not (stride == 2 and k in (3, 5)):
+        pytest.skip("no 7-row instance for this filter / stride")
     n, c, h, w_ = shape
     for with_bias in (True, False):
         x, w, b = _make(n, c, h, w_, k, with_bias, dtype, seed=k * 13 + c + stride)
@@ -581,7 +609,7 @@ def test_small_fused(case, act, dtype):
         res_off.copy_(res)
         for r in (res, res.to(memory_format=torch.channels_last), res_off, None):
             want = ACTS[act](conv + (0 if r is None else r.to("cpu", torch.float64)))
-            with torch_ops.force_algorithm("conv2d", "depthwise_small"):
+            with torch_ops.force_algorithm("conv2d", "depthwise_small"), _small_rows(rows):
                 out = _fused_call(op, schema, x, w, b, stride, pad, c, act, r)
             assert_close_ref(out, want, dtype)
         # the automatic choice takes these NCHW shapes too (stride 2, or planes up to 16x16)

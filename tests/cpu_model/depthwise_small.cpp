@@ -102,7 +102,7 @@ Tensor4<T> make_tensor(int N, int C, int H, int W, Layout L, std::mt19937& g, bo
 static int g_fail = 0, g_cases = 0;
 static int g_ve_hist[5][9][3];
 
-template <typename T, int K, int S>
+template <typename T, int K, int S, int R = conv::SmallTraits::kRows>
 void run_case(int N, int C, int H, int W, int ph, int pw, Layout xl, Layout yl, bool bias,
               bool resid, int act, uint32_t seed) {
   std::mt19937 g(seed);
@@ -129,7 +129,7 @@ void run_case(int N, int C, int H, int W, int ph, int pw, Layout xl, Layout yl, 
   p.r_sn = r.sn; p.r_so = r.sc; p.r_sh = r.sh; p.r_sw = r.sw;
   conv::SmallShape s;
   ++g_cases;
-  if (!conv::small_geometry(p, s)) {
+  if (!conv::small_geometry(p, s, R)) {
     std::printf("REFUSED N%d C%d %dx%d K%d S%d p%d,%d\n", N, C, H, W, K, S, ph, pw);
     return;
   }
@@ -154,7 +154,7 @@ void run_case(int N, int C, int H, int W, int ph, int pw, Layout xl, Layout yl, 
     for (int t = 0; t < threads; ++t) {
       th.emplace_back([&, t] {
         sim_threadIdx.x = t;
-        conv::conv2d_depthwise_small_kernel<T, K, S>(p, s);
+        conv::conv2d_depthwise_small_kernel<T, K, S, R>(p, s);
       });
     }
     for (auto& t : th) t.join();
@@ -197,7 +197,7 @@ void run_case(int N, int C, int H, int W, int ph, int pw, Layout xl, Layout yl, 
   }
 }
 
-template <typename T, int K, int S>
+template <typename T, int K, int S, int R = conv::SmallTraits::kRows>
 void sweep(uint32_t& seed) {
   const int sizes[][2] = {{1, 1}, {2, 3}, {7, 7}, {13, 13}, {14, 14}, {28, 28}, {29, 31}, {56, 56}};
   const int chans[] = {1, 3, 16, 5};
@@ -209,7 +209,8 @@ void sweep(uint32_t& seed) {
       const int N = (i % 2) ? 1 : 3;
       Layout xl{i % 4, (i % 4 == 3) ? 1 + (i % 3) : 0};
       Layout yl{(i % 5 == 0) ? 1 : 0, 0};
-      run_case<T, K, S>(N, C, hw[0], hw[1], ph, pw, xl, yl, i % 2 == 0, i % 3 == 1, i % 8, seed++);
+      run_case<T, K, S, R>(N, C, hw[0], hw[1], ph, pw, xl, yl, i % 2 == 0, i % 3 == 1, i % 8,
+                           seed++);
       ++i;
     }
   }
@@ -245,6 +246,14 @@ int main(int argc, char** argv) {
   sweep<__nv_bfloat16, 7, 1>(seed); sweep<__nv_bfloat16, 7, 2>(seed);
   sweep<__half, 3, 1>(seed); sweep<__half, 3, 2>(seed);
   sweep<__half, 5, 2>(seed); sweep<__half, 7, 1>(seed);
+  // 7-row strips (stride 2, filters 3 and 5: conv::small_rows)
+  constexpr int kL = conv::SmallTraits::kRowsLong;
+  sweep<float, 3, 2, kL>(seed); sweep<float, 5, 2, kL>(seed);
+  sweep<__nv_bfloat16, 3, 2, kL>(seed); sweep<__half, 5, 2, kL>(seed);
+  run_case<float, 3, 2, kL>(2, 24, 28, 28, 1, 1, {0, 0}, {0, 0}, true, false, 0, seed++);
+  run_case<__nv_bfloat16, 5, 2, kL>(2, 67, 14, 14, 2, 2, {0, 0}, {0, 0}, true, true, 3, seed++);
+  run_case<float, 3, 2, kL>(1, 2, 130, 257, 1, 1, {0, 0}, {0, 0}, true, false, 0, seed++);
+  std::printf("7-row strips done: %d cases, %d failures\n", g_cases, g_fail);
   // the census layers, reduced batch / channels
   run_case<float, 3, 2>(1, 2, 112, 112, 1, 1, {0, 0}, {0, 0}, true, false, 0, seed++);
   run_case<__nv_bfloat16, 3, 2>(1, 2, 112, 112, 1, 1, {0, 0}, {0, 0}, true, true, 6, seed++);

@@ -19,7 +19,8 @@ constexpr const char* kOp = kConv2dOp;
 // Tuning knobs for benchmarks/dw_nchw_layers.py's before / after, read per call (env_is,
 // core/knobs.h): GPUKERN_SMALL_UPB=plain: units per block by the rule alone, without the
 // resident-block waves; GPUKERN_SMALL_STAGE=all: the staging walks every staged row of whole
-// planes, padding included.
+// planes, padding included; GPUKERN_SMALL_ROWS=4 / 7: the strip height (conv::small_rows; 7
+// exists for stride 2 with 3x3 and 5x5 filters only).
 
 // Blocks of `threads` threads and `smem` dynamic shared bytes an SM of the current device holds
 // at once: registers and threads (the kernel's occupancy, read once per warp count), then the
@@ -34,9 +35,9 @@ int small_resident(int threads, size_t smem) {
 }
 
 template <auto kKernel>
-void launch_small(const ConvProblem& p, cudaStream_t stream) {
+void launch_small(const ConvProblem& p, int rows, cudaStream_t stream) {
   conv::SmallShape s;
-  GK_CHECK(conv::small_geometry(p, s), kOp,
+  GK_CHECK(conv::small_geometry(p, s, rows), kOp,
            "internal error: depthwise_small cannot run this shape");
   const int sms = device_props().multiProcessorCount;
   const bool every_row = env_is("GPUKERN_SMALL_STAGE", "all");
@@ -60,13 +61,27 @@ bool depthwise_small_can_run(const ConvProblem& p) {
 
 template <typename T>
 void depthwise_small_run(const ConvProblem& p, cudaStream_t stream) {
+  using conv::conv2d_depthwise_small_kernel;
+  constexpr int kLong = conv::SmallTraits::kRowsLong;
+  const long long forced = env_is("GPUKERN_SMALL_ROWS", "4")   ? 4
+                           : env_is("GPUKERN_SMALL_ROWS", "7") ? 7
+                                                               : 0;
+  int rows = conv::small_rows(p, forced);
+  // The long strips' tile may exceed the shared budget where the short ones fit: then kRows.
+  conv::SmallShape probe;
+  if (rows == kLong && !conv::small_geometry(p, probe, rows)) rows = conv::SmallTraits::kRows;
+  const bool lg = rows == kLong;
   switch (p.KH * 10 + p.stride_h) {
-    case 31: launch_small<conv::conv2d_depthwise_small_kernel<T, 3, 1>>(p, stream); break;
-    case 32: launch_small<conv::conv2d_depthwise_small_kernel<T, 3, 2>>(p, stream); break;
-    case 51: launch_small<conv::conv2d_depthwise_small_kernel<T, 5, 1>>(p, stream); break;
-    case 52: launch_small<conv::conv2d_depthwise_small_kernel<T, 5, 2>>(p, stream); break;
-    case 71: launch_small<conv::conv2d_depthwise_small_kernel<T, 7, 1>>(p, stream); break;
-    default: launch_small<conv::conv2d_depthwise_small_kernel<T, 7, 2>>(p, stream); break;
+    case 31: return launch_small<conv2d_depthwise_small_kernel<T, 3, 1>>(p, rows, stream);
+    case 32:
+      return lg ? launch_small<conv2d_depthwise_small_kernel<T, 3, 2, kLong>>(p, rows, stream)
+                : launch_small<conv2d_depthwise_small_kernel<T, 3, 2>>(p, rows, stream);
+    case 51: return launch_small<conv2d_depthwise_small_kernel<T, 5, 1>>(p, rows, stream);
+    case 52:
+      return lg ? launch_small<conv2d_depthwise_small_kernel<T, 5, 2, kLong>>(p, rows, stream)
+                : launch_small<conv2d_depthwise_small_kernel<T, 5, 2>>(p, rows, stream);
+    case 71: return launch_small<conv2d_depthwise_small_kernel<T, 7, 1>>(p, rows, stream);
+    default: return launch_small<conv2d_depthwise_small_kernel<T, 7, 2>>(p, rows, stream);
   }
 }
 

@@ -6,7 +6,7 @@
 // latency bound: little work per plane, so what counts is how many loads are in flight and how
 // few instructions each staged element costs, not the multiply-adds.
 //
-// A unit is a band of output rows of one plane, full width: band_rows = strips * kRows rows
+// A unit is a band of output rows of one plane, full width: band_rows = strips * kR rows
 // (whole planes when the thread budget and the shared budget allow). A block takes `upb`
 // consecutive units (plane-major: consecutive planes of one image are consecutive in an NCHW
 // tensor), so that a block covers a few KB of contiguous input even when a plane is 784 bytes.
@@ -27,7 +27,7 @@
 //                  read consecutive words (no 2-way bank conflict), with two row pointers.
 //      The units' taps and biases are staged beside them (loaded before the input, stored
 //      after it: their latency overlaps the input's). A barrier.
-//   3. compute: thread t serves unit t / tpu, strip (t % tpu) / OW, column (t % tpu) % OW: kRows
+//   3. compute: thread t serves unit t / tpu, strip (t % tpu) / OW, column (t % tpu) % OW: kR
 //      outputs of one column (a strip), each staged row under the strip read once (kK words)
 //      and used by every output of the strip whose window holds it, taps in registers (read
 //      from shared memory, one broadcast per unit), fp32 accumulation. Consecutive threads take consecutive columns: coalesced output rows.
@@ -62,6 +62,10 @@ struct SmallTraits {
   static constexpr int kMaxThreads = 256;  // block size limit; also the widest output row
   static constexpr int kRows = 4;          // output rows per thread (a strip): a staged row is
                                            // read once per strip, (kRows - 1) * kS + kK rows
+  // The other strip height, for stride 2 onto outputs of a multiple of 7 rows (MobileNetV3's
+  // 56x56, 28x28 and 14x14 stride-2 outputs: no idle strip rows, where 4-row strips leave 2 of
+  // 16 idle at 14 rows; fewer staged rows per output; small_rows below says where).
+  static constexpr int kRowsLong = 7;
   static constexpr int kMaxUnits = 64;     // units a block stages at once (descriptor table)
   // Shared bytes of a block (its tiles, taps, biases and descriptors): at least 6 blocks an SM
   // by shared memory (228 KB), no opt-in needed (< 48 KB).
@@ -72,16 +76,31 @@ struct SmallTraits {
   // batch is kept small for the registers (64 bytes / 8 vectors needed 64 registers at 3x3).
   static constexpr int kBatchBytes = 32;
   static constexpr int kMaxBatch = 4;
+  // The 7-row 3x3 instances: 128 bytes (8 16-byte vectors) in flight a thread. Their blocks
+  // have half the threads of 4-row ones for the same planes, so each thread stages twice the
+  // vectors (16 x 240 x 28 x 28 3x3 stride 2 fp32: 6 a thread, three dependent round trips at
+  // 32 bytes; ncu: 41% of the warp samples waiting in the staging). H100, batch 16 (fp32 /
+  // bf16, us): that layer 7.8 / 8.2 -> 6.4 / 6.7, 64ch 112x112 3x3 fp32 29.4 -> 26.0 (bf16
+  // 16.4 -> 18.9: the 64 registers' occupancy). The 5x5 ones keep 32 bytes and 48 registers:
+  // with the batch 72ch 56x56 5x5 ran 9.7 / 11.6 against 8.9 / 9.2.
+  static constexpr int kBatchBytesLong = 128;
+  static constexpr int kMaxBatchLong = 8;
+  static constexpr bool long_batch(int k, int rows) { return rows != kRows && k == 3; }
   // Resident blocks asked of ptxas: 6 for 3x3 (40 registers: 7 blocks of 224 threads an SM),
   // 5 for 5x5 (48), 3 for 7x7 (80: its 49 taps). None spills (cuobjdump -res-usage). The
   // alternative not taken, unmeasured: 3x3 at 64 registers with its taps loaded before the input
   // (their latency overlapping the staging's), 4 blocks of 224 threads an SM.
   static constexpr int min_blocks(int k) { return k == 7 ? 3 : k == 5 ? 5 : 6; }
+  // The 7-row 3x3 instances: 64 registers, for the staging batch (long_batch).
+  static constexpr int min_blocks(int k, int rows) {
+    return long_batch(k, rows) ? 4 : min_blocks(k);
+  }
 };
 
 // Work decomposition (host: depthwise_small.cu, plan_small_geometry() and the run).
 struct SmallShape {
-  int strips;           // kRows-row strips per unit
+  int rows;             // output rows per strip: the kernel's kR (kRows or kRowsLong)
+  int strips;           // rows-row strips per unit
   int band_rows;        // strips * kRows: output rows per unit
   int bands;            // units per plane
   int tpu;              // threads per unit: OW * strips
@@ -204,15 +223,15 @@ __device__ __forceinline__ void put_cols(float* row, const float (&f)[VE], int q
 // Stages the image rows of the block's units (rows outside the image stay zero) with VE-element
 // vectors. Index i over (unit, staged row, vector), vectors fastest: a warp reads consecutive
 // vectors of a row (coalesced). kBatch loads are issued before their stores.
-template <typename T, int kS, int VE>
+template <typename T, int kS, int VE, int kBatchBytes = SmallTraits::kBatchBytes,
+          int kMaxBatch = SmallTraits::kMaxBatch>
 __device__ __forceinline__ void stage_tiles(const ConvProblem& p, const SmallShape& s,
                                             const SmallUnit* units, float* tiles, int tid,
                                             int nthreads) {
-  using Tr = SmallTraits;
   constexpr int kBytes = static_cast<int>(sizeof(T)) * VE;
-  constexpr int kBatch = Tr::kBatchBytes / kBytes < 1          ? 1
-                         : Tr::kBatchBytes / kBytes > Tr::kMaxBatch ? Tr::kMaxBatch
-                                                                    : Tr::kBatchBytes / kBytes;
+  constexpr int kBatch = kBatchBytes / kBytes < 1           ? 1
+                         : kBatchBytes / kBytes > kMaxBatch ? kMaxBatch
+                                                            : kBatchBytes / kBytes;
   const T* x = static_cast<const T*>(p.x);
   const int H = static_cast<int>(p.H);
   const int pad_w = static_cast<int>(p.pad_w);
@@ -253,10 +272,15 @@ __device__ __forceinline__ void stage_tiles(const ConvProblem& p, const SmallSha
   }
 }
 
-template <typename T, int kK, int kS>
-__global__ void __launch_bounds__(SmallTraits::kMaxThreads, SmallTraits::min_blocks(kK))
+// kR: output rows per strip (s.rows).
+template <typename T, int kK, int kS, int kR = SmallTraits::kRows>
+__global__ void __launch_bounds__(SmallTraits::kMaxThreads, SmallTraits::min_blocks(kK, kR))
     conv2d_depthwise_small_kernel(const ConvProblem p, const SmallShape s) {
-  using Tr = SmallTraits;
+  constexpr bool kLong = SmallTraits::long_batch(kK, kR);
+  // (16-bit: half the bytes, the same vectors a thread; 128 bytes spilled 92 at 64 registers)
+  constexpr int kBB = !kLong ? SmallTraits::kBatchBytes
+                             : SmallTraits::kBatchBytesLong / (sizeof(T) == 4 ? 1 : 2);
+  constexpr int kMB = kLong ? SmallTraits::kMaxBatchLong : SmallTraits::kMaxBatch;
   static_assert(kS == 1 || kS == 2, "stride 1 or 2");
   extern __shared__ float4 s_dyn[];
   float* tiles = reinterpret_cast<float*>(s_dyn);
@@ -314,16 +338,16 @@ __global__ void __launch_bounds__(SmallTraits::kMaxThreads, SmallTraits::min_blo
   if (tid < n_taps) tap0 = tap_value(tid);
   if (tid + nthreads < n_taps) tap1 = tap_value(tid + nthreads);
   switch (s.ve) {
-    case 2: stage_tiles<T, kS, 2>(p, s, s_unit, tiles, tid, nthreads); break;
-    case 4: stage_tiles<T, kS, 4>(p, s, s_unit, tiles, tid, nthreads); break;
+    case 2: stage_tiles<T, kS, 2, kBB, kMB>(p, s, s_unit, tiles, tid, nthreads); break;
+    case 4: stage_tiles<T, kS, 4, kBB, kMB>(p, s, s_unit, tiles, tid, nthreads); break;
     case 8:  // 16-bit only (the host never asks it of fp32)
       if constexpr (sizeof(T) == 2) {
-        stage_tiles<T, kS, 8>(p, s, s_unit, tiles, tid, nthreads);
+        stage_tiles<T, kS, 8, kBB, kMB>(p, s, s_unit, tiles, tid, nthreads);
       } else {
-        stage_tiles<T, kS, 4>(p, s, s_unit, tiles, tid, nthreads);
+        stage_tiles<T, kS, 4, kBB, kMB>(p, s, s_unit, tiles, tid, nthreads);
       }
       break;
-    default: stage_tiles<T, kS, 1>(p, s, s_unit, tiles, tid, nthreads); break;
+    default: stage_tiles<T, kS, 1, kBB, kMB>(p, s, s_unit, tiles, tid, nthreads); break;
   }
   if (tid < n_taps) s_taps[tid] = tap0;
   if (tid + nthreads < n_taps) s_taps[tid + nthreads] = tap1;
@@ -331,14 +355,14 @@ __global__ void __launch_bounds__(SmallTraits::kMaxThreads, SmallTraits::min_blo
   for (int j = tid + 2 * nthreads; j < n_taps; j += nthreads) s_taps[j] = tap_value(j);
   __syncthreads();  // tiles, taps and biases staged
 
-  // This thread's strip: unit u, rows oy_first .. oy_first + kRows - 1, column ox.
+  // This thread's strip: unit u, rows oy_first .. oy_first + kR - 1, column ox.
   const int OH = static_cast<int>(p.OH), OW = static_cast<int>(p.OW);
   const int u = tid / s.tpu;
   if (u >= s.upb) return;
   const int rem = tid - u * s.tpu;
   const int strip = rem / OW;
   const int ox = rem - strip * OW;
-  const int oy_first = s_unit[u].oy0 + strip * Tr::kRows;
+  const int oy_first = s_unit[u].oy0 + strip * kR;
   if (!s_unit[u].valid || oy_first >= OH) return;
   float w[kK][kK];
   const float* tp = s_taps + u * kTapsPerUnit;
@@ -350,30 +374,30 @@ __global__ void __launch_bounds__(SmallTraits::kMaxThreads, SmallTraits::min_blo
 
   const SmallUnit& d = s_unit[u];
   // The residual of the strip's outputs, loaded before the multiply-adds.
-  float res[Tr::kRows];
+  float res[kR];
 #pragma unroll
-  for (int i = 0; i < Tr::kRows; ++i) res[i] = 0.f;
+  for (int i = 0; i < kR; ++i) res[i] = 0.f;
   const bool has_res = p.r != nullptr;
   if (has_res) {
     const T* rp = static_cast<const T*>(p.r) + d.r_off + ox * p.r_sw;
 #pragma unroll
-    for (int i = 0; i < Tr::kRows; ++i) {
+    for (int i = 0; i < kR; ++i) {
       const int oy = oy_first + i;
       if (oy < OH) res[i] = to_float(rp[oy * p.r_sh]);
     }
   }
 
-  // 3. Compute. Staged row strip * kRows * kS + t of the unit is input row t of the strip; it
+  // 3. Compute. Staged row strip * kR * kS + t of the unit is input row t of the strip; it
   // meets output row i of the strip at filter row t - i * kS.
-  float acc[Tr::kRows];
+  float acc[kR];
 #pragma unroll
-  for (int i = 0; i < Tr::kRows; ++i) acc[i] = bias;
-  const float* base = tiles + u * s.tile + strip * (Tr::kRows * kS) * s.pitch;
+  for (int i = 0; i < kR; ++i) acc[i] = bias;
+  const float* base = tiles + u * s.tile + strip * (kR * kS) * s.pitch;
   // stride 1: column ox + kw (+ coff); stride 2: padded column 2 ox + kw, in the even half
   // (kw even) or the odd half (kw odd), at ox + kw / 2.
   const float* re = base + (kS == 1 ? s.coff : s.e_off) + ox;
   const float* ro = base + (kS == 1 ? s.coff : s.half + s.o_off) + ox;
-  constexpr int kSteps = (Tr::kRows - 1) * kS + kK;
+  constexpr int kSteps = (kR - 1) * kS + kK;
 #pragma unroll
   for (int t = 0; t < kSteps; ++t) {
     const int off = t * s.pitch;
@@ -387,7 +411,7 @@ __global__ void __launch_bounds__(SmallTraits::kMaxThreads, SmallTraits::min_blo
       }
     }
 #pragma unroll
-    for (int i = 0; i < Tr::kRows; ++i) {
+    for (int i = 0; i < kR; ++i) {
       const int kh = t - i * kS;
       if (kh < 0 || kh >= kK) continue;
 #pragma unroll
@@ -400,7 +424,7 @@ __global__ void __launch_bounds__(SmallTraits::kMaxThreads, SmallTraits::min_blo
   with_activation(p.act, [&](auto kind) {
     constexpr int kAct = decltype(kind)::value;
 #pragma unroll
-    for (int i = 0; i < Tr::kRows; ++i) {
+    for (int i = 0; i < kR; ++i) {
       const int oy = oy_first + i;
       if (oy >= OH) break;
       const float v = has_res ? acc[i] + res[i] : acc[i];
@@ -432,10 +456,26 @@ inline int64_t small_unit_extra_bytes(int k) {
 }
 inline int64_t small_ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+// The strip height for a shape: kRowsLong for stride 2 (filters 3 and 5, the instances built)
+// onto outputs of a multiple of 7 rows from 14 up, else kRows. H100, batch 16, MobileNetV3's
+// NCHW stride-2 layers (benchmarks/dw_nchw_layers.py, GPUKERN_SMALL_ROWS=4 / 7, fp32 / bf16 us):
+// 240ch 28x28 3x3 7.8 / 8.5 -> 6.4 / 6.7 (with the 3x3 staging batch, long_batch), 64ch
+// 112x112 3x3 29.6 / 22.2 -> 26.0 / 18.9, 72ch 56x56 5x5 10.5 / 10.6 -> 8.9 / 9.2; 672ch
+// 14x14 5x5 (7 output rows: one strip a plane) ran slower, 10.4 / 10.3 against 9.2 / 9.7.
+// `forced` (4 or 7, the GPUKERN_SMALL_ROWS knob) overrides the rule where an instance exists.
+inline int small_rows(const ConvProblem& p, long long forced = 0) {
+  using Tr = SmallTraits;
+  const bool long_ok = p.stride_h == 2 && (p.KH == 3 || p.KH == 5);
+  if (forced == Tr::kRows || (forced == Tr::kRowsLong && !long_ok)) return Tr::kRows;
+  if (forced == Tr::kRowsLong) return Tr::kRowsLong;
+  return long_ok && p.OH % Tr::kRowsLong == 0 && p.OH >= 2 * Tr::kRowsLong ? Tr::kRowsLong
+                                                                          : Tr::kRows;
+}
+
 // The tile geometry: everything but upb and the staging vector. A pure function of the shape
-// (can_run's answer; no device, no pointer). Returns false where the kernel does not apply or
-// one strip's tile exceeds the shared budget.
-inline bool small_geometry(const ConvProblem& p, SmallShape& s) {
+// and the strip height (can_run's answer with kRows; no device, no pointer). Returns false where
+// the kernel does not apply or one strip's tile exceeds the shared budget.
+inline bool small_geometry(const ConvProblem& p, SmallShape& s, int rows = SmallTraits::kRows) {
   using Tr = SmallTraits;
   const bool k_ok = p.KH == p.KW && (p.KH == 3 || p.KH == 5 || p.KH == 7);
   const int64_t S = p.stride_h;
@@ -474,13 +514,13 @@ inline bool small_geometry(const ConvProblem& p, SmallShape& s) {
   if (pitch * 4 * K > Tr::kSmemBudget) return false;
   s.pitch = static_cast<int>(pitch);
   auto tile_floats = [&](int64_t strips) {
-    return small_round_up(((strips * Tr::kRows - 1) * S + K) * pitch, 4);
+    return small_round_up(((strips * rows - 1) * S + K) * pitch, 4);
   };
   auto unit_bytes = [&](int64_t strips) {
     return tile_floats(strips) * 4 + small_unit_extra_bytes(static_cast<int>(K));
   };
   // As many strips a unit as the threads allow (whole planes when they fit), within the budget.
-  const int64_t strips_total = small_ceil_div(p.OH, Tr::kRows);
+  const int64_t strips_total = small_ceil_div(p.OH, rows);
   int64_t strips = std::min<int64_t>(strips_total, Tr::kMaxThreads / OW);
   while (strips > 1 && unit_bytes(strips) > Tr::kSmemBudget) --strips;
   if (unit_bytes(strips) > Tr::kSmemBudget) return false;
@@ -488,11 +528,12 @@ inline bool small_geometry(const ConvProblem& p, SmallShape& s) {
   strips = small_ceil_div(strips_total, bands);  // evened out: 14 strips in 4 bands -> 4, 4, 4, 2
   const int64_t units = p.N * p.C * bands;
   if (bands > std::numeric_limits<int>::max()) return false;
+  s.rows = rows;
   s.strips = static_cast<int>(strips);
-  s.band_rows = static_cast<int>(strips * Tr::kRows);
+  s.band_rows = static_cast<int>(strips * rows);
   s.bands = static_cast<int>(bands);
   s.tpu = static_cast<int>(OW * strips);
-  s.in_rows = static_cast<int>((strips * Tr::kRows - 1) * S + K);
+  s.in_rows = static_cast<int>((strips * rows - 1) * S + K);
   s.tile = static_cast<int>(tile_floats(strips));
   s.units = units;
   s.upb = 1;
