@@ -547,19 +547,26 @@ def _small_rows(rows):
             os.environ["GPUKERN_SMALL_ROWS"] = old
 
 
-@pytest.mark.parametrize("rows", ["auto", "4", "7"])
+def _small_rows_apply(k, stride):
+    """Whether depthwise_small has 7-row strips for the filter and stride (else 4-row strips are
+    its only ones and the automatic case runs them)."""
+    return stride == 2 and k in (3, 5)
+
+
+# (case, strip height): every case with the automatic height; the stride-2 3x3 / 5x5 ones also
+# with each height forced.
+SMALL_GRID = [(i, rows) for i, (_, k, stride, _) in enumerate(SMALL_CASES)
+              for rows in (("auto", "4", "7") if _small_rows_apply(k, stride) else ("auto",))]
+
+
 @pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=str)
-@pytest.mark.parametrize("case", range(len(SMALL_CASES)))
-def test_small_forced_grid(case, dtype, rows):
-    """Every case with the automatic strip height and each forced one (7-row strips exist for
-    stride 2 with 3x3 and 5x5 filters: elsewhere "7" is the rule again, skipped)."""
+@pytest.mark.parametrize("case,rows", SMALL_GRID)
+def test_small_forced_grid(case, rows, dtype):
+    """Every case with the automatic strip height, and where 7-row strips exist (stride 2, 3x3
+    and 5x5) with each height forced."""
     if not HAS_CUDA:
         pytest.skip("needs a CUDA device and the CUDA build")
     shape, k, stride, pad = SMALL_CASES[case]
-    if rows == "7" and not (stride == 2 and k in (3, 5)):
-        pytest.skip("no 7-row instance for this filter / stride")
-    if rows == "4" and not (stride == 2 and k in (3, 5)):
-        pytest.skip("4-row strips are the only ones here: the auto case runs them")
     n, c, h, w_ = shape
     x, w, b = _make(n, c, h, w_, k, case % 3 != 2, dtype, seed=1000 + case)
     ref = _ref(x, w, b, stride, pad, c)
@@ -587,17 +594,15 @@ SMALL_FUSED = [
 ]
 
 
-@pytest.mark.parametrize("rows", ["auto", "7"])
 @pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=str)
 @pytest.mark.parametrize("act", list(ACTS))
-@pytest.mark.parametrize("case", SMALL_FUSED, ids=str)
-def test_small_fused(case, act, dtype, rows):
+@pytest.mark.parametrize("case,rows", [(c, r) for c in SMALL_FUSED for r in (
+    ("auto", "7") if _small_rows_apply(c[1], c[2]) else ("auto",))], ids=str)
+def test_small_fused(case, rows, act, dtype):
     op, schema = _fused_op()
     if op is None:
         pytest.skip("torch.ops.gpukern.conv2d_fused is not built here (or no GPU)")
     shape, k, stride, pad = case
-    if rows == "7" and not (stride == 2 and k in (3, 5)):
-        pytest.skip("no 7-row instance for this filter / stride")
     n, c, h, w_ = shape
     for with_bias in (True, False):
         x, w, b = _make(n, c, h, w_, k, with_bias, dtype, seed=k * 13 + c + stride)
