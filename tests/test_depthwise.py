@@ -311,19 +311,25 @@ def _stage_applies(k, stride, dtype):
 
 
 @contextmanager
-def _reg_variant(variant):
-    old = os.environ.get("GPUKERN_NHWC_REG_TILE")
-    if variant == "auto":
-        os.environ.pop("GPUKERN_NHWC_REG_TILE", None)
+def _knob(name, value):
+    """Environment variable `name` set to `value` inside the block ("auto": unset), restored
+    after (the kernels' tuning knobs are read per call)."""
+    old = os.environ.get(name)
+    if value == "auto":
+        os.environ.pop(name, None)
     else:
-        os.environ["GPUKERN_NHWC_REG_TILE"] = variant
+        os.environ[name] = value
     try:
         yield
     finally:
         if old is None:
-            os.environ.pop("GPUKERN_NHWC_REG_TILE", None)
+            os.environ.pop(name, None)
         else:
-            os.environ["GPUKERN_NHWC_REG_TILE"] = old
+            os.environ[name] = old
+
+
+def _reg_variant(variant):
+    return _knob("GPUKERN_NHWC_REG_TILE", variant)
 
 
 def _cl_views(x):
@@ -529,22 +535,10 @@ def _small_views(x):
     return {"contiguous": x, "sliced": sliced, "offset": shifted}
 
 
-@contextmanager
 def _small_rows(rows):
-    """depthwise_small's strip height forced (GPUKERN_SMALL_ROWS, read per call; "auto": the
-    rule, conv::small_rows)."""
-    old = os.environ.get("GPUKERN_SMALL_ROWS")
-    if rows == "auto":
-        os.environ.pop("GPUKERN_SMALL_ROWS", None)
-    else:
-        os.environ["GPUKERN_SMALL_ROWS"] = rows
-    try:
-        yield
-    finally:
-        if old is None:
-            os.environ.pop("GPUKERN_SMALL_ROWS", None)
-        else:
-            os.environ["GPUKERN_SMALL_ROWS"] = old
+    """depthwise_small's strip height forced (GPUKERN_SMALL_ROWS; "auto": the rule,
+    conv::small_rows)."""
+    return _knob("GPUKERN_SMALL_ROWS", rows)
 
 
 def _small_rows_apply(k, stride):
