@@ -34,11 +34,9 @@ int small_resident(int threads, size_t smem) {
   return std::max(1, std::min(by_regs, by_smem));
 }
 
+// Launches kKernel on the geometry s (small_geometry with the kernel's strip height).
 template <auto kKernel>
-void launch_small(const ConvProblem& p, int rows, cudaStream_t stream) {
-  conv::SmallShape s;
-  GK_CHECK(conv::small_geometry(p, s, rows), kOp,
-           "internal error: depthwise_small cannot run this shape");
+void launch_small(const ConvProblem& p, conv::SmallShape s, cudaStream_t stream) {
   const int sms = device_props().multiProcessorCount;
   const bool every_row = env_is("GPUKERN_SMALL_STAGE", "all");
   if (env_is("GPUKERN_SMALL_UPB", "plain")) {
@@ -66,22 +64,25 @@ void depthwise_small_run(const ConvProblem& p, cudaStream_t stream) {
   const long long forced = env_is("GPUKERN_SMALL_ROWS", "4")   ? 4
                            : env_is("GPUKERN_SMALL_ROWS", "7") ? 7
                                                                : 0;
-  int rows = conv::small_rows(p, forced);
-  // The long strips' tile may exceed the shared budget where the short ones fit: then kRows.
-  conv::SmallShape probe;
-  if (rows == kLong && !conv::small_geometry(p, probe, rows)) rows = conv::SmallTraits::kRows;
-  const bool lg = rows == kLong;
+  // The geometry once: the long strips' tile may exceed the shared budget where the short
+  // ones fit, and then the short ones run.
+  conv::SmallShape s;
+  const bool lg = conv::small_rows(p, forced) == kLong && conv::small_geometry(p, s, kLong);
+  if (!lg) {
+    GK_CHECK(conv::small_geometry(p, s), kOp,
+             "internal error: depthwise_small cannot run this shape");
+  }
   switch (p.KH * 10 + p.stride_h) {
-    case 31: return launch_small<conv2d_depthwise_small_kernel<T, 3, 1>>(p, rows, stream);
+    case 31: return launch_small<conv2d_depthwise_small_kernel<T, 3, 1>>(p, s, stream);
     case 32:
-      return lg ? launch_small<conv2d_depthwise_small_kernel<T, 3, 2, kLong>>(p, rows, stream)
-                : launch_small<conv2d_depthwise_small_kernel<T, 3, 2>>(p, rows, stream);
-    case 51: return launch_small<conv2d_depthwise_small_kernel<T, 5, 1>>(p, rows, stream);
+      return lg ? launch_small<conv2d_depthwise_small_kernel<T, 3, 2, kLong>>(p, s, stream)
+                : launch_small<conv2d_depthwise_small_kernel<T, 3, 2>>(p, s, stream);
+    case 51: return launch_small<conv2d_depthwise_small_kernel<T, 5, 1>>(p, s, stream);
     case 52:
-      return lg ? launch_small<conv2d_depthwise_small_kernel<T, 5, 2, kLong>>(p, rows, stream)
-                : launch_small<conv2d_depthwise_small_kernel<T, 5, 2>>(p, rows, stream);
-    case 71: return launch_small<conv2d_depthwise_small_kernel<T, 7, 1>>(p, rows, stream);
-    default: return launch_small<conv2d_depthwise_small_kernel<T, 7, 2>>(p, rows, stream);
+      return lg ? launch_small<conv2d_depthwise_small_kernel<T, 5, 2, kLong>>(p, s, stream)
+                : launch_small<conv2d_depthwise_small_kernel<T, 5, 2>>(p, s, stream);
+    case 71: return launch_small<conv2d_depthwise_small_kernel<T, 7, 1>>(p, s, stream);
+    default: return launch_small<conv2d_depthwise_small_kernel<T, 7, 2>>(p, s, stream);
   }
 }
 

@@ -99,9 +99,8 @@ struct SmallTraits {
 
 // Work decomposition (host: depthwise_small.cu, plan_small_geometry() and the run).
 struct SmallShape {
-  int rows;             // output rows per strip: the kernel's kR (kRows or kRowsLong)
-  int strips;           // rows-row strips per unit
-  int band_rows;        // strips * kRows: output rows per unit
+  int strips;           // strips per unit (of the kernel's kR rows: kRows or kRowsLong)
+  int band_rows;        // strips * kR: output rows per unit
   int bands;            // units per plane
   int tpu;              // threads per unit: OW * strips
   int upb;              // units per block
@@ -272,7 +271,7 @@ __device__ __forceinline__ void stage_tiles(const ConvProblem& p, const SmallSha
   }
 }
 
-// kR: output rows per strip (s.rows).
+// kR: output rows per strip (the `rows` small_geometry planned s with).
 template <typename T, int kK, int kS, int kR = SmallTraits::kRows>
 __global__ void __launch_bounds__(SmallTraits::kMaxThreads, SmallTraits::min_blocks(kK, kR))
     conv2d_depthwise_small_kernel(const ConvProblem p, const SmallShape s) {
@@ -528,7 +527,6 @@ inline bool small_geometry(const ConvProblem& p, SmallShape& s, int rows = Small
   strips = small_ceil_div(strips_total, bands);  // evened out: 14 strips in 4 bands -> 4, 4, 4, 2
   const int64_t units = p.N * p.C * bands;
   if (bands > std::numeric_limits<int>::max()) return false;
-  s.rows = rows;
   s.strips = static_cast<int>(strips);
   s.band_rows = static_cast<int>(strips * rows);
   s.bands = static_cast<int>(bands);
