@@ -14,8 +14,8 @@ where the model has one (ConvNeXt: yes; MobileNetV3: no, BatchNorm follows):
 - gpukern: the automatic choice ("auto", the algorithm it names beside it), each channels_last
   depthwise algorithm forced (depthwise_nhwc, depthwise_nhwc_tile, depthwise_nhwc_reg), and
   depthwise_nhwc_reg with each tile variant forced (GPUKERN_NHWC_REG_TILE=big / small / stage
-  (stage: 16-bit 7x7 stride 1 only; elsewhere the automatic choice), read by
-  the launch at capture time).
+  / lean / lean2 (stage: 16-bit 7x7 stride 1 only; lean, lean2: 16-bit 3x3 stride 2 only;
+  elsewhere the automatic choice), read by the launch at capture time).
 Timing as benchmarks/layers.py (benchmarks/timing.py): a CUDA graph of 20 back-to-back calls,
 replayed with the L2 flushed (a 256 MiB read) before each replay, CUDA events around the replay,
 per-call time = replay / 20; median of --reps replays (30). Writes <out>/<gpu>_dw_layers.md and
@@ -57,6 +57,10 @@ CANDIDATES = [
     # the shared-memory staged kernel: 16-bit 7x7 stride 1 only (elsewhere the knob falls back
     # to the automatic choice)
     ("reg:stage", "depthwise_nhwc_reg", "stage"),
+    # the lean instances (<= 80 registers, 3 blocks of 256 per SM): 16-bit 3x3 stride 2 only,
+    # 1 x 2 tiles; lean2: 2 x 2 (elsewhere the knob falls back to the automatic choice)
+    ("reg:lean", "depthwise_nhwc_reg", "lean"),
+    ("reg:lean2", "depthwise_nhwc_reg", "lean2"),
 ]
 # Norm-relative error against float64 (benchmarks/layers.py's bounds).
 TOL = {"float32": 1e-5, "float16": 1e-3, "bfloat16": 8e-3}

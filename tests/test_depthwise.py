@@ -301,13 +301,22 @@ def test_fused_native(case, act, dtype):
 # The tile variant is picked from the problem size and the GPU (csrc/conv/direct/
 # depthwise_nhwc_reg_run.cuh); GPUKERN_NHWC_REG_TILE=big / small / stage forces one (read per
 # call), so that each runs on every shape. Inputs without 4-element vector access always take the
-# small tile. "stage" (the shared-memory staged kernel) exists for 16-bit 7x7 stride 1 only
-# (elsewhere the knob falls back to the automatic choice, so those cases are skipped for it).
-REG_VARIANTS = ["auto", "big", "small", "stage"]
+# small tile. "stage" (the shared-memory staged kernel) exists for 16-bit 7x7 stride 1 only,
+# "lean" / "lean2" (the <= 80-register instances) for 16-bit 3x3 stride 2 only (elsewhere the
+# knob falls back to the automatic choice, so those cases are skipped for them).
+REG_VARIANTS = ["auto", "big", "small", "stage", "lean", "lean2"]
 
 
 def _stage_applies(k, stride, dtype):
     return k == 7 and stride == 1 and dtype in (torch.float16, torch.bfloat16)
+
+
+def _variant_applies(variant, k, stride, dtype):
+    if variant == "stage":
+        return _stage_applies(k, stride, dtype)
+    if variant.startswith("lean"):
+        return k == 3 and stride == 2 and dtype in (torch.float16, torch.bfloat16)
+    return True
 
 
 @contextmanager
@@ -385,8 +394,8 @@ def test_nhwc_reg_parity(k, stride, dtype, variant):
     channel counts and paddings, five layouts of the input, with and without bias."""
     if not HAS_CUDA:
         pytest.skip("needs a CUDA device and the CUDA build")
-    if variant == "stage" and not _stage_applies(k, stride, dtype):
-        pytest.skip("the staged variant exists for 16-bit 7x7 stride 1 only")
+    if not _variant_applies(variant, k, stride, dtype):
+        pytest.skip(f"no {variant} instance for this filter, stride and dtype")
     algo = "depthwise_nhwc_reg"
     for i, ((n, c, h, w_), pad) in enumerate(_reg_cases(k, stride)):
         x, w, b = _make(n, c, h, w_, k, i % 2 == 0, dtype, seed=1000 + 10 * k + i)
@@ -424,7 +433,7 @@ def test_nhwc_reg_layers(layer, dtype):
     assert torch_ops.algorithm("conv2d", x, w, b, stride, pad, 1, c) == "depthwise_nhwc_reg"
     ref = _ref(x, w, b, stride, pad, c)
     for variant in REG_VARIANTS:
-        if variant == "stage" and not _stage_applies(k, stride, dtype):
+        if not _variant_applies(variant, k, stride, dtype):
             continue
         with _reg_variant(variant):
             out = torch_ops.conv2d(x, w, b, stride, pad, 1, c)
@@ -443,7 +452,7 @@ REG_FUSED = [
 ]
 
 
-@pytest.mark.parametrize("variant", ["big", "small", "stage"])
+@pytest.mark.parametrize("variant", ["big", "small", "stage", "lean", "lean2"])
 @pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=str)
 @pytest.mark.parametrize("act", list(ACTS))
 def test_nhwc_reg_fused(act, dtype, variant):
@@ -456,7 +465,7 @@ def test_nhwc_reg_fused(act, dtype, variant):
         pytest.skip("the staged variant exists for 16-bit 7x7 stride 1 only")
     algo = "depthwise_nhwc_reg"
     for i, (shape, k, stride, pad) in enumerate(REG_FUSED):
-        if variant == "stage" and not _stage_applies(k, stride, dtype):
+        if not _variant_applies(variant, k, stride, dtype):
             continue
         n, c, h, w_ = shape
         x, w, b = _make(n, c, h, w_, k, True, dtype, seed=2000 + 7 * k + c)

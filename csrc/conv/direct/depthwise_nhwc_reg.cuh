@@ -158,12 +158,11 @@ constexpr int nhwc_reg_depth(int rows, bool vec, int nr, int ni, int budget = 32
 //     channels: 784 vectors, 3-4 a thread: one round trip);
 //   - otherwise element by element through the strides, tap-fastest reads, 8 loads in flight per
 //     thread before their stores (one dependent round trip per 8).
-template <typename T, int kK>
+template <typename T, int kK, int kMaxVecs = 8>  // kMaxVecs: vectors in flight (uint4 each)
 __device__ __forceinline__ void nhwc_reg_stage_taps(const ConvProblem& p, float* s_w, int cb,
                                                     int tcv, int pitch) {
   constexpr int KK = kK * kK;
   constexpr int kVecElems = 16 / static_cast<int>(sizeof(T));
-  constexpr int kMaxVecs = 8;  // vectors a thread keeps in flight (uint4 registers)
   const T* w = ptr<T>(p.w);
   const int total = KK * tcv;
   const int nthreads = static_cast<int>(blockDim.x);
@@ -273,8 +272,14 @@ __device__ __forceinline__ void nhwc_reg_epilogue(const ConvProblem& p, const Nh
   });
 }
 
-template <typename T, int kK, int kS, int kR, int kIW, bool kVecX>
-__global__ void __launch_bounds__(NhwcRegTraits::kThreads, NhwcRegTraits::kMinBlocks)
+// The lean instances (kMinB = 3 blocks of 256 threads per SM: <= 80 registers, against the
+// default 2 and 128; depthwise_nhwc_reg_run.cuh says where they run): registers of raw words in
+// flight ahead of the FMAs (16-bit 3x3 stride 2, 1 x 2 tile: all 3 rows of 5 pixels, 30).
+constexpr int kLeanDepthBudget = 48;
+
+template <typename T, int kK, int kS, int kR, int kIW, bool kVecX,
+          int kMinB = NhwcRegTraits::kMinBlocks>
+__global__ void __launch_bounds__(NhwcRegTraits::kThreads, kMinB)
     conv2d_depthwise_nhwc_reg_kernel(const ConvProblem p, NhwcRegShape s) {
   constexpr int V = NhwcRegTraits::kV;
   constexpr int NR = (kR - 1) * kS + kK;   // input rows under a tile
@@ -284,7 +289,10 @@ __global__ void __launch_bounds__(NhwcRegTraits::kThreads, NhwcRegTraits::kMinBl
   // pixels there (125 registers) and one row (116) both ran MobileNetV3's channels_last
   // 16x240x28x28 fp32 layer in 6.1 us (H100, dw_layers.py: h100_dw_layers_pdl.md, then
   // h100_dw_layers_s18.md), so it keeps the smaller budget.
-  constexpr int D = nhwc_reg_depth<T>(kR, kVecX, NR, NI, kK == 3 && kS == 1 ? 64 : 32);
+  constexpr int D = nhwc_reg_depth<T>(kR, kVecX, NR, NI,
+                                      kMinB > NhwcRegTraits::kMinBlocks ? kLeanDepthBudget
+                                      : kK == 3 && kS == 1             ? 64
+                                                                       : 32);
   // The first tile's first D rows requested before the taps are staged: small vector tiles of
   // 3x3 / 5x5 only (the big, scalar and 7x7 instances spilled 16-100 bytes with those registers
   // live across the staging).
@@ -379,7 +387,10 @@ __global__ void __launch_bounds__(NhwcRegTraits::kThreads, NhwcRegTraits::kMinBl
     for (int t = 0; t < D; ++t) load_row(buf[t], t);
   }
 
-  nhwc_reg_stage_taps<T, kK>(p, s_w, cb, tcv, NhwcRegTraits::kMaxLanes * V);
+  // The lean instances keep 2 tap vectors in flight (3x3, 256 threads: all of the block's
+  // taps), not 8 (32 registers live beside the early input rows: ptxas spilled at 80).
+  nhwc_reg_stage_taps<T, kK, (kMinB > NhwcRegTraits::kMinBlocks ? 2 : 8)>(
+      p, s_w, cb, tcv, NhwcRegTraits::kMaxLanes * V);
   __syncthreads();  // the only barrier: taps staged
   if (!active) return;
   const float* s_tap = s_w + tcl * V;

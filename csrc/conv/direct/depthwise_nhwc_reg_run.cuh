@@ -31,6 +31,20 @@ constexpr int64_t kBigMinQuarterWaves = 1;
 // passes grow once the one-pass grid exceeds this many waves (taps amortised on large layers,
 // every SM busy on small ones).
 constexpr int64_t kTargetWaves = 4;
+// The lean instances (16-bit 3x3 stride 2 only): 3 blocks of 256 threads per SM
+// (__launch_bounds__: <= 80 registers; ptxas, sm_90a: 80 and an 8-byte spill), 1 x 2 ("lean")
+// or 2 x 2 ("lean2") tiles, the input rows requested before the taps are staged. Stride 2 reads
+// 5 pixels a row for 2 outputs, so the big 2 x 2 tile (128 registers: 2 blocks an SM) is long
+// per thread and short of threads; with 1.5x the resident threads these led on both of
+// MobileNetV3's strided 3x3 layers (H100, benchmarks/dw_layers.py, channels_last bf16, batch 16,
+// us; torch's best in brackets): 240ch 28x28 lean 4.3, lean2 4.4, big 5.1 (7.2); 64ch 112x112
+// lean 12.5, lean2 10.6, big 13.3 (10.9). Not built elsewhere: they ran no faster than the big
+// tile at fp32 or stride 1 (200ch 14x14 3x3 fp32: lean (1 x 1) 5.5, lean2 4.3, big 4.3; bf16:
+// 4.9 / 5.0 / 4.9; 672ch 14x14 3x3 bf16: 8.4 / 7.4 / 7.6; fp32 5x5 stride 1, lean2 against big:
+// 120ch 28x28 13.7 against 12.0, 960ch 7x7 11.5 against 6.1). The rule: lean while its
+// one-pass grid fits one wave (every thread resident: one round of loads), else lean2 (half the
+// threads, 4 input pixels a row for 4 outputs).
+constexpr int kLeanMinBlocks = 3;
 
 struct Plan {
   conv::NhwcRegShape shape{};  // tiles_w / tiles_h / tiles / reps: set at launch (variant)
@@ -42,17 +56,20 @@ struct Plan {
 // part of the plan.
 bool plan(const ConvProblem& p, Plan& plan);
 
-// GPUKERN_NHWC_REG_TILE=big / small / stage forces the tile variant (a tuning knob for
-// benchmarks/dw_layers.py; anything else: the rule above). Read per call (a getenv is ~0.1 us
-// against a launch's 2-3 us) so that one process can time each. `stage` (the shared-memory
-// staged kernel, conv::conv2d_depthwise_nhwc_stage_kernel) exists for 16-bit 7x7 stride 1 with
-// vector input only; elsewhere it means the rule above.
+// GPUKERN_NHWC_REG_TILE=big / small / stage / lean / lean2 forces the tile variant (a tuning
+// knob for benchmarks/dw_layers.py; anything else: the rule above). Read per call (a getenv is
+// ~0.1 us against a launch's 2-3 us) so that one process can time each. `stage` (the
+// shared-memory staged kernel, conv::conv2d_depthwise_nhwc_stage_kernel) exists for 16-bit 7x7
+// stride 1 with vector input only, `lean` / `lean2` (kLeanMinBlocks) for 16-bit 3x3 stride 2
+// with vector input only; elsewhere they mean the rule above.
 inline int forced_variant() {
   const char* v = std::getenv("GPUKERN_NHWC_REG_TILE");
   if (v == nullptr) return 0;
   if (std::strcmp(v, "big") == 0) return 1;
   if (std::strcmp(v, "small") == 0) return 2;
   if (std::strcmp(v, "stage") == 0) return 3;
+  if (std::strcmp(v, "lean") == 0) return 4;
+  if (std::strcmp(v, "lean2") == 0) return 5;
   return 0;
 }
 
@@ -157,6 +174,29 @@ void launch(const ConvProblem& p, const Plan& plan, cudaStream_t stream) {
   const int64_t sms = device_props().multiProcessorCount;
   // Blocks of one pass each, for tiles of the shape set in s.
   auto blocks1 = [&] { return ceil_div(s.tiles, s.tp) * s.c_blocks; };
+  if constexpr (sizeof(T) == 2 && kK == 3 && kS == 2) {
+    if (s.x_vec && (forced == 0 || forced >= 4)) {  // the lean instances (kLeanMinBlocks)
+      constexpr int kL = kLeanMinBlocks;
+      constexpr auto kLean = conv::conv2d_depthwise_nhwc_reg_kernel<T, kK, kS, 1, 2, true, kL>;
+      constexpr auto kLean2 = conv::conv2d_depthwise_nhwc_reg_kernel<T, kK, kS, 2, 2, true, kL>;
+      set_tiles(p, s, 1, 2);
+      int64_t wave = sms * resident_blocks_per_sm<kLean>(device, threads);
+      const bool two = forced == 5 || (forced == 0 && blocks1() > wave);
+      if (two) {
+        set_tiles(p, s, 2, 2);
+        wave = sms * resident_blocks_per_sm<kLean2>(device, threads);
+      }
+      s.reps = static_cast<int>(std::clamp<int64_t>(blocks1() / (kTargetWaves * wave), 1,
+                                                    conv::NhwcRegTraits::kMaxReps));
+      const dim3 grid =
+          checked_grid(kConv2dOp, ceil_div(s.tiles, int64_t{s.tp} * s.reps) * s.c_blocks);
+      launch_pdl(two ? kLean2 : kLean, grid, dim3(threads),
+                 static_cast<size_t>(plan.smem_bytes), stream, p, s);
+      GK_CHECK_LAUNCH();
+      return;
+    }
+  }
+  if (forced > 3) forced = 0;
 
   set_tiles(p, s, Big::kR, Big::kIW);
   const int64_t big_wave = sms * resident_blocks_per_sm<kBigKernel>(device, threads);
