@@ -85,6 +85,25 @@ struct TileParams {
   bool pairs = false;
 };
 
+// Tile b of a layout-conversion grid (channel tiles fastest, then pixel tiles, then images):
+// its image, first word column and first pixel, and how many pixels and words of it exist.
+struct TileAt {
+  int64_t n, w0, p0;
+  int np, nw;
+};
+template <class K>
+__device__ __forceinline__ TileAt tile_at(int64_t b, const TileParams& prm) {
+  const int64_t ct = b % prm.ctiles;
+  const int64_t rest = b / prm.ctiles;
+  TileAt at;
+  at.n = rest / prm.ptiles;
+  at.w0 = ct * K::kCT;
+  at.p0 = (rest % prm.ptiles) * K::kTP;
+  at.np = static_cast<int>(min(static_cast<int64_t>(K::kTP), prm.HW - at.p0));
+  at.nw = static_cast<int>(min(static_cast<int64_t>(K::kCT), prm.tile_cw - at.w0));
+  return at;
+}
+
 // to_nhwc, tiled. Grid: a grid-stride loop over tiles (one per block for all but huge inputs).
 // Block: kThreads threads, one tile.
 // Load: a thread builds kWordsPerThread words, lanes along pixels, so a warp reads 32 consecutive
@@ -104,14 +123,9 @@ __global__ void __launch_bounds__(K::kThreads, K::kMinBlocks)
   using E = typename K::E;
   __shared__ uint32_t tile[K::kTP * K::kPitch];
   for (int64_t b = blockIdx.x; b < prm.tiles; b += gridDim.x) {
-    const int64_t ct = b % prm.ctiles;
-    const int64_t rest = b / prm.ctiles;
-    const int64_t pt = rest % prm.ptiles;
-    const int64_t n = rest / prm.ptiles;
-    const int64_t w0 = ct * K::kCT;
-    const int64_t p0 = pt * K::kTP;
-    const int np = static_cast<int>(min(static_cast<int64_t>(K::kTP), prm.HW - p0));
-    const int nw = static_cast<int>(min(static_cast<int64_t>(K::kCT), prm.tile_cw - w0));
+    const TileAt at = tile_at<K>(b, prm);
+    const int64_t n = at.n, w0 = at.w0, p0 = at.p0;
+    const int np = at.np, nw = at.nw;
     const E* xs = x + n * prm.sn + p0;
 
     uint32_t v[K::kWordsPerThread];
@@ -212,14 +226,9 @@ __global__ void __launch_bounds__(K::kThreads, K::kMinBlocks)
   using E = typename K::E;
   __shared__ uint32_t tile[K::kTP * K::kPitch];
   for (int64_t b = blockIdx.x; b < prm.tiles; b += gridDim.x) {
-    const int64_t ct = b % prm.ctiles;
-    const int64_t rest = b / prm.ctiles;
-    const int64_t pt = rest % prm.ptiles;
-    const int64_t n = rest / prm.ptiles;
-    const int64_t w0 = ct * K::kCT;
-    const int64_t p0 = pt * K::kTP;
-    const int np = static_cast<int>(min(static_cast<int64_t>(K::kTP), prm.HW - p0));
-    const int nw = static_cast<int>(min(static_cast<int64_t>(K::kCT), prm.tile_cw - w0));
+    const TileAt at = tile_at<K>(b, prm);
+    const int64_t n = at.n, w0 = at.w0, p0 = at.p0;
+    const int np = at.np, nw = at.nw;
     const uint32_t* ss = src + (n * prm.HW + p0) * prm.cw + w0;
 
     uint32_t v[K::kChunksPerThread][K::kVec];

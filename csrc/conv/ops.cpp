@@ -382,30 +382,29 @@ std::string convolve_query(const at::Tensor& x, const at::Tensor& h, c10::string
 }  // namespace
 }  // namespace gpukern
 
-TORCH_LIBRARY_IMPL(gpukern, CPU, m) {
-  m.impl("conv1d", &gpukern::Conv1d::ints);
-  m.impl("conv1d.padding", &gpukern::Conv1d::str);
-  m.impl("conv2d", &gpukern::Conv2d::ints);
-  m.impl("conv2d.padding", &gpukern::Conv2d::str);
-  m.impl("conv1d_fused", &gpukern::Conv1dFused::ints);
-  m.impl("conv1d_fused.padding", &gpukern::Conv1dFused::str);
-  m.impl("conv2d_fused", &gpukern::Conv2dFused::ints);
-  m.impl("conv2d_fused.padding", &gpukern::Conv2dFused::str);
-  m.impl("convolve", &gpukern::convolve);
+namespace gpukern {
+namespace {
+
+// The conv ops' kernels, the same entry points for both backends (each dispatches on the device).
+void impl_conv_ops(torch::Library& m) {
+  m.impl("conv1d", &Conv1d::ints);
+  m.impl("conv1d.padding", &Conv1d::str);
+  m.impl("conv2d", &Conv2d::ints);
+  m.impl("conv2d.padding", &Conv2d::str);
+  m.impl("conv1d_fused", &Conv1dFused::ints);
+  m.impl("conv1d_fused.padding", &Conv1dFused::str);
+  m.impl("conv2d_fused", &Conv2dFused::ints);
+  m.impl("conv2d_fused.padding", &Conv2dFused::str);
+  m.impl("convolve", &convolve);
 }
 
+}  // namespace
+}  // namespace gpukern
+
+TORCH_LIBRARY_IMPL(gpukern, CPU, m) { gpukern::impl_conv_ops(m); }
+
 #ifdef GPUKERN_WITH_CUDA
-TORCH_LIBRARY_IMPL(gpukern, CUDA, m) {
-  m.impl("conv1d", &gpukern::Conv1d::ints);
-  m.impl("conv1d.padding", &gpukern::Conv1d::str);
-  m.impl("conv2d", &gpukern::Conv2d::ints);
-  m.impl("conv2d.padding", &gpukern::Conv2d::str);
-  m.impl("conv1d_fused", &gpukern::Conv1dFused::ints);
-  m.impl("conv1d_fused.padding", &gpukern::Conv1dFused::str);
-  m.impl("conv2d_fused", &gpukern::Conv2dFused::ints);
-  m.impl("conv2d_fused.padding", &gpukern::Conv2dFused::str);
-  m.impl("convolve", &gpukern::convolve);
-}
+TORCH_LIBRARY_IMPL(gpukern, CUDA, m) { gpukern::impl_conv_ops(m); }
 #endif
 
 TORCH_LIBRARY_IMPL(gpukern, CompositeExplicitAutograd, m) {

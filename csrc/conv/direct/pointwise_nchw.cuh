@@ -62,9 +62,26 @@
 #include "device/activation.cuh"
 #include "device/async_mma.cuh"
 #include "device/pdl.cuh"
+#include "device/vec.cuh"
 
 namespace gpukern {
 namespace conv {
+
+// The biases of a warp's output-channel fragment rows, as floats (0 past O or without a bias):
+// bv[mi][h2] for output channel o0 + mi * 16 + h2 * 8 + g (an m16n8 MMA accumulator's rows g and
+// g + 8 of fragment mi). The epilogue of pointwise_nchw and pointwise_nchw16.
+template <typename T, int kMI>
+__device__ __forceinline__ void pointwise_fragment_bias(const T* __restrict__ bias, int64_t b_s,
+                                                        int64_t o0, int g, int64_t O,
+                                                        float (&bv)[kMI][2]) {
+#pragma unroll
+  for (int mi = 0; mi < kMI; ++mi)
+#pragma unroll
+    for (int h2 = 0; h2 < 2; ++h2) {
+      const int64_t o = o0 + mi * 16 + h2 * 8 + g;
+      bv[mi][h2] = (bias != nullptr && o < O) ? to_float(bias[o * b_s]) : 0.f;
+    }
+}
 
 constexpr int kPwBK = 32;  // channels per stage
 
@@ -330,13 +347,7 @@ __global__ void __launch_bounds__(kBM / kWM * kBN / kWN * 32, kMinBlocks)
   const float* __restrict__ r = static_cast<const float*>(p.r);
   const float* __restrict__ bias = static_cast<const float*>(p.b);
   float bv[kMI][2];
-#pragma unroll
-  for (int mi = 0; mi < kMI; ++mi)
-#pragma unroll
-    for (int h2 = 0; h2 < 2; ++h2) {
-      const int64_t o = m0 + wm * kWM + mi * 16 + h2 * 8 + g;
-      bv[mi][h2] = (bias != nullptr && o < O) ? bias[o * p.b_s] : 0.f;
-    }
+  pointwise_fragment_bias(bias, p.b_s, m0 + wm * kWM, g, O, bv);
   // A run: kRun consecutive pixels j .. j + kRun - 1 of one row. Permuted: quads j = group base
   // + 16 e + 4 t, value q in acc[.][.][q][2 * (row half) + e]; plain order: pairs j = group base
   // + 8 q + 2 t, value e in acc[.][.][q][2 * (row half) + e].

@@ -180,13 +180,7 @@ __global__ void __launch_bounds__(kBM / kWM * kBN / kWN * 32, kMinBlocks)
   const T* __restrict__ r = static_cast<const T*>(p.r);
   const T* __restrict__ bias = static_cast<const T*>(p.b);
   float bv[kMI][2];
-#pragma unroll
-  for (int mi = 0; mi < kMI; ++mi)
-#pragma unroll
-    for (int h2 = 0; h2 < 2; ++h2) {
-      const int64_t o = m0 + wm * kWM + mi * 16 + h2 * 8 + g;
-      bv[mi][h2] = (bias != nullptr && o < O) ? to_float(bias[o * p.b_s]) : 0.f;
-    }
+  pointwise_fragment_bias(bias, p.b_s, m0 + wm * kWM, g, O, bv);
   with_activation(p.act, [&](auto kind) {
     constexpr int kAct = decltype(kind)::value;
 #pragma unroll
