@@ -10,6 +10,7 @@ os.environ.setdefault("GPUKERN_CONV_RACE", "0")
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 import torch_ops  # noqa: F401  registers torch.ops.gpukern
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -27,6 +28,20 @@ DEVICE_PARAMS = [
 
 FLOAT_DTYPES = [torch.float32, torch.float16, torch.bfloat16]
 CPU_ONLY_DTYPES = [torch.float64]
+
+# The fused ops' activations in device/activation.cuh's ActKind order, each as torch computes it
+# (the references of the fused-epilogue tests).
+REF_ACTS = {
+    "none": lambda t: t,
+    "relu": F.relu,
+    "relu6": F.relu6,
+    "silu": F.silu,
+    "gelu": F.gelu,
+    "gelu_tanh": lambda t: F.gelu(t, approximate="tanh"),
+    "hardswish": F.hardswish,
+    "sigmoid": torch.sigmoid,
+    "hardsigmoid": F.hardsigmoid,
+}
 
 # Relative tolerance per dtype, applied as |out - ref| <= tol * (|ref| + rms(ref)). The reference
 # is float64 on the same (already rounded) inputs, so the error is float32 accumulation plus one

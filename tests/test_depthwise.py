@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 
 import torch_ops
-from conftest import FLOAT_DTYPES, HAS_CUDA, assert_close_ref, rand
+from conftest import FLOAT_DTYPES, HAS_CUDA, REF_ACTS, assert_close_ref, rand
 
 NEW_ALGOS = ["depthwise_strided", "depthwise_nhwc_tile", "depthwise_nhwc_reg", "depthwise_small"]
 
@@ -207,17 +207,7 @@ def test_census_parity(layer, dtype):
 
 # ---- the native fused epilogue, through torch.ops.gpukern.conv2d_fused when it exists ----
 
-ACTS = {
-    "none": lambda t: t,
-    "relu": F.relu,
-    "relu6": F.relu6,
-    "silu": F.silu,
-    "gelu": F.gelu,
-    "gelu_tanh": lambda t: F.gelu(t, approximate="tanh"),
-    "hardswish": F.hardswish,
-    "sigmoid": torch.sigmoid,
-    "hardsigmoid": F.hardsigmoid,
-}
+ACTS = REF_ACTS
 ACT_CODES = {name: i for i, name in enumerate(ACTS)}  # device/activation.cuh's ActKind order
 
 

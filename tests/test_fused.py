@@ -12,26 +12,14 @@ import torch
 import torch.nn.functional as F
 
 import torch_ops
-from conftest import (DEVICE_PARAMS, FLOAT_DTYPES, HAS_CUDA, assert_close_ref, rand,
+from conftest import (DEVICE_PARAMS, FLOAT_DTYPES, HAS_CUDA, REF_ACTS, assert_close_ref, rand,
                       skip_unsupported)
 
 pytestmark = pytest.mark.filterwarnings("ignore:Using padding='same' with even kernel")
 
 ops = torch.ops.gpukern
 ALL_DTYPES = FLOAT_DTYPES + [torch.float64]
-ACTS = ["none", "relu", "relu6", "silu", "gelu", "gelu_tanh", "hardswish", "sigmoid",
-        "hardsigmoid"]
-REF_ACT = {
-    "none": lambda t: t,
-    "relu": F.relu,
-    "relu6": F.relu6,
-    "silu": F.silu,
-    "gelu": F.gelu,
-    "gelu_tanh": lambda t: F.gelu(t, approximate="tanh"),
-    "hardswish": F.hardswish,
-    "sigmoid": torch.sigmoid,
-    "hardsigmoid": F.hardsigmoid,
-}
+ACTS = list(REF_ACTS)
 
 
 def cuda_test(f):
@@ -52,7 +40,7 @@ def reference(nsp, x, w, b, stride, padding, dilation, groups, act, r):
     y = conv(d(x), d(w), d(b), stride, padding, dilation, groups)
     if r is not None:
         y = y + d(r)
-    return REF_ACT[act](y)
+    return REF_ACTS[act](y)
 
 
 def fused(nsp, x, w, b=None, stride=1, padding=0, dilation=1, groups=1, act="none", r=None):
