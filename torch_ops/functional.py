@@ -18,6 +18,18 @@ from ._args import IntOrSeq, bool_arg, int_arg, int_list
 _ops = torch.ops.gpukern
 
 
+def _call(op, input, weight, bias, stride, padding, dilation, groups, *epilogue):
+    """op (a conv op's packet) with its arguments in aten's form: stride, padding and dilation as
+    lists, or padding as a string through op's .padding overload; epilogue: the fused ops'
+    activation and residual."""
+    stride, dilation = int_list(stride, "stride"), int_list(dilation, "dilation")
+    groups = int_arg(groups, "groups")
+    if isinstance(padding, str):
+        return op.padding(input, weight, bias, stride, padding, dilation, groups, *epilogue)
+    return op(input, weight, bias, stride, int_list(padding, "padding"), dilation, groups,
+              *epilogue)
+
+
 def conv1d(input: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor] = None,
            stride: IntOrSeq = 1, padding: Union[IntOrSeq, str] = 0, dilation: IntOrSeq = 1,
            groups: int = 1) -> torch.Tensor:
@@ -25,12 +37,7 @@ def conv1d(input: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tenso
     [O, C/groups, K]; stride, padding and dilation an int or a 1-element tuple/list, padding also
     'same' or 'valid' (every form F.conv1d takes). The raw op ``torch.ops.gpukern.conv1d`` takes
     aten's schema: lists, ``(x, w, None, [1], [0], [1], 1)``."""
-    stride, dilation = int_list(stride, "stride"), int_list(dilation, "dilation")
-    groups = int_arg(groups, "groups")
-    if isinstance(padding, str):
-        return _ops.conv1d.padding(input, weight, bias, stride, padding, dilation, groups)
-    return _ops.conv1d(input, weight, bias, stride, int_list(padding, "padding"), dilation,
-                        groups)
+    return _call(_ops.conv1d, input, weight, bias, stride, padding, dilation, groups)
 
 
 def conv2d(input: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor] = None,
@@ -41,12 +48,7 @@ def conv2d(input: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tenso
     list of 1 or 2 values, padding also 'same' or 'valid' (every form F.conv2d takes). The raw op
     ``torch.ops.gpukern.conv2d`` takes aten's schema: lists, ``(x, w, None, [1, 1], [0, 0],
     [1, 1], 1)``."""
-    stride, dilation = int_list(stride, "stride"), int_list(dilation, "dilation")
-    groups = int_arg(groups, "groups")
-    if isinstance(padding, str):
-        return _ops.conv2d.padding(input, weight, bias, stride, padding, dilation, groups)
-    return _ops.conv2d(input, weight, bias, stride, int_list(padding, "padding"), dilation,
-                        groups)
+    return _call(_ops.conv2d, input, weight, bias, stride, padding, dilation, groups)
 
 
 def _activation(activation: Optional[str]) -> str:
@@ -64,13 +66,8 @@ def conv1d_fused(input: torch.Tensor, weight: torch.Tensor, bias: Optional[torch
     input's dtype and device, any strides. The epilogue is computed in the accumulation type
     (float32; float64 for float64) and rounded once on CPU and in the tensor-core path; the other
     CUDA paths round conv + bias to the dtype first. The result's layout is the convolution's."""
-    stride, dilation = int_list(stride, "stride"), int_list(dilation, "dilation")
-    groups, activation = int_arg(groups, "groups"), _activation(activation)
-    if isinstance(padding, str):
-        return _ops.conv1d_fused.padding(input, weight, bias, stride, padding, dilation, groups,
-                                         activation, residual)
-    return _ops.conv1d_fused(input, weight, bias, stride, int_list(padding, "padding"), dilation,
-                              groups, activation, residual)
+    return _call(_ops.conv1d_fused, input, weight, bias, stride, padding, dilation, groups,
+                 _activation(activation), residual)
 
 
 def conv2d_fused(input: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor] = None,
@@ -80,13 +77,8 @@ def conv2d_fused(input: torch.Tensor, weight: torch.Tensor, bias: Optional[torch
     """``act(F.conv2d(input, weight, bias, ...) + residual)`` in one op, as :func:`conv1d_fused`
     with the arguments of :func:`conv2d` (NCHW or channels_last; the residual may have another
     layout than the output, which follows the convolution's rule)."""
-    stride, dilation = int_list(stride, "stride"), int_list(dilation, "dilation")
-    groups, activation = int_arg(groups, "groups"), _activation(activation)
-    if isinstance(padding, str):
-        return _ops.conv2d_fused.padding(input, weight, bias, stride, padding, dilation, groups,
-                                         activation, residual)
-    return _ops.conv2d_fused(input, weight, bias, stride, int_list(padding, "padding"), dilation,
-                              groups, activation, residual)
+    return _call(_ops.conv2d_fused, input, weight, bias, stride, padding, dilation, groups,
+                 _activation(activation), residual)
 
 
 def convolve(x: torch.Tensor, h: torch.Tensor, mode: str = "full") -> torch.Tensor:
