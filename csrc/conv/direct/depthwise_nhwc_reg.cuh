@@ -61,6 +61,15 @@ struct NhwcRegTraits {
   static constexpr int kMaxLanes = 32;  // channel-vector lanes per block (taps <= 25 KB)
   static constexpr int kMinBlocks = 2;  // 2 x 256 threads per SM: up to 128 registers
   static constexpr int kMaxReps = 8;
+  static constexpr int kTapVecs = 8;    // 16-byte tap vectors in flight a thread (staging)
+  // The lean instances (depthwise_nhwc_reg_run.cuh says where they run): 3 blocks of 256
+  // threads per SM, <= 80 registers; registers of raw input words requested ahead of the FMAs
+  // (16-bit 3x3 stride 2, 1 x 2 tile: all 3 rows of 5 pixels, 30); 2 tap vectors in flight
+  // (3x3, 256 threads: all of the block's taps), not 8 (32 registers live beside the early
+  // input rows: ptxas spilled at 80).
+  static constexpr int kLeanMinBlocks = 3;
+  static constexpr int kLeanDepthBudget = 48;
+  static constexpr int kLeanTapVecs = 2;
 };
 
 // Output tile (rows kR x columns kIW) per thread, per filter, stride and element size (kElem:
@@ -158,7 +167,7 @@ constexpr int nhwc_reg_depth(int rows, bool vec, int nr, int ni, int budget = 32
 //     channels: 784 vectors, 3-4 a thread: one round trip);
 //   - otherwise element by element through the strides, tap-fastest reads, 8 loads in flight per
 //     thread before their stores (one dependent round trip per 8).
-template <typename T, int kK, int kMaxVecs = 8>  // kMaxVecs: vectors in flight (uint4 each)
+template <typename T, int kK, int kMaxVecs = NhwcRegTraits::kTapVecs>  // vectors in flight
 __device__ __forceinline__ void nhwc_reg_stage_taps(const ConvProblem& p, float* s_w, int cb,
                                                     int tcv, int pitch) {
   constexpr int KK = kK * kK;
@@ -272,11 +281,6 @@ __device__ __forceinline__ void nhwc_reg_epilogue(const ConvProblem& p, const Nh
   });
 }
 
-// The lean instances (kMinB = 3 blocks of 256 threads per SM: <= 80 registers, against the
-// default 2 and 128; depthwise_nhwc_reg_run.cuh says where they run): registers of raw words in
-// flight ahead of the FMAs (16-bit 3x3 stride 2, 1 x 2 tile: all 3 rows of 5 pixels, 30).
-constexpr int kLeanDepthBudget = 48;
-
 template <typename T, int kK, int kS, int kR, int kIW, bool kVecX,
           int kMinB = NhwcRegTraits::kMinBlocks>
 __global__ void __launch_bounds__(NhwcRegTraits::kThreads, kMinB)
@@ -289,10 +293,12 @@ __global__ void __launch_bounds__(NhwcRegTraits::kThreads, kMinB)
   // pixels there (125 registers) and one row (116) both ran MobileNetV3's channels_last
   // 16x240x28x28 fp32 layer in 6.1 us (H100, dw_layers.py: h100_dw_layers_pdl.md, then
   // h100_dw_layers_s18.md), so it keeps the smaller budget.
+  // kMinB: NhwcRegTraits::kMinBlocks, or kLeanMinBlocks for the lean instances.
+  constexpr bool kLean = kMinB == NhwcRegTraits::kLeanMinBlocks;
   constexpr int D = nhwc_reg_depth<T>(kR, kVecX, NR, NI,
-                                      kMinB > NhwcRegTraits::kMinBlocks ? kLeanDepthBudget
-                                      : kK == 3 && kS == 1             ? 64
-                                                                       : 32);
+                                      kLean                 ? NhwcRegTraits::kLeanDepthBudget
+                                      : kK == 3 && kS == 1 ? 64
+                                                           : 32);
   // The first tile's first D rows requested before the taps are staged: small vector tiles of
   // 3x3 / 5x5 only (the big, scalar and 7x7 instances spilled 16-100 bytes with those registers
   // live across the staging).
@@ -387,9 +393,7 @@ __global__ void __launch_bounds__(NhwcRegTraits::kThreads, kMinB)
     for (int t = 0; t < D; ++t) load_row(buf[t], t);
   }
 
-  // The lean instances keep 2 tap vectors in flight (3x3, 256 threads: all of the block's
-  // taps), not 8 (32 registers live beside the early input rows: ptxas spilled at 80).
-  nhwc_reg_stage_taps<T, kK, (kMinB > NhwcRegTraits::kMinBlocks ? 2 : 8)>(
+  nhwc_reg_stage_taps<T, kK, kLean ? NhwcRegTraits::kLeanTapVecs : NhwcRegTraits::kTapVecs>(
       p, s_w, cb, tcv, NhwcRegTraits::kMaxLanes * V);
   __syncthreads();  // the only barrier: taps staged
   if (!active) return;

@@ -31,8 +31,9 @@ constexpr int64_t kBigMinQuarterWaves = 1;
 // passes grow once the one-pass grid exceeds this many waves (taps amortised on large layers,
 // every SM busy on small ones).
 constexpr int64_t kTargetWaves = 4;
-// The lean instances (16-bit 3x3 stride 2 only): 3 blocks of 256 threads per SM
-// (__launch_bounds__: <= 80 registers; ptxas, sm_90a: 80 and an 8-byte spill), 1 x 2 ("lean")
+// The lean instances (16-bit 3x3 stride 2 only): conv::NhwcRegTraits::kLeanMinBlocks = 3 blocks
+// of 256 threads per SM (__launch_bounds__: <= 80 registers; ptxas, sm_90a: 80 and an 8-byte
+// spill), 1 x 2 ("lean")
 // or 2 x 2 ("lean2") tiles, the input rows requested before the taps are staged. Stride 2 reads
 // 5 pixels a row for 2 outputs, so the big 2 x 2 tile (128 registers: 2 blocks an SM) is long
 // per thread and short of threads; with 1.5x the resident threads these led on both of
@@ -44,7 +45,6 @@ constexpr int64_t kTargetWaves = 4;
 // 120ch 28x28 13.7 against 12.0, 960ch 7x7 11.5 against 6.1). The rule: lean while its
 // one-pass grid fits one wave (every thread resident: one round of loads), else lean2 (half the
 // threads, 4 input pixels a row for 4 outputs).
-constexpr int kLeanMinBlocks = 3;
 
 struct Plan {
   conv::NhwcRegShape shape{};  // tiles_w / tiles_h / tiles / reps: set at launch (variant)
@@ -60,7 +60,7 @@ bool plan(const ConvProblem& p, Plan& plan);
 // knob for benchmarks/dw_layers.py; anything else: the rule above). Read per call (a getenv is
 // ~0.1 us against a launch's 2-3 us) so that one process can time each. `stage` (the
 // shared-memory staged kernel, conv::conv2d_depthwise_nhwc_stage_kernel) exists for 16-bit 7x7
-// stride 1 with vector input only, `lean` / `lean2` (kLeanMinBlocks) for 16-bit 3x3 stride 2
+// stride 1 with vector input only, `lean` / `lean2` (the lean instances) for 16-bit 3x3 stride 2
 // with vector input only; elsewhere they mean the rule above.
 inline int forced_variant() {
   const char* v = std::getenv("GPUKERN_NHWC_REG_TILE");
@@ -174,9 +174,19 @@ void launch(const ConvProblem& p, const Plan& plan, cudaStream_t stream) {
   const int64_t sms = device_props().multiProcessorCount;
   // Blocks of one pass each, for tiles of the shape set in s.
   auto blocks1 = [&] { return ceil_div(s.tiles, s.tp) * s.c_blocks; };
+  // Launches `kernel` on the tiles set in s, `wave` its blocks resident on the GPU at once: the
+  // passes per block (kTargetWaves), then the grid.
+  auto launch_tiles = [&](auto kernel, int64_t wave) {
+    s.reps = static_cast<int>(std::clamp<int64_t>(blocks1() / (kTargetWaves * wave), 1,
+                                                  conv::NhwcRegTraits::kMaxReps));
+    const dim3 grid =
+        checked_grid(kConv2dOp, ceil_div(s.tiles, int64_t{s.tp} * s.reps) * s.c_blocks);
+    launch_pdl(kernel, grid, dim3(threads), static_cast<size_t>(plan.smem_bytes), stream, p, s);
+    GK_CHECK_LAUNCH();
+  };
   if constexpr (sizeof(T) == 2 && kK == 3 && kS == 2) {
-    if (s.x_vec && (forced == 0 || forced >= 4)) {  // the lean instances (kLeanMinBlocks)
-      constexpr int kL = kLeanMinBlocks;
+    if (s.x_vec && (forced == 0 || forced >= 4)) {  // the lean instances
+      constexpr int kL = conv::NhwcRegTraits::kLeanMinBlocks;
       constexpr auto kLean = conv::conv2d_depthwise_nhwc_reg_kernel<T, kK, kS, 1, 2, true, kL>;
       constexpr auto kLean2 = conv::conv2d_depthwise_nhwc_reg_kernel<T, kK, kS, 2, 2, true, kL>;
       set_tiles(p, s, 1, 2);
@@ -186,14 +196,7 @@ void launch(const ConvProblem& p, const Plan& plan, cudaStream_t stream) {
         set_tiles(p, s, 2, 2);
         wave = sms * resident_blocks_per_sm<kLean2>(device, threads);
       }
-      s.reps = static_cast<int>(std::clamp<int64_t>(blocks1() / (kTargetWaves * wave), 1,
-                                                    conv::NhwcRegTraits::kMaxReps));
-      const dim3 grid =
-          checked_grid(kConv2dOp, ceil_div(s.tiles, int64_t{s.tp} * s.reps) * s.c_blocks);
-      launch_pdl(two ? kLean2 : kLean, grid, dim3(threads),
-                 static_cast<size_t>(plan.smem_bytes), stream, p, s);
-      GK_CHECK_LAUNCH();
-      return;
+      return launch_tiles(two ? kLean2 : kLean, wave);
     }
   }
   if (forced > 3) forced = 0;
@@ -208,13 +211,7 @@ void launch(const ConvProblem& p, const Plan& plan, cudaStream_t stream) {
     wave = sms * (s.x_vec ? resident_blocks_per_sm<kSmallKernel>(device, threads)
                           : resident_blocks_per_sm<kScalarKernel>(device, threads));
   }
-  s.reps = static_cast<int>(std::clamp<int64_t>(blocks1() / (kTargetWaves * wave), 1,
-                                                conv::NhwcRegTraits::kMaxReps));
-  const dim3 grid =
-      checked_grid(kConv2dOp, ceil_div(s.tiles, int64_t{s.tp} * s.reps) * s.c_blocks);
-  const auto kernel = big ? kBigKernel : (s.x_vec ? kSmallKernel : kScalarKernel);
-  launch_pdl(kernel, grid, dim3(threads), static_cast<size_t>(plan.smem_bytes), stream, p, s);
-  GK_CHECK_LAUNCH();
+  launch_tiles(big ? kBigKernel : (s.x_vec ? kSmallKernel : kScalarKernel), wave);
 }
 
 }  // namespace nhwc_reg
