@@ -781,3 +781,83 @@ def test_cl_fused_activation_both_forms(rowpass, dtype, monkeypatch):
                 want = fn(ref + (0 if res is None else res.double()))
                 assert out.is_contiguous(memory_format=torch.channels_last)
                 assert _rel_err(out, want) <= REL_TOL[dtype], (n, c, h, wd, o, act, res is None)
+
+
+# The NCHW-output epilogue (csrc/conv/igemm/epilogue_nchw.cuh): the conv kernel writes an output
+# that is not NHWC in its own strides. Shapes with M and N tile residues, images that end inside
+# an M tile (P * Q not a multiple of the tile), odd planes and a 1-D case.
+NCHW_OUT_SHAPES = [
+    (2, 32, 17, 13, 40, 3, 1, 1),    # odd plane, O = 40: partial N tile
+    (3, 64, 15, 15, 72, 3, 2, 1),    # stride 2, 8x8 output planes of 64 pixels
+    (2, 16, 7, 7, 24, 3, 1, 1),      # 49-pixel images: every M tile spans images
+    (1, 48, 30, 30, 136, 1, 2, 0),   # 1x1 stride 2 (a trimmed input row)
+]
+
+
+@pytest.mark.parametrize("shape", NCHW_OUT_SHAPES, ids=lambda s: f"n{s[0]}c{s[1]}_{s[2]}x{s[3]}"
+                         f"_o{s[4]}_k{s[5]}_s{s[6]}")
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("nchw_out", ["1", "0"], ids=["epilogue", "transpose"])
+def test_nchw_output_fused(shape, dtype, nchw_out, config, monkeypatch):
+    """Every activation, with and without a bias and a residual, NCHW in and out, on each tile
+    configuration: the NCHW-output epilogue (GPUKERN_IGEMM_NCHW_OUT=1, the default) and the
+    channels_last temporary it replaced (=0), against the unfused float64 sequence."""
+    from conftest import REF_ACTS
+    monkeypatch.setenv("GPUKERN_IGEMM_NCHW_OUT", nchw_out)
+    n, c, h, wd, o, k, stride, pad = shape
+    gen = torch.Generator().manual_seed(NCHW_OUT_SHAPES.index(shape) * 4 + DTYPES.index(dtype))
+    x = _rand(n, c, h, wd, dtype=dtype, gen=gen)
+    w = _rand(o, c, k, k, dtype=dtype, gen=gen) / (c * k * k) ** 0.5
+    b = _rand(o, dtype=dtype, gen=gen)
+    for i, (act, fn) in enumerate(REF_ACTS.items()):
+        bias = b if i % 2 == 0 else None
+        ref = _ref(x, w, bias, stride, pad, 1)
+        r = _rand(*ref.shape, dtype=dtype, gen=gen) if i % 3 != 2 else None
+        with torch_ops.force_algorithm("conv2d", "igemm"):
+            out = torch_ops.conv2d_fused(x, w, bias, stride, pad, 1, 1, act, r)
+        assert out.is_contiguous() and out.shape == ref.shape
+        want = fn(ref + (r.double() if r is not None else 0))
+        err = _rel_err(out, want)
+        assert err <= REL_TOL[dtype], (act, bias is not None, r is not None, err)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=str)
+def test_nchw_output_views(dtype):
+    """The epilogue with a residual whose strides differ from y's (a channels_last residual, a
+    sliced one: copied into y's layout), a sliced NCHW input, conv1d over NCL (y [N, O, 1, L]),
+    and the output of a large batch (offsets past 2^31 bytes)."""
+    gen = torch.Generator().manual_seed(41)
+    x = _rand(2, 24, 12, 12, dtype=dtype, gen=gen)
+    w = _rand(32, 24, 3, 3, dtype=dtype, gen=gen) / 15.0
+    b = _rand(32, dtype=dtype, gen=gen)
+    ref = _ref(x, w, b, 1, 1, 1)
+    r_big = _rand(2, 40, 12, 12, dtype=dtype, gen=gen)
+    for r in (r_big[:, 3:35], r_big[:, :32].contiguous(memory_format=torch.channels_last)):
+        with torch_ops.force_algorithm("conv2d", "igemm"):
+            out = torch_ops.conv2d_fused(x, w, b, 1, 1, 1, 1, "relu", r)
+        assert _rel_err(out, F.relu(ref + r.double())) <= REL_TOL[dtype]
+    xs = _rand(2, 40, 12, 14, dtype=dtype, gen=gen)[:, 8:32, :, 1:13]
+    out = _run("conv2d", xs, w, b, 1, 1, 1)
+    assert _rel_err(out, _ref(xs, w, b, 1, 1, 1)) <= REL_TOL[dtype]
+    x1 = _rand(3, 16, 301, dtype=dtype, gen=gen)
+    w1 = _rand(40, 16, 5, dtype=dtype, gen=gen) / 9.0
+    out = _run("conv1d", x1, w1, None, 2, 2, 1)
+    assert out.is_contiguous()
+    assert _rel_err(out, _ref(x1, w1, None, 2, 2, 1)) <= REL_TOL[dtype]
+
+
+def test_nchw_output_past_2g_bytes():
+    """An NCHW bf16 output of 2.2 GB (1.1e9 elements): the epilogue's element offsets reach past
+    2^30, its byte offsets past 2^31."""
+    free, _ = torch.cuda.mem_get_info()
+    if free < 12 * 2**30:
+        pytest.skip("needs 12 GiB of free GPU memory")
+    gen = torch.Generator().manual_seed(43)
+    x = torch.randn(33, 8, 256, 256, dtype=torch.bfloat16, device="cuda")
+    w = _rand(512, 8, 3, 3, dtype=torch.bfloat16, gen=gen) / 8.0
+    out = _run("conv2d", x, w, None, 1, 1, 1)
+    assert out.numel() * out.element_size() > 2**31 and out.is_contiguous()
+    for i in (0, 32):  # the first and the last image against the float64 reference
+        ref = _ref(x[i:i + 1], w, None, 1, 1, 1)
+        assert _rel_err(out[i:i + 1], ref) <= REL_TOL[torch.bfloat16]
+    del out

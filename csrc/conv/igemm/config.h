@@ -31,7 +31,8 @@ struct IgemmProblem {
   int stride_h = 1, stride_w = 1, dil_h = 1, dil_w = 1;
   int64_t x_sn = 0, x_sh = 0, x_sw = 0;  // x's channel stride is 1
   int64_t w_so = 0, w_sr = 0, w_ss = 0;  // w's channel stride is 1
-  int64_t y_sn = 0, y_sh = 0, y_sw = 0;  // y's channel stride is 1
+  int64_t y_sn = 0, y_sh = 0, y_sw = 0;  // y's channel stride is 1 (NHWC kernels)
+  int64_t y_so = 1;  // y's channel stride: read only by the NCHW-output kernels (y [N, O, P, Q])
   int device = 0, sm_count = 0;          // for CUTLASS's KernelHardwareInfo
 };
 
@@ -77,6 +78,15 @@ extern const IgemmKernel kIgemmF16Large, kIgemmF16Small, kIgemmF16Medium,
     kIgemmF16Narrow;  // igemm_f16.cu
 extern const IgemmKernel kIgemmTf32Large, kIgemmTf32Small, kIgemmTf32Medium,
     kIgemmTf32Narrow;  // igemm_tf32.cu
+// The same configurations with the epilogue that writes y of any [N, O, P, Q] strides (NCHW
+// outputs without the channels_last temporary and its transpose back: conv/igemm/
+// epilogue_nchw.cuh). Defined in igemm_nchw_<dtype>.cu.
+extern const IgemmKernel kIgemmBf16LargeNchw, kIgemmBf16SmallNchw, kIgemmBf16MediumNchw,
+    kIgemmBf16NarrowNchw;
+extern const IgemmKernel kIgemmF16LargeNchw, kIgemmF16SmallNchw, kIgemmF16MediumNchw,
+    kIgemmF16NarrowNchw;
+extern const IgemmKernel kIgemmTf32LargeNchw, kIgemmTf32SmallNchw, kIgemmTf32MediumNchw,
+    kIgemmTf32NarrowNchw;
 // The tile / cluster tuning experiment (igemm_variants.cu, benchmarks/igemm_variants.py): the
 // variant of dtype d named `name`, or nullptr. A weak symbol: null unless setup.py links
 // igemm_variants.cu (GPUKERN_IGEMM_VARIANTS=1 in its environment).

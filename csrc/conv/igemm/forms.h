@@ -21,6 +21,7 @@
 namespace gpukern {
 namespace igemm_forms {
 
+using conv::IgemmBucket;
 using conv::IgemmDtype;
 
 constexpr int64_t kTmaBytes = 16;  // TMA: base addresses and strides in 16-byte units
@@ -45,6 +46,25 @@ inline bool gemm_enabled() { return env_switch("GPUKERN_IGEMM_GEMM") != 0; }
 // GPUKERN_IGEMM_BLAS=0 in the environment sends 1x1 layers to the CUTLASS GEMMs instead of
 // cuBLASLt (benchmarks compare the two; read on every call).
 inline bool blas_enabled() { return env_switch("GPUKERN_IGEMM_BLAS") != 0; }
+
+// Whether the implicit GEMM writes an output that is not NHWC-aligned with the NCHW-output epilogue
+// (conv/igemm/epilogue_nchw.cuh) rather than through a channels_last temporary and a transpose
+// back. On an H100, batch 16, ResNet-50's NCHW 3x3 blocks with bias + ReLU, graph replays, us
+// (benchmarks/nchw_igemm.py, h100_nchw_igemm.md; epilogue / temporary + transpose):
+// - large and narrow tiles: fp32 128x56 s2 47.7 / 56.5, 128x28 30.0 / 35.8, 64x56 49.2 / 56.6;
+//   bf16 27.0 / 35.3, 21.0 / 27.0, 31.8 / 37.6;
+// - fp32 medium tiles (64x128 in 1x2 clusters): 256x28 s2 32.4 / 38.5, 256x14 24.8 / 28.1,
+//   512x14 s2 47.2 / 47.0, 512x7 41.0 / 39.4;
+// - 16-bit medium tiles (64x128): 256x28 s2 28.0 / 25.3, 256x14 24.3 / 21.6, 512x14 s2
+//   32.4 / 31.4, 512x7 32.4 / 31.0: the transpose of a 16-bit output costs less than the
+//   epilogue's fp32 staging adds, so they keep the temporary.
+// GPUKERN_IGEMM_NCHW_OUT=1 / 0 in the environment forces one way for every tile (tests,
+// benchmarks; read on every call).
+inline bool nchw_out_for(IgemmDtype d, IgemmBucket b) {
+  const int env = env_switch("GPUKERN_IGEMM_NCHW_OUT");
+  if (env >= 0) return env == 1;
+  return d == IgemmDtype::kTf32 || b != IgemmBucket::kMedium;
+}
 
 
 // Smallest NCHW plane (H * W) that runs the batched cuBLASLt form (kImages): on an H100, batch 16,

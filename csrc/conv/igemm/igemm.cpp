@@ -72,6 +72,21 @@ const IgemmKernel& kernel_for(IgemmDtype d, IgemmBucket b) {
   return *table[row][i];
 }
 
+// The same configuration with the epilogue that writes y of any [N, O, P, Q] strides
+// (conv/igemm/epilogue_nchw.cuh): run4's kernel for outputs that are not NHWC-aligned.
+const IgemmKernel& nchw_kernel_for(IgemmDtype d, IgemmBucket b) {
+  const int i = static_cast<int>(b);
+  static const IgemmKernel* const table[3][4] = {
+      {&conv::kIgemmBf16LargeNchw, &conv::kIgemmBf16SmallNchw, &conv::kIgemmBf16MediumNchw,
+       &conv::kIgemmBf16NarrowNchw},
+      {&conv::kIgemmF16LargeNchw, &conv::kIgemmF16SmallNchw, &conv::kIgemmF16MediumNchw,
+       &conv::kIgemmF16NarrowNchw},
+      {&conv::kIgemmTf32LargeNchw, &conv::kIgemmTf32SmallNchw, &conv::kIgemmTf32MediumNchw,
+       &conv::kIgemmTf32NarrowNchw}};
+  const int row = d == IgemmDtype::kBf16 ? 0 : d == IgemmDtype::kF16 ? 1 : 2;
+  return *table[row][i];
+}
+
 int64_t sm_count() {
   if (at::cuda::device_count() == 0) return kQuerySmCount;
   return at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
@@ -245,11 +260,12 @@ struct Verdict {
 };
 
 // Every field of a problem (sizes, strides, device, SM count): the verdict's key.
-std::array<int64_t, 28> problem_fields(const IgemmProblem& p) {
+std::array<int64_t, 29> problem_fields(const IgemmProblem& p) {
   return {p.N,        p.H,        p.W,        p.C,        p.O,     p.R,        p.S,
           p.P,        p.Q,        p.pad_h,    p.pad_w,    p.pad_h_hi, p.pad_w_hi, p.stride_h,
           p.stride_w, p.dil_h,    p.dil_w,    p.x_sn,     p.x_sh,  p.x_sw,     p.w_so,
-          p.w_sr,     p.w_ss,     p.y_sn,     p.y_sh,     p.y_sw,  p.device,   p.sm_count};
+          p.w_sr,     p.w_ss,     p.y_sn,     p.y_sh,     p.y_sw,  p.y_so,     p.device,
+          p.sm_count};
 }
 std::array<int64_t, 13> problem_fields(const GemmProblem& p) {
   return {static_cast<int64_t>(p.form), p.M, p.N, p.K, p.L, p.a_ld, p.a_batch, p.b_ld,
@@ -550,7 +566,21 @@ void run4(const ConvProblem& p, const at::Tensor& x4, const at::Tensor& w4,
   ip.w_so = ws[0];
   ip.w_sr = ws[1];
   ip.w_ss = ws[2];
-  // Output: in place when NHWC-aligned, else a channels_last temporary written back once.
+  ip.device = x4.device().index();
+  ip.sm_count = at::cuda::getDeviceProperties(ip.device)->multiProcessorCount;
+  // Output: in place when NHWC-aligned (the TMA epilogue); any other layout (NCHW above all)
+  // through the kernel whose epilogue writes y's own strides, or a channels_last temporary
+  // written back once where that measured faster (forms.h nchw_out_for).
+  if (!nhwc_strides(y4).has_value() && nchw_out_for(d, bucket_of(p))) {
+    const IgemmKernel& kn = nchw_kernel_for(d, bucket_of(p));
+    ip.y_sn = y4.stride(0);
+    ip.y_so = y4.stride(1);
+    ip.y_sh = y4.stride(2);
+    ip.y_sw = y4.stride(3);
+    const at::Tensor rc = prepared_residual(residual, y4);
+    launch(kn, ip, verdict(kn, ip), buffers(xc, wc, bc, rc, y4, p.act), x4);
+    return;
+  }
   const bool y_direct = nhwc_strides(y4).has_value();
   const at::Tensor yc =
       y_direct ? y4
@@ -560,8 +590,6 @@ void run4(const ConvProblem& p, const at::Tensor& x4, const at::Tensor& w4,
   ip.y_sh = ys[1];
   ip.y_sw = ys[2];
   const at::Tensor rc = prepared_residual(residual, yc);
-  ip.device = x4.device().index();
-  ip.sm_count = at::cuda::getDeviceProperties(ip.device)->multiProcessorCount;
   launch(k, ip, verdict(k, ip), buffers(xc, wc, bc, rc, yc, p.act), x4);
   if (!y_direct) nhwc_copy_to(yc, y4);
 }

@@ -17,6 +17,8 @@
 // The fused bias is a row broadcast over the GEMM's N (= O) columns; a null bias pointer reads 0.
 // The residual C has y's strides. Without one, beta is 0 and C points at y: CUTLASS's epilogue
 // then skips C's loads (is_C_load_needed is false for a zero beta) and clears the fragment.
+// NchwOut = true swaps the TMA epilogue for conv/igemm/epilogue_nchw.cuh's (y and the residual in
+// any [N, O, P, Q] strides, IgemmProblem's y_sn / y_so / y_sh / y_sw; no alignment needed).
 #include <cstddef>
 #include <cstdint>
 
@@ -40,8 +42,17 @@
 namespace gpukern {
 namespace conv {
 
+// conv/igemm/epilogue_nchw.cuh, included by the translation units that instantiate NchwOut kernels
+// only (igemm_nchw_<dtype>.cu), so that a change to it recompiles only those.
+template <class Element, int TileM, int TileN>
+class NchwStoreEpilogue;
+
 // Element: cutlass::bfloat16_t, cutlass::half_t or float (TF32 math). Tile M x N x K in elements.
-template <class Element, int TileM, int TileN, int TileK, int ClusterM = 1, int ClusterN = 1>
+// NchwOut: the epilogue writes y of any [N, O, P, Q] strides from the accumulators
+// (conv/igemm/epilogue_nchw.cuh: IgemmProblem's y_sn, y_so, y_sh, y_sw) instead of the TMA
+// epilogue's NHWC store.
+template <class Element, int TileM, int TileN, int TileK, int ClusterM = 1, int ClusterN = 1,
+          bool NchwOut = false>
 struct IgemmConv {
   using ElementAcc = float;
   using ElementCompute = float;
@@ -56,12 +67,15 @@ struct IgemmConv {
       RuntimeActivation, Element /*out*/, ElementCompute, Element /*bias*/, Element /*source*/,
       ElementCompute>;
 
-  using CollectiveEpilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
+  using TmaEpilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
       cutlass::epilogue::collective::EpilogueTileAuto, ElementAcc, ElementCompute,
       Element, cutlass::layout::TensorNHWC, kAlign,  // C: the residual
       Element, cutlass::layout::TensorNHWC, kAlign,  // D
       cutlass::epilogue::TmaWarpSpecialized, Fusion>::CollectiveOp;
+  using NchwEpilogue = cutlass::epilogue::collective::detail::Sm90TmaWarpSpecializedAdapter<
+      NchwStoreEpilogue<Element, TileM, TileN>>;
+  using CollectiveEpilogue = cute::conditional_t<NchwOut, NchwEpilogue, TmaEpilogue>;
 
   using CollectiveMainloop = typename cutlass::conv::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, cutlass::conv::Operator::kFprop,
@@ -69,7 +83,7 @@ struct IgemmConv {
       Element, cutlass::layout::TensorNHWC, kAlign,  // filter (KRSC)
       ElementAcc, TileShape, ClusterShape,
       cutlass::conv::collective::StageCountAutoCarveout<
-          static_cast<int>(sizeof(typename CollectiveEpilogue::SharedStorage))>,
+          NchwOut ? 0 : static_cast<int>(sizeof(typename CollectiveEpilogue::SharedStorage))>,
       cutlass::conv::KernelImplicitTmaWarpSpecializedSm90>::CollectiveOp;
 
   using ProblemShape =
@@ -88,38 +102,65 @@ struct IgemmConv {
     using Dil = typename ProblemShape::ShapeDilation;
     // Activations and filter in CUTLASS's [n, h, w, c] / [k, r, s, c] order; the output's strides
     // (stride_xformed_act) are y's, not packed ones.
+    // NchwOut: the epilogue takes y's strides itself; the shape gets packed NHWC ones.
+    const int64_t q_s = NchwOut ? p.O : p.y_sw;
+    const int64_t p_s = NchwOut ? int64_t{p.Q} * p.O : p.y_sh;
+    const int64_t n_s = NchwOut ? int64_t{p.P} * p.Q * p.O : p.y_sn;
     return ProblemShape(cutlass::conv::Mode::kCrossCorrelation, Ext{p.N, p.H, p.W, p.C},
                         Str{p.x_sn, p.x_sh, p.x_sw, 1}, Ext{p.O, p.R, p.S, p.C},
-                        Str{p.w_so, p.w_sr, p.w_ss, 1}, Str{p.y_sn, p.y_sh, p.y_sw, 1},
+                        Str{p.w_so, p.w_sr, p.w_ss, 1}, Str{n_s, p_s, q_s, 1},
                         Pad{p.pad_h, p.pad_w}, Pad{p.pad_h_hi, p.pad_w_hi},
                         Trv{p.stride_h, p.stride_w}, Dil{p.dil_h, p.dil_w}, /*groups=*/1);
   }
 
   static typename Op::Arguments arguments(const IgemmProblem& p, const IgemmBuffers& b) {
     const ProblemShape shape = problem_shape(p);
-    using StrideD = typename Kernel::StrideD;
-    // D's ((Q, P, N), O, batch) strides from the problem's output strides ([n, p, q, k]).
-    StrideD stride_d{};
-    cute::for_each(cute::make_seq<cute::rank<0>(StrideD{})>{}, [&](auto i) {
-      cute::get<0, i>(stride_d) = shape.stride_C[ProblemShape::RankT - 2 - i];
-    });
     cutlass::KernelHardwareInfo hw;
     hw.device_id = p.device;
     hw.sm_count = p.sm_count;
-    typename Op::Arguments args{
-        shape,
-        {static_cast<const Element*>(b.x), static_cast<const Element*>(b.w)},
-        {{},
-         static_cast<const Element*>(b.residual != nullptr ? b.residual : b.y),
-         stride_d,
-         static_cast<Element*>(b.y),
-         stride_d},
-        hw};
-    args.epilogue.thread.alpha = b.alpha;
-    args.epilogue.thread.beta = b.residual != nullptr ? 1.0f : 0.0f;
-    args.epilogue.thread.bias_ptr = static_cast<const Element*>(b.bias);
-    args.epilogue.thread.activation.kind = b.act;
-    return args;
+    if constexpr (NchwOut) {
+      typename NchwStoreEpilogue<Element, TileM, TileN>::Arguments epi;
+      epi.alpha = b.alpha;
+      epi.bias = static_cast<const Element*>(b.bias);
+      epi.residual = static_cast<const Element*>(b.residual);
+      epi.y = static_cast<Element*>(b.y);
+      epi.s_n = p.y_sn;
+      epi.s_o = p.y_so;
+      epi.s_p = p.y_sh;
+      epi.s_q = p.y_sw;
+      epi.PQ = p.P * p.Q;
+      epi.Q = p.Q;
+      epi.act = b.act;
+      // 16-byte vectors of pixels: packed planes, image and channel strides and both pointers
+      // aligned to them.
+      constexpr int64_t kVec = 16 / sizeof(Element);
+      epi.vec_ok = p.y_sw == 1 && p.y_sh == p.Q && p.y_sn % kVec == 0 && p.y_so % kVec == 0 &&
+                   reinterpret_cast<uintptr_t>(b.y) % 16 == 0 &&
+                   reinterpret_cast<uintptr_t>(b.residual) % 16 == 0;
+      return typename Op::Arguments{
+          shape, {static_cast<const Element*>(b.x), static_cast<const Element*>(b.w)}, epi, hw};
+    } else {
+      using StrideD = typename Kernel::StrideD;
+      // D's ((Q, P, N), O, batch) strides from the problem's output strides ([n, p, q, k]).
+      StrideD stride_d{};
+      cute::for_each(cute::make_seq<cute::rank<0>(StrideD{})>{}, [&](auto i) {
+        cute::get<0, i>(stride_d) = shape.stride_C[ProblemShape::RankT - 2 - i];
+      });
+      typename Op::Arguments args{
+          shape,
+          {static_cast<const Element*>(b.x), static_cast<const Element*>(b.w)},
+          {{},
+           static_cast<const Element*>(b.residual != nullptr ? b.residual : b.y),
+           stride_d,
+           static_cast<Element*>(b.y),
+           stride_d},
+          hw};
+      args.epilogue.thread.alpha = b.alpha;
+      args.epilogue.thread.beta = b.residual != nullptr ? 1.0f : 0.0f;
+      args.epilogue.thread.bias_ptr = static_cast<const Element*>(b.bias);
+      args.epilogue.thread.activation.kind = b.act;
+      return args;
+    }
   }
 
   // The shape's output extents must be the caller's: the host side derives pad_*_hi from them.
