@@ -861,3 +861,26 @@ def test_nchw_output_past_2g_bytes():
         ref = _ref(x[i:i + 1], w, None, 1, 1, 1)
         assert _rel_err(out[i:i + 1], ref) <= REL_TOL[torch.bfloat16]
     del out
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=str)
+def test_nchw_operands_forked_in_graph(dtype):
+    """NCHW input and filter, both converted on every replay of a CUDA graph (the filter's
+    conversion forked onto a side stream, igemm/nhwc.h nhwc_operands): a replay sees new input
+    data and an in-place update of the weight; eager calls before and after agree."""
+    gen = torch.Generator().manual_seed(47)
+    x = _rand(4, 64, 20, 20, dtype=dtype, gen=gen)
+    w = _rand(96, 64, 3, 3, dtype=dtype, gen=gen) / 24.0
+    b = _rand(96, dtype=dtype, gen=gen)
+    with torch_ops.force_algorithm("conv2d", "igemm"):
+        first = torch_ops.conv2d_fused(x, w, b, 1, 1, 1, 1, "relu", None)
+        g, out = _captured(lambda: torch_ops.conv2d_fused(x, w, b, 1, 1, 1, 1, "relu", None))
+    assert _rel_err(first, F.relu(_ref(x, w, b, 1, 1, 1))) <= REL_TOL[dtype]
+    x.copy_(_rand(4, 64, 20, 20, dtype=dtype, gen=gen))
+    w.mul_(-0.5)
+    g.replay()
+    torch.cuda.synchronize()
+    assert _rel_err(out, F.relu(_ref(x, w, b, 1, 1, 1))) <= REL_TOL[dtype]
+    with torch_ops.force_algorithm("conv2d", "igemm"):
+        again = torch_ops.conv2d_fused(x, w, b, 1, 1, 1, 1, "relu", None)
+    assert torch.equal(again, out)

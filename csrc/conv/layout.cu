@@ -585,6 +585,10 @@ bool aligned(const void* p, uintptr_t bytes) {
 }  // namespace conv
 
 at::Tensor to_nhwc(const at::Tensor& t, int64_t c_multiple) {
+  return to_nhwc(t, c_multiple, at::cuda::getCurrentCUDAStream(t.device().index()).stream());
+}
+
+at::Tensor to_nhwc(const at::Tensor& t, int64_t c_multiple, cudaStream_t stream) {
   constexpr const char* op = "to_nhwc";
   conv::check_layout_tensor(op, t, "input");
   GK_CHECK(c_multiple >= 1, op, "expected c_multiple >= 1, got ", c_multiple);
@@ -593,7 +597,6 @@ at::Tensor to_nhwc(const at::Tensor& t, int64_t c_multiple) {
   at::Tensor y =
       at::empty({N, Cp, H, W}, t.options().memory_format(at::MemoryFormat::ChannelsLast));
   if (y.numel() == 0) return y;
-  const cudaStream_t stream = at::cuda::getCurrentCUDAStream(t.device().index()).stream();
   const int64_t es = t.element_size();
   const int64_t HW = H * W;
   // The tiled transpose: planes packed, whole 4-byte words per NHWC pixel row, planes big enough

@@ -14,6 +14,9 @@
 // (csrc/bindings.cpp) expose them for tests.
 #include <cstdint>
 
+struct CUstream_st;
+typedef CUstream_st* cudaStream_t;
+
 namespace at {
 class Tensor;
 }
@@ -27,6 +30,10 @@ namespace gpukern {
 // Never returns t itself, even when it is already packed channels_last with C % c_multiple == 0:
 // the caller decides whether to call.
 at::Tensor to_nhwc(const at::Tensor& t, int64_t c_multiple);
+
+// The same, its kernel launched on `stream` (the result is still allocated on the current stream:
+// the caller orders the current stream after `stream` before the result is used or freed).
+at::Tensor to_nhwc(const at::Tensor& t, int64_t c_multiple, cudaStream_t stream);
 
 // dst[:, c] = src[:, c] for c < dst.size(1). src: a 4-D CUDA tensor [N, Cs, H, W] with
 // Cs >= dst.size(1) (a padded result of to_nhwc, or an NHWC kernel's output), packed

@@ -272,10 +272,11 @@ bool cudnn_nhwc_can_run(const ConvProblem& p) {
 bool cudnn_nhwc_run(const ConvProblem& cut) {
   const ConvProblem p = cut.uncut();
   const InputViews v(p);
-  const at::Tensor xc = to_nhwc(v.x, 1);
 #if defined(GPUKERN_WITH_CUTLASS)
-  const at::Tensor wc = igemm_forms::cached_nhwc_filter(v.w, 1);
+  // x's conversion and the filter's (unless a cached copy) concurrently (igemm/nhwc.h).
+  const auto [xc, wc] = igemm_forms::nhwc_operands(v.x, v.w, 1, 1);
 #else
+  const at::Tensor xc = to_nhwc(v.x, 1);
   const at::Tensor wc = to_nhwc(v.w, 1);
 #endif
   const at::Tensor y = at::from_blob(p.y, {p.N, p.O, p.OH, p.OW},

@@ -555,8 +555,7 @@ void run4(const ConvProblem& p, const at::Tensor& x4, const at::Tensor& w4,
   GK_CHECK(make_igemm_problem(p, ip), "conv",
            "igemm: the problem is outside the path (igemm_can_run is false)");
   const IgemmKernel& k = kernel_for(d, bucket_of(p));
-  const at::Tensor xc = as_nhwc(x4, align);
-  const at::Tensor wc = cached_nhwc_filter(w4, align);
+  const auto [xc, wc] = nhwc_operands(x4, w4, align, align);
   ip.C = static_cast<int>(xc.size(1));
   const auto xs = *nhwc_strides(xc);
   ip.x_sn = xs[0];

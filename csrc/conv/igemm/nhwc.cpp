@@ -3,6 +3,7 @@
 
 #if defined(GPUKERN_WITH_CUDA) && defined(GPUKERN_WITH_CUTLASS)
 #include <ATen/cuda/CUDAContext.h>
+#include <ATen/cuda/CUDAEvent.h>
 #include <c10/core/StorageImpl.h>
 
 #include <algorithm>
@@ -59,17 +60,19 @@ at::Tensor as_nhwc(const at::Tensor& t, int64_t c_multiple) {
 // recorded, not run), nor while the conv race times gpukern's side (conv/vendor.h: it times what a
 // graph replay costs). Copies of freed weights are dropped at the next insertion. Bounded
 // (kMaxFilters entries, kMaxFilterBytes of copies; a full cache starts over); thread-safe.
-at::Tensor cached_nhwc_filter(const at::Tensor& w, int64_t c_multiple) {
-  if (w.size(1) % c_multiple == 0 && nhwc_strides(w)) return w;
+// convert(): the conversion itself (to_nhwc(w, c_multiple) on some stream), called where the
+// cache has no copy.
+template <class Convert>
+at::Tensor cached_filter(const at::Tensor& w, int64_t c_multiple, Convert&& convert) {
   constexpr size_t kMaxFilters = 256;
   constexpr int64_t kMaxFilterBytes = int64_t{256} << 20;
-  if (w.is_inference()) return to_nhwc(w, c_multiple);
+  if (w.is_inference()) return convert();
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream(w.device().index()).stream();
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
   if (cudaStreamIsCapturing(stream, &capture) != cudaSuccess ||
       capture != cudaStreamCaptureStatusNone || conv_race_timing_ours()) {
     (void)cudaGetLastError();
-    return to_nhwc(w, c_multiple);
+    return convert();
   }
   // What a copy is of (every field but the version).
   struct View {
@@ -107,7 +110,7 @@ at::Tensor cached_nhwc_filter(const at::Tensor& w, int64_t c_multiple) {
       }
     }
   }
-  at::Tensor converted = to_nhwc(w, c_multiple);
+  at::Tensor converted = convert();
   auto nbytes = [](const at::Tensor& t) {
     return t.numel() * static_cast<int64_t>(t.element_size());
   };
@@ -135,6 +138,37 @@ at::Tensor cached_nhwc_filter(const at::Tensor& w, int64_t c_multiple) {
   cache[impl].push_back(Entry{w.storage().getWeakStorageImpl(), view, version, converted});
   bytes += nbytes(converted);
   return converted;
+}
+
+at::Tensor cached_nhwc_filter(const at::Tensor& w, int64_t c_multiple) {
+  if (w.size(1) % c_multiple == 0 && nhwc_strides(w)) return w;
+  return cached_filter(w, c_multiple, [&] { return to_nhwc(w, c_multiple); });
+}
+
+std::pair<at::Tensor, at::Tensor> nhwc_operands(const at::Tensor& x, const at::Tensor& w,
+                                                int64_t x_multiple, int64_t w_multiple) {
+  const bool x_in_place = x.size(1) % x_multiple == 0 && nhwc_strides(x).has_value();
+  if (x_in_place) return {x, cached_nhwc_filter(w, w_multiple)};
+  if (w.size(1) % w_multiple == 0 && nhwc_strides(w)) return {to_nhwc(x, x_multiple), w};
+  at::Tensor xc;
+  const at::Tensor wc = cached_filter(w, w_multiple, [&] {
+    // Fork: the filter's conversion on a pool stream, x's on the current one; join before the
+    // caller's kernel. Both results are allocated on the current stream (to_nhwc's overload),
+    // so their memory is ordered by it alone.
+    const c10::DeviceIndex dev = x.device().index();
+    const at::cuda::CUDAStream cur = at::cuda::getCurrentCUDAStream(dev);
+    const at::cuda::CUDAStream side = at::cuda::getStreamFromPool(false, dev);
+    at::cuda::CUDAEvent fork, join;
+    fork.record(cur);
+    fork.block(side);
+    at::Tensor converted = to_nhwc(w, w_multiple, side.stream());
+    join.record(side);
+    xc = to_nhwc(x, x_multiple);
+    join.block(cur);
+    return converted;
+  });
+  if (!xc.defined()) xc = to_nhwc(x, x_multiple);  // the filter was a cached copy
+  return {xc, wc};
 }
 
 }  // namespace igemm_forms
