@@ -52,39 +52,32 @@ constexpr int64_t kMaxTmaStride = 8;  // TMA im2col: element (traversal) strides
 // SMs assumed by a query without a GPU (an H100 SXM).
 constexpr int64_t kQuerySmCount = 132;
 
-const IgemmKernel& kernel_for(IgemmDtype d, IgemmBucket b) {
+// nchw_out: the configuration built with the epilogue that writes y of any [N, O, P, Q] strides
+// (conv/igemm/epilogue_nchw.cuh), run4's kernel for outputs that are not NHWC-aligned.
+const IgemmKernel& kernel_for(IgemmDtype d, IgemmBucket b, bool nchw_out = false) {
   // The tuning experiment (igemm_variants.cu, linked only into a build made with
   // GPUKERN_IGEMM_VARIANTS=1): GPUKERN_IGEMM_VARIANT=<name> replaces the kernel of its dtype.
-  if (conv::igemm_variant != nullptr) {
+  if (conv::igemm_variant != nullptr && !nchw_out) {
     if (const char* v = std::getenv("GPUKERN_IGEMM_VARIANT")) {
       if (const IgemmKernel* var = conv::igemm_variant(d, v)) return *var;
     }
   }
   const int i = static_cast<int>(b);  // kLarge, kSmall, kMedium, kNarrow
-  static const IgemmKernel* const table[3][4] = {
-      {&conv::kIgemmBf16Large, &conv::kIgemmBf16Small, &conv::kIgemmBf16Medium,
-       &conv::kIgemmBf16Narrow},
-      {&conv::kIgemmF16Large, &conv::kIgemmF16Small, &conv::kIgemmF16Medium,
-       &conv::kIgemmF16Narrow},
-      {&conv::kIgemmTf32Large, &conv::kIgemmTf32Small, &conv::kIgemmTf32Medium,
-       &conv::kIgemmTf32Narrow}};
+  static const IgemmKernel* const table[2][3][4] = {
+      {{&conv::kIgemmBf16Large, &conv::kIgemmBf16Small, &conv::kIgemmBf16Medium,
+        &conv::kIgemmBf16Narrow},
+       {&conv::kIgemmF16Large, &conv::kIgemmF16Small, &conv::kIgemmF16Medium,
+        &conv::kIgemmF16Narrow},
+       {&conv::kIgemmTf32Large, &conv::kIgemmTf32Small, &conv::kIgemmTf32Medium,
+        &conv::kIgemmTf32Narrow}},
+      {{&conv::kIgemmBf16LargeNchw, &conv::kIgemmBf16SmallNchw, &conv::kIgemmBf16MediumNchw,
+        &conv::kIgemmBf16NarrowNchw},
+       {&conv::kIgemmF16LargeNchw, &conv::kIgemmF16SmallNchw, &conv::kIgemmF16MediumNchw,
+        &conv::kIgemmF16NarrowNchw},
+       {&conv::kIgemmTf32LargeNchw, &conv::kIgemmTf32SmallNchw, &conv::kIgemmTf32MediumNchw,
+        &conv::kIgemmTf32NarrowNchw}}};
   const int row = d == IgemmDtype::kBf16 ? 0 : d == IgemmDtype::kF16 ? 1 : 2;
-  return *table[row][i];
-}
-
-// The same configuration with the epilogue that writes y of any [N, O, P, Q] strides
-// (conv/igemm/epilogue_nchw.cuh): run4's kernel for outputs that are not NHWC-aligned.
-const IgemmKernel& nchw_kernel_for(IgemmDtype d, IgemmBucket b) {
-  const int i = static_cast<int>(b);
-  static const IgemmKernel* const table[3][4] = {
-      {&conv::kIgemmBf16LargeNchw, &conv::kIgemmBf16SmallNchw, &conv::kIgemmBf16MediumNchw,
-       &conv::kIgemmBf16NarrowNchw},
-      {&conv::kIgemmF16LargeNchw, &conv::kIgemmF16SmallNchw, &conv::kIgemmF16MediumNchw,
-       &conv::kIgemmF16NarrowNchw},
-      {&conv::kIgemmTf32LargeNchw, &conv::kIgemmTf32SmallNchw, &conv::kIgemmTf32MediumNchw,
-       &conv::kIgemmTf32NarrowNchw}};
-  const int row = d == IgemmDtype::kBf16 ? 0 : d == IgemmDtype::kF16 ? 1 : 2;
-  return *table[row][i];
+  return *table[nchw_out ? 1 : 0][row][i];
 }
 
 int64_t sm_count() {
@@ -571,7 +564,7 @@ void run4(const ConvProblem& p, const at::Tensor& x4, const at::Tensor& w4,
   // through the kernel whose epilogue writes y's own strides, or a channels_last temporary
   // written back once where that measured faster (forms.h nchw_out_for).
   if (!nhwc_strides(y4).has_value() && nchw_out_for(d, bucket_of(p))) {
-    const IgemmKernel& kn = nchw_kernel_for(d, bucket_of(p));
+    const IgemmKernel& kn = kernel_for(d, bucket_of(p), /*nchw_out=*/true);
     ip.y_sn = y4.stride(0);
     ip.y_so = y4.stride(1);
     ip.y_sh = y4.stride(2);
