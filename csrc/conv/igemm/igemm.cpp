@@ -547,7 +547,13 @@ void run4(const ConvProblem& p, const at::Tensor& x4, const at::Tensor& w4,
   IgemmProblem ip;
   GK_CHECK(make_igemm_problem(p, ip), "conv",
            "igemm: the problem is outside the path (igemm_can_run is false)");
-  const IgemmKernel& k = kernel_for(d, bucket_of(p));
+  const IgemmBucket bucket = bucket_of(p);
+  // Output: in place when NHWC-aligned (the TMA epilogue); any other layout (NCHW above all)
+  // through the kernel whose epilogue writes y's own strides, or a channels_last temporary
+  // written back once where that measured faster (forms.h nchw_out_for).
+  const bool y_direct = nhwc_strides(y4).has_value();
+  const bool nchw_out = !y_direct && nchw_out_for(d, bucket);
+  const IgemmKernel& k = kernel_for(d, bucket, nchw_out);
   const auto [xc, wc] = nhwc_operands(x4, w4, align, align);
   ip.C = static_cast<int>(xc.size(1));
   const auto xs = *nhwc_strides(xc);
@@ -560,20 +566,15 @@ void run4(const ConvProblem& p, const at::Tensor& x4, const at::Tensor& w4,
   ip.w_ss = ws[2];
   ip.device = x4.device().index();
   ip.sm_count = at::cuda::getDeviceProperties(ip.device)->multiProcessorCount;
-  // Output: in place when NHWC-aligned (the TMA epilogue); any other layout (NCHW above all)
-  // through the kernel whose epilogue writes y's own strides, or a channels_last temporary
-  // written back once where that measured faster (forms.h nchw_out_for).
-  if (!nhwc_strides(y4).has_value() && nchw_out_for(d, bucket_of(p))) {
-    const IgemmKernel& kn = kernel_for(d, bucket_of(p), /*nchw_out=*/true);
+  if (nchw_out) {
     ip.y_sn = y4.stride(0);
     ip.y_so = y4.stride(1);
     ip.y_sh = y4.stride(2);
     ip.y_sw = y4.stride(3);
     const at::Tensor rc = prepared_residual(residual, y4);
-    launch(kn, ip, verdict(kn, ip), buffers(xc, wc, bc, rc, y4, p.act), x4);
+    launch(k, ip, verdict(k, ip), buffers(xc, wc, bc, rc, y4, p.act), x4);
     return;
   }
-  const bool y_direct = nhwc_strides(y4).has_value();
   const at::Tensor yc =
       y_direct ? y4
                : at::empty(y4.sizes(), y4.options().memory_format(at::MemoryFormat::ChannelsLast));

@@ -40,8 +40,13 @@ std::optional<std::array<int64_t, 3>> nhwc_strides(const at::Tensor& t) {
 // tensor with the channels zero-padded to a multiple of c_multiple (conv/layout.h: a tiled
 // transpose, not t.contiguous(ChannelsLast), which keeps a misaligned channels_last view as is
 // and permutes NCHW at a fraction of the bandwidth).
+// Whether as_nhwc gives t itself.
+bool nhwc_in_place(const at::Tensor& t, int64_t c_multiple) {
+  return t.size(1) % c_multiple == 0 && nhwc_strides(t).has_value();
+}
+
 at::Tensor as_nhwc(const at::Tensor& t, int64_t c_multiple) {
-  if (t.size(1) % c_multiple == 0 && nhwc_strides(t)) return t;
+  if (nhwc_in_place(t, c_multiple)) return t;
   return to_nhwc(t, c_multiple);
 }
 
@@ -141,15 +146,14 @@ at::Tensor cached_filter(const at::Tensor& w, int64_t c_multiple, Convert&& conv
 }
 
 at::Tensor cached_nhwc_filter(const at::Tensor& w, int64_t c_multiple) {
-  if (w.size(1) % c_multiple == 0 && nhwc_strides(w)) return w;
+  if (nhwc_in_place(w, c_multiple)) return w;
   return cached_filter(w, c_multiple, [&] { return to_nhwc(w, c_multiple); });
 }
 
 std::pair<at::Tensor, at::Tensor> nhwc_operands(const at::Tensor& x, const at::Tensor& w,
                                                 int64_t x_multiple, int64_t w_multiple) {
-  const bool x_in_place = x.size(1) % x_multiple == 0 && nhwc_strides(x).has_value();
-  if (x_in_place) return {x, cached_nhwc_filter(w, w_multiple)};
-  if (w.size(1) % w_multiple == 0 && nhwc_strides(w)) return {to_nhwc(x, x_multiple), w};
+  if (nhwc_in_place(x, x_multiple)) return {x, cached_nhwc_filter(w, w_multiple)};
+  if (nhwc_in_place(w, w_multiple)) return {to_nhwc(x, x_multiple), w};
   at::Tensor xc;
   const at::Tensor wc = cached_filter(w, w_multiple, [&] {
     // Fork: the filter's conversion on a pool stream, x's on the current one; join before the

@@ -26,6 +26,9 @@ inline int64_t round_up(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
 // packed channels_last tensor with the channels zero-padded to a multiple of c_multiple.
 at::Tensor as_nhwc(const at::Tensor& t, int64_t c_multiple);
 
+// Whether as_nhwc(t, c_multiple) is t itself (no conversion).
+bool nhwc_in_place(const at::Tensor& t, int64_t c_multiple);
+
 // as_nhwc of a filter, the converted copy remembered per filter tensor (nhwc.cpp says when a
 // copy is reused and when it is not).
 at::Tensor cached_nhwc_filter(const at::Tensor& w, int64_t c_multiple);
