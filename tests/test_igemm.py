@@ -651,23 +651,10 @@ CONFIG_RULE = [
 ]
 
 
-# fp32 (TF32): the layers whose 128x128 tiles fill at most half of 132 SMs over a long K split
-# their input channels (igemm.cpp splits_for).
-SPLIT_RULE = {
-    (16, 512, 7, 7, 512, 3, 1, 1): "split4_128x128",    # 28 tiles, K = 4608
-    (16, 512, 14, 14, 512, 3, 2, 1): "split4_128x128",
-    (16, 256, 14, 14, 256, 3, 1, 1): "split2_128x128",  # 50 tiles, K = 2304
-    (16, 256, 28, 28, 256, 3, 2, 1): "split2_128x128",
-}
-
-
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_bucket_rule(dtype, monkeypatch):
     monkeypatch.delenv("GPUKERN_IGEMM_CONFIG", raising=False)
-    monkeypatch.delenv("GPUKERN_IGEMM_SPLIT", raising=False)
     for (n, c, h, wd, o, k, stride, padding), want in CONFIG_RULE:
-        if dtype == torch.float32:
-            want = SPLIT_RULE.get((n, c, h, wd, o, k, stride, padding), want)
         x = torch.empty(n, c, h, wd, device="meta", dtype=dtype)
         w = torch.empty(o, c, k, k, device="meta", dtype=dtype)
         got = torch.ops.gpukern._igemm_config_conv2d(x, w, [stride] * 2, [padding] * 2, [1, 1])
@@ -897,79 +884,3 @@ def test_nchw_operands_forked_in_graph(dtype):
     with torch_ops.force_algorithm("conv2d", "igemm"):
         again = torch_ops.conv2d_fused(x, w, b, 1, 1, 1, 1, "relu", None)
     assert torch.equal(again, out)
-
-
-# Split-K (igemm.cpp splits_for / run_split, splitk.cu): (N, C, H, W, O, K, stride, padding).
-SPLIT_SHAPES = [
-    (3, 96, 9, 11, 72, 3, 1, 1),   # odd planes, O not a multiple of the 32-channel reduce tile
-    (2, 64, 13, 13, 40, 3, 2, 1),  # stride 2
-    (1, 128, 5, 5, 36, 1, 1, 0),   # 1x1 on the conv kernel (GPUKERN_IGEMM_GEMM=0)
-]
-
-
-@pytest.mark.parametrize("shape", SPLIT_SHAPES, ids=lambda s: f"n{s[0]}c{s[1]}_{s[2]}x{s[3]}_o{s[4]}_k{s[5]}s{s[6]}")
-@pytest.mark.parametrize("splits", [2, 4, 8])
-@pytest.mark.parametrize("fmt", ["nchw", "cl"])
-def test_split_k_fused(shape, splits, fmt, monkeypatch):
-    """fp32 (TF32) with the input channels cut into 2, 4, 8 slices (GPUKERN_IGEMM_SPLIT): every
-    activation, with and without a bias and a residual, NCHW and channels_last, against the
-    unfused float64 sequence; the configuration query names the split."""
-    from conftest import REF_ACTS
-    monkeypatch.setenv("GPUKERN_IGEMM_SPLIT", str(splits))
-    monkeypatch.setenv("GPUKERN_IGEMM_GEMM", "0")
-    n, c, h, wd, o, k, stride, pad = shape
-    if c % (4 * splits) != 0:
-        pytest.skip("the slices must hold a multiple of 4 channels")
-    gen = torch.Generator().manual_seed(SPLIT_SHAPES.index(shape) * 8 + splits)
-    mf = torch.channels_last if fmt == "cl" else torch.contiguous_format
-    x = _rand(n, c, h, wd, dtype=torch.float32, gen=gen).contiguous(memory_format=mf)
-    w = (_rand(o, c, k, k, dtype=torch.float32, gen=gen) / (c * k * k) ** 0.5).contiguous(
-        memory_format=mf)
-    b = _rand(o, dtype=torch.float32, gen=gen)
-    assert torch.ops.gpukern._igemm_config_conv2d(
-        x, w, [stride] * 2, [pad] * 2, [1, 1]) == f"split{splits}_128x128"
-    for i, (act, fn) in enumerate(REF_ACTS.items()):
-        bias = b if i % 2 == 0 else None
-        ref = _ref(x, w, bias, stride, pad, 1)
-        r = _rand(*ref.shape, dtype=torch.float32, gen=gen) if i % 3 != 2 else None
-        if r is not None:
-            r = r.contiguous(memory_format=mf)
-        with torch_ops.force_algorithm("conv2d", "igemm"):
-            out = torch_ops.conv2d_fused(x, w, bias, stride, pad, 1, 1, act, r)
-        assert out.shape == ref.shape and out.is_contiguous(memory_format=mf)
-        want = fn(ref + (r.double() if r is not None else 0))
-        err = _rel_err(out, want)
-        assert err <= REL_TOL[torch.float32], (act, bias is not None, r is not None, err)
-
-
-def test_split_k_rule_layers_and_graph(monkeypatch):
-    """ResNet-50's 512 -> 512 3x3 at 7x7 (batch 16), split by the rule, in both layouts and
-    against the unsplit kernel; then the split captured in a CUDA graph (the slices' streams a
-    fork and join of the graph): a replay sees new input data."""
-    monkeypatch.delenv("GPUKERN_IGEMM_SPLIT", raising=False)
-    monkeypatch.delenv("GPUKERN_IGEMM_CONFIG", raising=False)
-    gen = torch.Generator().manual_seed(53)
-    x = _rand(16, 512, 7, 7, dtype=torch.float32, gen=gen)
-    w = _rand(512, 512, 3, 3, dtype=torch.float32, gen=gen) / 48.0
-    b = _rand(512, dtype=torch.float32, gen=gen)
-    ref = F.relu(_ref(x, w, b, 1, 1, 1))
-    if torch.cuda.get_device_properties(0).multi_processor_count >= 112:
-        assert torch.ops.gpukern._igemm_config_conv2d(
-            x, w, [1, 1], [1, 1], [1, 1]).startswith("split")
-    for xx in (x, x.contiguous(memory_format=torch.channels_last)):
-        with torch_ops.force_algorithm("conv2d", "igemm"):
-            out = torch_ops.conv2d_fused(xx, w, b, 1, 1, 1, 1, "relu", None)
-        assert _rel_err(out, ref) <= REL_TOL[torch.float32]
-        monkeypatch.setenv("GPUKERN_IGEMM_SPLIT", "1")
-        with torch_ops.force_algorithm("conv2d", "igemm"):
-            whole = torch_ops.conv2d_fused(xx, w, b, 1, 1, 1, 1, "relu", None)
-        monkeypatch.delenv("GPUKERN_IGEMM_SPLIT")
-        assert _rel_err(whole, ref) <= REL_TOL[torch.float32]
-    monkeypatch.setenv("GPUKERN_IGEMM_SPLIT", "4")
-    xs = x[:4].clone()
-    with torch_ops.force_algorithm("conv2d", "igemm"):
-        g, out = _captured(lambda: torch_ops.conv2d_fused(xs, w, b, 1, 1, 1, 1, "relu", None))
-    xs.copy_(_rand(4, 512, 7, 7, dtype=torch.float32, gen=gen))
-    g.replay()
-    torch.cuda.synchronize()
-    assert _rel_err(out, F.relu(_ref(xs, w, b, 1, 1, 1))) <= REL_TOL[torch.float32]

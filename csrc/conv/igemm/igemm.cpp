@@ -20,15 +20,12 @@
 #if defined(GPUKERN_WITH_CUDA) && defined(GPUKERN_WITH_CUTLASS)
 #include <ATen/Context.h>
 #include <ATen/cuda/CUDAContext.h>
-#include <ATen/cuda/CUDAEvent.h>
-#include <c10/cuda/CUDAGuard.h>
 
 #include "conv/direct/pointwise_nchw.h"
 #include "conv/igemm/config.h"
 #include "conv/igemm/forms.h"
 #include "conv/igemm/im2col.h"
 #include "conv/igemm/nhwc.h"
-#include "conv/igemm/splitk.h"
 #include "conv/layout.h"
 #define GPUKERN_IGEMM 1
 #endif
@@ -47,8 +44,6 @@ using conv::IgemmProblem;
 using conv::GemmForm;
 using conv::GemmKernel;
 using conv::GemmProblem;
-using conv::split_reduce_run;
-using conv::SplitReduce;
 using namespace igemm_forms;  // NOLINT: the cuBLASLt forms and the helpers they share
 
 constexpr int64_t kMaxInt = std::numeric_limits<int32_t>::max();
@@ -447,107 +442,6 @@ std::optional<BlasPlan> nhwc_blas_of(const ConvProblem& p, IgemmDtype d, bool ha
   return plan;
 }
 
-// Split-K: the layers whose 128x128 output tiles fill at most half of the SMs while each tile
-// walks a long K (ResNet-50's last stage, 512 -> 512 3x3 at 7x7: 28 tiles of K = 4608, on 28 of
-// an H100's 132 SMs whichever tile the bucket picks). The input channels are cut into `splits`
-// slices of a multiple of the alignment; each slice is one launch of the 128x128 kernel over
-// channel-sliced views of x and w (the same strides, the pointers moved; the TMA zero-fills past
-// the slice's channels), on its own stream, writing fp32 partial sums; split_reduce_run
-// (conv/igemm/splitk.h) adds them, the bias and the residual, applies the activation and writes
-// y in its layout. fp32 (TF32) only: the TF32 kernels write fp32, the 16-bit ones would need
-// fp32-output instantiations. The count doubles while the tiles still fit the SMs, each slice
-// keeps at least kMinSplitK of K, and up to kMaxSplits.
-// GPUKERN_IGEMM_SPLIT=n in the environment forces n slices where the channels allow (1: off;
-// benchmarks and tests; read on every call). A tile forced with GPUKERN_IGEMM_CONFIG turns the
-// automatic split off.
-constexpr int64_t kMaxSplits = 4;
-constexpr int64_t kMinSplitK = 1024;
-
-int64_t splits_for(const ConvProblem& p, IgemmDtype d, int64_t align) {
-  if (d != IgemmDtype::kTf32) return 1;
-  auto fits = [&](int64_t s) { return s >= 1 && s <= 8 && p.C % (s * align) == 0; };
-  if (const char* env = std::getenv("GPUKERN_IGEMM_SPLIT")) {
-    const long long forced = std::atoll(env);
-    if (forced >= 1) return fits(forced) ? forced : 1;
-  }
-  // A tile forced by GPUKERN_IGEMM_CONFIG (tests, benchmarks) runs as it is.
-  if (std::getenv("GPUKERN_IGEMM_CONFIG") != nullptr) return 1;
-  const int64_t tiles = ((p.N * p.OH * p.OW + 127) / 128) * ((p.O + 127) / 128);
-  const int64_t sms = sm_count();
-  const int64_t K = p.C * p.KH * p.KW;
-  int64_t s = 1;
-  while (2 * s <= kMaxSplits && tiles * 2 * s <= sms && K / (2 * s) >= kMinSplitK &&
-         fits(2 * s)) {
-    s *= 2;
-  }
-  return s;
-}
-
-// The split-K run (splits_for above) over NHWC-usable xc, wc; ip has their strides. False, with
-// nothing launched, where CUTLASS cannot run the slices.
-bool run_split(const ConvProblem& p, IgemmDtype d, IgemmProblem ip, int64_t splits,
-               const at::Tensor& xc, const at::Tensor& wc, const at::Tensor& bc,
-               const std::optional<at::Tensor>& residual, const at::Tensor& y4) {
-  const int64_t M = p.N * p.OH * p.OW;
-  const int64_t cs = p.C / splits;
-  ip.C = static_cast<int>(cs);
-  ip.y_sw = p.O;
-  ip.y_sh = p.OW * p.O;
-  ip.y_sn = p.OH * p.OW * p.O;
-  if (static_cast<double>(splits) * M * p.O > static_cast<double>(kMaxInt)) return false;
-  const IgemmKernel& k = kernel_for(d, IgemmBucket::kLarge);
-  const Verdict v = verdict(k, ip);
-  if (!v.ok) return false;
-  const at::Tensor part = at::empty({splits, M, p.O}, xc.options().dtype(at::kFloat));
-  const int64_t esize = xc.element_size();
-  const char* xb = static_cast<const char*>(xc.const_data_ptr());
-  const char* wb = static_cast<const char*>(wc.const_data_ptr());
-  const c10::DeviceIndex dev = xc.device().index();
-  const at::cuda::CUDAStream cur = at::cuda::getCurrentCUDAStream(dev);
-  at::cuda::CUDAEvent fork;
-  fork.record(cur);
-  std::vector<at::cuda::CUDAEvent> joins(static_cast<size_t>(splits - 1));
-  // The side streams' slices first, so that they are queued before the current stream's.
-  for (int64_t s = splits - 1; s >= 0; --s) {
-    IgemmBuffers b;
-    b.x = xb + s * cs * esize;
-    b.w = wb + s * cs * esize;
-    b.y = part.data_ptr<float>() + s * M * p.O;
-    if (s == 0) {
-      launch(k, ip, v, b, xc);
-      break;
-    }
-    const at::cuda::CUDAStream side = at::cuda::getStreamFromPool(false, dev);
-    fork.block(side);
-    {
-      const c10::cuda::CUDAStreamGuard guard(side);
-      launch(k, ip, v, b, xc);
-    }
-    joins[static_cast<size_t>(s - 1)].record(side);
-  }
-  for (auto& j : joins) j.block(cur);
-  const at::Tensor rc = prepared_residual(residual, y4);
-  SplitReduce r;
-  r.partials = part.const_data_ptr<float>();
-  r.splits = static_cast<int>(splits);
-  r.split_stride = M * p.O;
-  r.M = M;
-  r.O = p.O;
-  r.P = p.OH;
-  r.Q = p.OW;
-  r.bias = bc.defined() ? bc.const_data_ptr() : nullptr;
-  r.residual = rc.defined() ? rc.const_data_ptr() : nullptr;
-  r.y = y4.data_ptr();
-  r.y_sn = y4.stride(0);
-  r.y_so = y4.stride(1);
-  r.y_sp = y4.stride(2);
-  r.y_sq = y4.stride(3);
-  r.act = p.act;
-  r.dtype = y4.scalar_type() == at::kFloat ? 0 : (y4.scalar_type() == at::kBFloat16 ? 1 : 2);
-  split_reduce_run(r, cur.stream());
-  return true;
-}
-
 // Whether run4 converts a 1x1 layer of these x strides to NHWC for the GEMM (takes_gemm_1x1
 // true): x not already NHWC, and the kNchw GEMM (16-bit only) not possible on its planes.
 bool converts_1x1(const ConvProblem& p, IgemmDtype d) {
@@ -672,10 +566,6 @@ void run4(const ConvProblem& p, const at::Tensor& x4, const at::Tensor& w4,
   ip.w_ss = ws[2];
   ip.device = x4.device().index();
   ip.sm_count = at::cuda::getDeviceProperties(ip.device)->multiProcessorCount;
-  if (const int64_t splits = splits_for(p, d, align);
-      splits > 1 && run_split(p, d, ip, splits, xc, wc, bc, residual, y4)) {
-    return;
-  }
   if (nchw_out) {
     ip.y_sn = y4.stride(0);
     ip.y_so = y4.stride(1);
@@ -778,11 +668,6 @@ std::string igemm_config_name(const ConvProblem& p) {
   if (gemm_enabled() && !aligned && M > kSmallGemmRows && M <= kMaxInt &&
       im2col_fits(p, p.elem_size)) {
     return "stem_im2col_gemm";
-  }
-  if (aligned) {
-    if (const int64_t splits = splits_for(p, d, channel_align(p)); splits > 1) {
-      return "split" + std::to_string(splits) + "_128x128";
-    }
   }
   switch (bucket_of(p)) {
     case IgemmBucket::kSmall: return "small_64x64";
