@@ -78,6 +78,8 @@ def main():
     ap.add_argument("--tiles", action="store_true", help="time each tile of the kernel")
     ap.add_argument("--dtype", choices=["float32", "bfloat16", "float16"], default="float32",
                     help="the blocks' dtype (default mode; 16-bit: pointwise_nchw16.cuh)")
+    ap.add_argument("--blocks", nargs="+", metavar="CxH",
+                    help="--tiles: only the blocks of these input channels x plane sizes")
     ap.add_argument("--splits", action="store_true",
                     help="time the split tiles at 2, 4, 8 CTAs a cluster (C >= 160, <= 14x14)")
     args = ap.parse_args()
@@ -86,7 +88,8 @@ def main():
     print(f"# {torch.cuda.get_device_name()}, torch {torch.__version__}, cuDNN "
           f"{torch.backends.cudnn.version()}: us per call (graph of 20, L2 flushed, median of 30)")
     if args.tiles:
-        return tiles(args.batch, g)
+        only = {tuple(int(v) for v in b.split("x")) for b in args.blocks} if args.blocks else None
+        return tiles(args.batch, g, only)
     if args.splits:
         return splits(args.batch, g)
     dtype = getattr(torch, args.dtype)
@@ -142,11 +145,13 @@ TILES = ["64x128 w32x32", "64x64 w32x32", "64x128 w32x64 s2 b4", "64x128 w32x32 
          "64x128 w32x32 plain", "64x128 w32x32 s2 b3 plain"]
 
 
-def tiles(n, g):
+def tiles(n, g, only=None):
     print("\n| block (fp32 NCHW) | torch conv | torch unfused | "
           + " | ".join(TILES) + " | auto | auto / unfused |")
     print("|---|---:|---:|" + "---:|" * (len(TILES) + 2))
     for (c, h, o, follow), (x, w, b, r, ref, torch_seq, fused) in blocks(n, g):
+        if only and (c, h) not in only:
+            continue
         t_conv = torch_best(lambda: F.conv2d(x, w))
         t_seq = torch_best(torch_seq)
         times = []
