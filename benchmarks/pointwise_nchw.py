@@ -95,8 +95,9 @@ def main():
     dtype = getattr(torch, args.dtype)
     tol = TOL if dtype == torch.float32 else 1e-2  # 16-bit: one rounding of the output
     print(f"\n| block ({args.dtype} NCHW) | torch conv | torch unfused | pointwise | igemm | "
-          "auto (algo) | auto / unfused | plain: pointwise | igemm | auto (algo) | auto / conv |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+          "gemm80 | auto (algo) | auto / unfused | plain: pointwise | igemm | auto (algo) | "
+          "auto / conv |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     n = args.batch
     for (c, h, o, follow), (x, w, b, r, ref, torch_seq, fused) in blocks(n, g, dtype):
         ref_plain = F.conv2d(x.double(), w.double())
@@ -108,8 +109,19 @@ def main():
         t_seq = torch_best(torch_seq)
         row = {}
         for name, fn, want in (("f", fused, ref), ("p", plain, ref_plain)):
-            for algo in ("pointwise_nchw", "igemm", None):
+            for algo in ("pointwise_nchw", "igemm", "gemm80", None):
                 key = f"{name}:{algo}"
+                if algo == "gemm80" and (name == "p" or (h * h) % 4 != 0):
+                    row[key] = None  # fused calls only; planes of a multiple of 4 pixels
+                    continue
+                # gemm80: igemm's visitor-tree GEMM forced on (GPUKERN_IGEMM_GEMM80=1); the other
+                # igemm column with it off; auto with its rule
+                if algo == "gemm80":
+                    os.environ["GPUKERN_IGEMM_GEMM80"] = "1"
+                elif algo == "igemm":
+                    os.environ["GPUKERN_IGEMM_GEMM80"] = "0"
+                else:
+                    os.environ.pop("GPUKERN_IGEMM_GEMM80", None)
                 try:
                     if algo is None:
                         os.environ["GPUKERN_PW_OFF"] = "0"
@@ -122,8 +134,9 @@ def main():
                     else:
                         # 16-bit igemm: its other 1x1 forms (GPUKERN_PW_OFF=1 keeps the calls
                         # from pointwise_nchw16)
-                        os.environ["GPUKERN_PW_OFF"] = "1" if algo == "igemm" else "0"
-                        with torch_ops.force_algorithm("conv2d", algo):
+                        os.environ["GPUKERN_PW_OFF"] = "1" if algo in ("igemm", "gemm80") else "0"
+                        forced = "igemm" if algo == "gemm80" else algo
+                        with torch_ops.force_algorithm("conv2d", forced):
                             e = err(fn(), want)
                             assert e < tol, f"{key} {c}x{h}->{o}: rel err {e:.2e}"
                             row[key] = timed(fn)
@@ -135,7 +148,8 @@ def main():
         def f(v):
             return "-" if v is None else f"{v:.1f}"
         print(f"| {n}x{c}x{h}x{h} -> {o} {follow} | {t_conv:.1f} | {t_seq:.1f} | "
-              f"{f(row['f:pointwise_nchw'])} | {f(row['f:igemm'])} | {f(row['f:None'])} "
+              f"{f(row['f:pointwise_nchw'])} | {f(row['f:igemm'])} | {f(row['f:gemm80'])} | "
+              f"{f(row['f:None'])} "
               f"({row['f:None:algo']}) | {t_seq / row['f:None']:.2f}x | "
               f"{f(row['p:pointwise_nchw'])} | {f(row['p:igemm'])} | {f(row['p:None'])} "
               f"({row['p:None:algo']}) | {t_conv / row['p:None']:.2f}x |", flush=True)

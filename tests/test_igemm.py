@@ -884,3 +884,107 @@ def test_nchw_operands_forked_in_graph(dtype):
     with torch_ops.force_algorithm("conv2d", "igemm"):
         again = torch_ops.conv2d_fused(x, w, b, 1, 1, 1, 1, "relu", None)
     assert torch.equal(again, out)
+
+
+# 1x1 over NCHW planes on CUTLASS 2.x's SM80 batched GEMM with the epilogue in its visitor tree
+# (igemm.cpp try_gemm80, conv/igemm/gemm80.cuh): (N, C, H, W, O).
+GEMM80_SHAPES = [
+    (3, 24, 14, 14, 40),  # MobileNetV3-like 14x14 planes, O not a multiple of the 64-row tile
+    (2, 72, 4, 9, 24),    # 36-pixel planes: a partial pixel tile
+    (1, 160, 8, 8, 104),
+]
+
+
+def _kernel_names(call):
+    """The CUDA kernels call() launches (torch.profiler), joined."""
+    from torch.profiler import ProfilerActivity, profile
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        out = call()
+        torch.cuda.synchronize()
+    return out, " ".join(e.name for e in prof.events() if e.device_type.name == "CUDA")
+
+
+@pytest.mark.parametrize("shape", GEMM80_SHAPES, ids=lambda s: f"n{s[0]}c{s[1]}_{s[2]}x{s[3]}_o{s[4]}")
+@pytest.mark.parametrize("k_step", ["32", "16"])
+def test_gemm80_nchw_fused(shape, k_step, monkeypatch):
+    """fp32 (TF32), GPUKERN_IGEMM_GEMM80=1, each K step: every activation, with and without a bias
+    and a residual, against the unfused float64 sequence; the profiler shows the visitor-tree
+    GEMM ran (and, with the switch off, that it did not)."""
+    from conftest import REF_ACTS
+    dtype = torch.float32
+    monkeypatch.setenv("GPUKERN_IGEMM_GEMM80", "1")
+    monkeypatch.setenv("GPUKERN_IGEMM_GEMM80_K", k_step)
+    n, c, h, wd, o = shape
+    gen = torch.Generator().manual_seed(GEMM80_SHAPES.index(shape) * 4 + len(k_step))
+    x = _rand(n, c, h, wd, dtype=dtype, gen=gen)
+    w = _rand(o, c, 1, 1, dtype=dtype, gen=gen) / c ** 0.5
+    b = _rand(o, dtype=dtype, gen=gen)
+    for i, (act, fn) in enumerate(REF_ACTS.items()):
+        bias = b if i % 2 == 0 else None
+        ref = _ref(x, w, bias, 1, 0, 1)
+        r = _rand(*ref.shape, dtype=dtype, gen=gen) if i % 3 != 2 else None
+        if bias is None and r is None and act == "none":
+            continue  # a plain conv: the fused forms are for calls with an epilogue
+        with torch_ops.force_algorithm("conv2d", "igemm"):
+            out, names = _kernel_names(
+                lambda: torch_ops.conv2d_fused(x, w, bias, 1, 0, 1, 1, act, r))
+        assert "GemmWithVisitor" in names, names
+        assert out.is_contiguous() and out.shape == ref.shape
+        want = fn(ref + (r.double() if r is not None else 0))
+        err = _rel_err(out, want)
+        assert err <= REL_TOL[dtype], (act, bias is not None, r is not None, err)
+    monkeypatch.setenv("GPUKERN_IGEMM_GEMM80", "0")
+    with torch_ops.force_algorithm("conv2d", "igemm"):
+        _, names = _kernel_names(lambda: torch_ops.conv2d_fused(x, w, b, 1, 0, 1, 1, "relu", None))
+    assert "GemmWithVisitor" not in names
+
+
+def test_gemm80_nchw_views_and_fallbacks(monkeypatch):
+    """fp32: the visitor-tree GEMM on a channel-sliced input and a channels_last residual (copied
+    into y's layout); planes of 7x7 (not a multiple of 4 pixels), a channels_last input and a
+    bf16 call go to the other forms, still correct; a CUDA graph replay sees new input data; the
+    rule takes MobileNetV3's 14x14 projection."""
+    dtype = torch.float32
+    monkeypatch.setenv("GPUKERN_IGEMM_GEMM80", "1")
+    gen = torch.Generator().manual_seed(59)
+    big = _rand(2, 40, 6, 10, dtype=dtype, gen=gen)
+    x = big[:, 4:36]  # x_sn = 40 * 60, x_sc = 60
+    w = _rand(24, 32, 1, 1, dtype=dtype, gen=gen) / 6.0
+    b = _rand(24, dtype=dtype, gen=gen)
+    r = _rand(2, 24, 6, 10, dtype=dtype, gen=gen).contiguous(memory_format=torch.channels_last)
+    ref = F.relu(_ref(x, w, b, 1, 0, 1) + r.double())
+    with torch_ops.force_algorithm("conv2d", "igemm"):
+        out, names = _kernel_names(lambda: torch_ops.conv2d_fused(x, w, b, 1, 0, 1, 1, "relu", r))
+    assert "GemmWithVisitor" in names
+    assert _rel_err(out, ref) <= REL_TOL[dtype]
+    for xx in (_rand(2, 32, 7, 7, dtype=dtype, gen=gen),
+               _rand(2, 32, 6, 10, dtype=dtype, gen=gen).contiguous(
+                   memory_format=torch.channels_last)):
+        with torch_ops.force_algorithm("conv2d", "igemm"):
+            out, names = _kernel_names(
+                lambda: torch_ops.conv2d_fused(xx, w, b, 1, 0, 1, 1, "silu", None))
+        assert "GemmWithVisitor" not in names
+        assert _rel_err(out, F.silu(_ref(xx, w, b, 1, 0, 1))) <= REL_TOL[dtype]
+    xb, wb, bb = (t.to(torch.bfloat16) for t in (x, w, b))
+    with torch_ops.force_algorithm("conv2d", "igemm"):
+        out, names = _kernel_names(lambda: torch_ops.conv2d_fused(xb, wb, bb, 1, 0, 1, 1, "relu",
+                                                                  None))
+    assert "GemmWithVisitor" not in names
+    assert _rel_err(out, F.relu(_ref(xb, wb, bb, 1, 0, 1))) <= REL_TOL[torch.bfloat16]
+    xg = _rand(4, 32, 14, 14, dtype=dtype, gen=gen)
+    with torch_ops.force_algorithm("conv2d", "igemm"):
+        g, out = _captured(lambda: torch_ops.conv2d_fused(xg, w, b, 1, 0, 1, 1, "hardswish", None))
+    xg.copy_(_rand(4, 32, 14, 14, dtype=dtype, gen=gen))
+    g.replay()
+    torch.cuda.synchronize()
+    assert _rel_err(out, F.hardswish(_ref(xg, w, b, 1, 0, 1))) <= REL_TOL[dtype]
+    monkeypatch.delenv("GPUKERN_IGEMM_GEMM80")
+    xm = _rand(2, 240, 14, 14, dtype=dtype, gen=gen)
+    wm = _rand(80, 240, 1, 1, dtype=dtype, gen=gen) / 16.0
+    bm = _rand(80, dtype=dtype, gen=gen)
+    with torch_ops.force_algorithm("conv2d", "igemm"):
+        out, names = _kernel_names(lambda: torch_ops.conv2d_fused(xm, wm, bm, 1, 0, 1, 1, "none",
+                                                                  None))
+    assert "GemmWithVisitor" in names
+    assert _rel_err(out, _ref(xm, wm, bm, 1, 0, 1)) <= REL_TOL[dtype]

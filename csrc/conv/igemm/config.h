@@ -137,6 +137,12 @@ extern const GemmKernel kGemmNhwcF16Narrow, kGemmNhwcF16Short;
 constexpr int kGemmNarrowO = 64;
 constexpr int kGemmShortRows = 3136;
 extern const GemmKernel kGemmNhwcTf32;
+// gemm80_tf32.cu: the kNchw form for fp32 (TF32) on CUTLASS 2.x's SM80 kernels
+// (conv/igemm/gemm80.cuh: mma.sync, planes of a multiple of 4 pixels), the bias, residual and
+// activation in an epilogue visitor tree; K step 32 or 16 (K16); *Res reads a residual.
+extern const GemmKernel kGemm80NchwTf32, kGemm80NchwTf32Res;
+extern const GemmKernel kGemm80NchwTf32K16, kGemm80NchwTf32K16Res;
+constexpr int kGemm80Align = 4;  // elements per copy along K (A) and along the pixels
 #ifdef GPUKERN_GEMM_VARIANTS
 // gemm_variants_{coop,pingpong}.cu: the tuning experiment's alternatives to kGemmNhwcBf16.
 extern const GemmKernel kGemmVarCoop128x128, kGemmVarCoop256x128, kGemmVarCoop128x256;

@@ -355,6 +355,25 @@ const GemmKernel& gemm_kernel_for(IgemmDtype d, GemmForm f, int64_t rows, int64_
 
 // The 1x1 GEMM of x4 [N, C, H, W] (NHWC with uniform rows, or NCHW-flat for kNchw) into y4.
 // Returns false (nothing run) when the operands do not fit the form as they are.
+// The kNchw GEMM of a 1x1 layer over NCHW planes (x and y each image's pixels contiguous per
+// channel): sizes and strides into gp (form, device and SM count left to the caller). False when
+// the planes are not contiguous or a size passes int32.
+bool nchw_gemm_problem(const ConvProblem& p, const at::Tensor& x4, const at::Tensor& w2,
+                       const at::Tensor& y4, GemmProblem& gp) {
+  const int64_t HW = p.H * p.W;
+  if (!nchw_flat(x4) || !nchw_flat(y4) || HW > kMaxInt || p.N > kMaxInt) return false;
+  gp.M = static_cast<int>(p.O);
+  gp.N = static_cast<int>(HW);
+  gp.K = static_cast<int>(p.C);
+  gp.L = static_cast<int>(p.N);
+  gp.a_ld = w2.stride(0);
+  gp.b_ld = p.C == 1 ? HW : x4.stride(1);
+  gp.b_batch = p.N == 1 ? p.C * gp.b_ld : x4.stride(0);
+  gp.d_ld = p.O == 1 ? HW : y4.stride(1);
+  gp.d_batch = p.N == 1 ? p.O * gp.d_ld : y4.stride(0);
+  return true;
+}
+
 bool try_gemm(const ConvProblem& p, IgemmDtype d, GemmForm form, const at::Tensor& x4,
               const at::Tensor& w2, const at::Tensor& bias, const std::optional<at::Tensor>& res,
               const at::Tensor& y4) {
@@ -374,17 +393,8 @@ bool try_gemm(const ConvProblem& p, IgemmDtype d, GemmForm form, const at::Tenso
     gp.a_ld = (*xs)[2];
     gp.b_ld = w2.stride(0);
     gp.d_ld = (*ys)[2];
-  } else {
-    if (!nchw_flat(x4) || !nchw_flat(y4) || HW > kMaxInt) return false;
-    gp.M = static_cast<int>(p.O);
-    gp.N = static_cast<int>(HW);
-    gp.K = static_cast<int>(p.C);
-    gp.L = static_cast<int>(p.N);
-    gp.a_ld = w2.stride(0);
-    gp.b_ld = p.C == 1 ? HW : x4.stride(1);
-    gp.b_batch = p.N == 1 ? p.C * gp.b_ld : x4.stride(0);
-    gp.d_ld = p.O == 1 ? HW : y4.stride(1);
-    gp.d_batch = p.N == 1 ? p.O * gp.d_ld : y4.stride(0);
+  } else if (!nchw_gemm_problem(p, x4, w2, y4, gp)) {
+    return false;
   }
   const GemmKernel& k = gemm_kernel_for(d, form, gp.M, gp.N);
   const Verdict v = verdict(k, gp);
@@ -442,6 +452,69 @@ std::optional<BlasPlan> nhwc_blas_of(const ConvProblem& p, IgemmDtype d, bool ha
   return plan;
 }
 
+// fp32 (TF32) 1x1 layers over NCHW planes with a bias or a fused epilogue on CUTLASS 2.x's SM80
+// batched GEMM with the epilogue in its visitor tree (conv/igemm/gemm80.cuh; the kNchw form,
+// which the SM90 GEMMs cannot run in TF32). Where (H200, batch 16, graph replays, us; fused op,
+// gemm80 against the path before it: pointwise_nchw or the NHWC conversions, or cuDNN + an
+// epilogue pass; benchmarks/pointwise_nchw.py): planes of at most 14x14 from at least 160 into at
+// most 128 channels (MobileNetV3's projections: 240 -> 80 6.3 against 7.1, 200 -> 80 + residual
+// 6.7 against 7.4, 480 -> 112 8.3 against 10.0, 672 -> 112 + residual 10.7 against 11.7). It
+// loses into more channels (80 -> 480 14x14 12.1 against 9.9, 1024 -> 256 20.3 against 15.7) and
+// on larger planes (512 -> 128 28x28 22.3 against 20.6, 64 -> 64 56x56 14.1 against 11.2).
+// The K step: 32 channels. 16 (GPUKERN_IGEMM_GEMM80_K=16) is slower on those four (6.5, 6.9, 9.2,
+// 11.8) but faster on some larger planes, none of them in the rule (ResNet-50's 64 -> 256 56x56
+// + residual 48.4 against 54.0 on the forms before, 256 -> 128 56x56 35.2 against 38.9; slower
+// on others: 512 -> 256 28x28 34.0 against 23.7, 16 -> 16 112x112 + residual 26.2 against 20.4),
+// with no rule in those numbers yet (h200_gemm80_k16.md).
+// GPUKERN_IGEMM_GEMM80=1 / 0 in the environment forces it on (where it can run) or off, and
+// GPUKERN_IGEMM_GEMM80_K=16 / 32 the kernel's K step (benchmarks, tests; read on every call).
+const GemmKernel& gemm80_kernel_for(const ConvProblem& p, bool residual) {
+  const char* env = std::getenv("GPUKERN_IGEMM_GEMM80_K");
+  const int k = env != nullptr ? std::atoi(env) : 0;
+  (void)p;
+  if (k == 16) return residual ? conv::kGemm80NchwTf32K16Res : conv::kGemm80NchwTf32K16;
+  return residual ? conv::kGemm80NchwTf32Res : conv::kGemm80NchwTf32;
+}
+
+bool gemm80_preferred(const ConvProblem& p, IgemmDtype d) {
+  if (d != IgemmDtype::kTf32 || !pointwise(p) || (p.b == nullptr && !p.fused())) return false;
+  const int on = env_switch("GPUKERN_IGEMM_GEMM80");
+  if (on >= 0) return on == 1;
+  return p.H * p.W <= 196 && p.C >= 160 && p.O <= 128;
+}
+
+// Runs p on the gemm80 form; false, with nothing launched, where its alignment or CUTLASS's
+// checks refuse the operands.
+bool try_gemm80(const ConvProblem& p, IgemmDtype d, const at::Tensor& x4, const at::Tensor& w4,
+                const at::Tensor& bias, const std::optional<at::Tensor>& res,
+                const at::Tensor& y4) {
+  const int64_t align = conv::kGemm80Align;
+  const int64_t vec_bytes = align * x4.element_size();
+  auto aligned = [&](const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % vec_bytes == 0; };
+  const at::Tensor w2 = w4.reshape({p.O, p.C});
+  if (p.C % align != 0 || (p.H * p.W) % align != 0 || w2.stride(1) != 1 ||
+      w2.stride(0) % align != 0 || !aligned(w2.const_data_ptr()) ||
+      !aligned(x4.const_data_ptr()) || !aligned(y4.const_data_ptr())) {
+    return false;
+  }
+  GemmProblem gp;
+  gp.form = GemmForm::kNchw;
+  if (!nchw_gemm_problem(p, x4, w2, y4, gp)) return false;
+  if (gp.b_ld % align != 0 || gp.b_batch % align != 0 || gp.d_ld % align != 0 ||
+      gp.d_batch % align != 0 || gp.L > 65535) {
+    return false;
+  }
+  gp.device = x4.device().index();
+  gp.sm_count = static_cast<int>(at::cuda::getDeviceProperties(gp.device)->multiProcessorCount);
+  const bool has_res = res.has_value() && res->defined();
+  const GemmKernel& k = gemm80_kernel_for(p, has_res);
+  const Verdict v = verdict(k, gp);
+  if (!v.ok) return false;
+  const at::Tensor rc = prepared_residual(res, y4);  // y's strides, 16-byte aligned
+  launch(k, gp, v, buffers(x4, w2, bias, rc, y4, p.act), x4);
+  return true;
+}
+
 // Whether run4 converts a 1x1 layer of these x strides to NHWC for the GEMM (takes_gemm_1x1
 // true): x not already NHWC, and the kNchw GEMM (16-bit only) not possible on its planes.
 bool converts_1x1(const ConvProblem& p, IgemmDtype d) {
@@ -472,6 +545,7 @@ void run4(const ConvProblem& p, const at::Tensor& x4, const at::Tensor& w4,
   // pointwise_nchw16.cuh), where cuBLASLt's
   // batched NCHW GEMM has no per-channel bias (it needs a pass after) and the CUTLASS GEMMs
   // need the planes converted to NHWC (TF32 wgmma takes K-major operands only).
+  if (gemm80_preferred(p, d) && try_gemm80(p, d, x4, w4, bc, residual, y4)) return;
   if ((d == IgemmDtype::kTf32 || p.elem_size == 2) && (p.b != nullptr || p.fused()) &&
       pointwise_nchw_preferred(p)) {
     pointwise_nchw_run(p, at::cuda::getCurrentCUDAStream(x4.device().index()).stream());
