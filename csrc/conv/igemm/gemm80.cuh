@@ -1,16 +1,14 @@
 #pragma once
-// 1x1 convolutions over NCHW planes as batched GEMMs on CUTLASS 2.x's SM80-style tensor-core
-// kernels (cp.async, mma.sync), with the epilogue as a CUTLASS epilogue visitor tree: the GemmForm
-// kNchw problem of conv/igemm/config.h (y[n] (O x HW) = W (O x C) @ x[n] (C x HW), bias per row),
-// for the dtypes and plane sizes the SM90 kNchw GEMM cannot take.
+// fp32 (TF32) 1x1 convolutions over NCHW planes as batched GEMMs on CUTLASS 2.x's SM80-style
+// tensor-core kernels (cp.async, mma.sync), with the epilogue as a CUTLASS epilogue visitor tree:
+// the GemmForm kNchw problem of conv/igemm/config.h (y[n] (O x HW) = W (O x C) @ x[n] (C x HW),
+// bias per row), which the SM90 GEMMs cannot run in TF32.
 //
-// Why: over NCHW the pixels are the contiguous dim of x, so x is an N-major B operand. TF32
-// wgmma takes K-major operands only, and the SM90 GEMMs' TMA needs every stride a 16-byte
-// multiple (14x14 planes of 16-bit elements are 392 bytes). mma.sync reads its fragments from
-// shared memory, where either layout serves, and cp.async needs 4-, 8- or 16-byte pieces. cuDNN
-// runs MobileNetV3's fp32 NCHW 1x1 layers on this very kind of kernel (CUTLASS's
-// s1688gemm_64x64_32x6_nn_align4, profiled on an H200), then leaves bias, residual and
-// activation to separate passes; here they run in the epilogue.
+// Why: over NCHW the pixels are the contiguous dim of x, so x is an N-major B operand, and TF32
+// wgmma takes K-major operands only. mma.sync reads its fragments from shared memory, where
+// either layout serves. cuDNN runs MobileNetV3's fp32 NCHW 1x1 layers on this kind of kernel
+// (CUTLASS's s1688gemm_64x64_32x6_nn_align4, profiled with ncu on an H200), then leaves bias,
+// residual and activation to separate passes; here they run in the epilogue.
 //
 // The tree (threadblock/fusion/visitors.hpp): D = store(act(acc + bias[row] [+ residual])), in
 // fp32, rounded once at the store. The bias is a column broadcast (null: zeros); the residual an
@@ -22,7 +20,7 @@
 // (grid z), the weight shared (batch stride 0).
 // Contract: kAlign elements per copy along K for A (C % kAlign == 0, a_ld too) and along the
 // pixels for B, D and the residual (H*W % kAlign == 0, b_ld, b_batch, d_ld, d_batch too); base
-// pointers aligned to kAlign elements (the host side checks).
+// pointers aligned to kAlign elements (the host side checks: igemm.cpp try_gemm80).
 #include "conv/igemm/config.h"
 #include "cutlass/cutlass.h"
 #include "cutlass/gemm/device/gemm_universal.h"
