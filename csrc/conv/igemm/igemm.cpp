@@ -455,12 +455,13 @@ std::optional<BlasPlan> nhwc_blas_of(const ConvProblem& p, IgemmDtype d, bool ha
 // fp32 (TF32) 1x1 layers over NCHW planes with a bias or a fused epilogue on CUTLASS 2.x's SM80
 // batched GEMM with the epilogue in its visitor tree (conv/igemm/gemm80.cuh; the kNchw form,
 // which the SM90 GEMMs cannot run in TF32). Where (H200, batch 16, graph replays, us; fused op,
-// gemm80 against the path before it: pointwise_nchw or the NHWC conversions, or cuDNN + an
-// epilogue pass; benchmarks/pointwise_nchw.py): planes of at most 14x14 from at least 160 into at
-// most 128 channels (MobileNetV3's projections: 240 -> 80 6.3 against 7.1, 200 -> 80 + residual
-// 6.7 against 7.4, 480 -> 112 8.3 against 10.0, 672 -> 112 + residual 10.7 against 11.7). It
-// loses into more channels (80 -> 480 14x14 12.1 against 9.9, 1024 -> 256 20.3 against 15.7) and
-// on larger planes (512 -> 128 28x28 22.3 against 20.6, 64 -> 64 56x56 14.1 against 11.2).
+// gemm80 against the automatic choice without it: pointwise_nchw, the NHWC forms or cuDNN + an
+// epilogue pass, whichever the race kept; benchmarks/pointwise_nchw.py, h200_gemm80_a.md):
+// planes of at most 14x14 from at least 160 into at most 128 channels (MobileNetV3's
+// projections: 240 -> 80 6.3 against 7.1, 200 -> 80 + residual 6.7 against 7.4, 480 -> 112 8.3
+// against 10.1, 672 -> 112 + residual 10.7 against 11.8). It loses into more channels (80 -> 480
+// 14x14 12.1 against 10.1, 1024 -> 256 20.3 against 15.4) and on larger planes (512 -> 128 28x28
+// 22.3 against 20.4, 64 -> 64 56x56 14.1 against 11.2).
 // The K step: 32 channels. 16 (GPUKERN_IGEMM_GEMM80_K=16) is slower on those four (6.5, 6.9, 9.2,
 // 11.8) but faster on some larger planes, none of them in the rule (ResNet-50's 64 -> 256 56x56
 // + residual 48.4 against 54.0 on the forms before, 256 -> 128 56x56 35.2 against 38.9; slower
