@@ -20,7 +20,7 @@
 // (grid z), the weight shared (batch stride 0).
 // Contract: kAlign elements per copy along K for A (C % kAlign == 0, a_ld too) and along the
 // pixels for B, D and the residual (H*W % kAlign == 0, b_ld, b_batch, d_ld, d_batch too); base
-// pointers aligned to kAlign elements (the host side checks: igemm.cpp try_gemm80).
+// pointers aligned to kAlign elements (the host side checks: gemm_forms.cpp try_gemm80).
 #include "conv/igemm/config.h"
 #include "cutlass/cutlass.h"
 #include "cutlass/gemm/device/gemm_universal.h"
