@@ -79,7 +79,7 @@ def main():
     ap.add_argument("--dtype", choices=["float32", "bfloat16", "float16"], default="float32",
                     help="the blocks' dtype (default mode; 16-bit: pointwise_nchw16.cuh)")
     ap.add_argument("--blocks", nargs="+", metavar="CxH",
-                    help="--tiles: only the blocks of these input channels x plane sizes")
+                    help="only the blocks of these input channels x plane sizes")
     ap.add_argument("--splits", action="store_true",
                     help="time the split tiles at 2, 4, 8 CTAs a cluster (C >= 160, <= 14x14)")
     args = ap.parse_args()
@@ -99,7 +99,10 @@ def main():
           "auto / conv |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     n = args.batch
+    only = {tuple(int(v) for v in b.split("x")) for b in args.blocks} if args.blocks else None
     for (c, h, o, follow), (x, w, b, r, ref, torch_seq, fused) in blocks(n, g, dtype):
+        if only is not None and (c, h) not in only:
+            continue
         ref_plain = F.conv2d(x.double(), w.double())
 
         def plain():

@@ -846,6 +846,27 @@ def test_nchw_output_views(dtype):
     assert _rel_err(out, _ref(x1, w1, None, 2, 2, 1)) <= REL_TOL[dtype]
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32], ids=str)
+def test_small_plane_residual_to_nhwc(dtype):
+    """A 1x1 layer over NCHW 7x7 planes with a residual, on the forms that convert to NHWC: x and
+    a contiguous NCHW residual go to channels_last through gpukern's small-plane transpose (the
+    profiler sees it twice), a channel-sliced residual through a copy; both correct."""
+    gen = torch.Generator().manual_seed(47)
+    x = _rand(2, 960, 7, 7, dtype=dtype, gen=gen)  # MobileNetV3's 960 -> 160 + residual
+    w = _rand(160, 960, 1, 1, dtype=dtype, gen=gen) / 31.0
+    b = _rand(160, dtype=dtype, gen=gen)
+    ref = _ref(x, w, b, 1, 0, 1)
+    r_big = _rand(2, 164, 7, 7, dtype=dtype, gen=gen)
+    for r, transposes in ((r_big[:, :160].contiguous(), 2), (r_big[:, 2:162], 1)):
+        with torch_ops.force_algorithm("conv2d", "igemm"):
+            out, names = _kernel_names(
+                lambda: torch_ops.conv2d_fused(x, w, b, 1, 0, 1, 1, "none", r))
+        if dtype != torch.float32:  # fp32 over 7x7 converts too, unless a form reads NCHW
+            assert names.count("small_planes_to_nhwc") == transposes, names
+        assert out.is_contiguous()
+        assert _rel_err(out, ref + r.double()) <= REL_TOL[dtype]
+
+
 def test_nchw_output_past_2g_bytes():
     """An NCHW bf16 output of 2.2 GB (1.1e9 elements): the epilogue's element offsets reach past
     2^30, its byte offsets past 2^31."""

@@ -2,9 +2,10 @@
 or any strides -> a new packed channels_last tensor, channels zero-padded to a multiple) and
 gpukern::_nhwc_copy_to (packed channels_last, possibly padded -> a tensor of any strides). Both are
 pure copies, so every comparison is exact (torch.equal), against torch's own pad + contiguous and
-copy_. Shapes cover both kernels of each direction (the tiled transpose for planes of >= 32 pixels
-with whole 4-byte words per NHWC pixel, the strided kernel otherwise), partial tiles, every tile
-width (channel words 4, 8, 16, 32 and several channel tiles), 16-byte and 4-byte NHWC accesses.
+copy_. Shapes cover every kernel of each direction (to NHWC: the small-plane kernel for packed
+planes of up to 64 pixels; both ways: the tiled transpose for planes of >= 32 pixels with whole
+4-byte words per NHWC pixel, the strided kernel otherwise), partial tiles, every tile width
+(channel words 4, 8, 16, 32 and several channel tiles), 16-byte and 4-byte NHWC accesses.
 CUDA only: skipped without a GPU or in a CPU-only build."""
 import itertools
 
@@ -115,6 +116,32 @@ def test_to_nhwc_small_planes(dtype, c_multiple):
     base = _data(6, 80, 3, 3, dtype=dtype)
     _check_to_nhwc(base[:, 5:70], c_multiple)  # sc = 9, sn = 720
     _check_to_nhwc(base[::2, 1:40], c_multiple)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("small", ["1", "0"])
+def test_small_plane_activations(dtype, small, monkeypatch):
+    """Planes of 32 to 64 pixels (7x7 activations) to NHWC on the small-plane kernel (chunks of 16
+    to 112 channels: full chunks as 16-byte vectors, a partial last chunk (131 channels) element
+    by element) and, with GPUKERN_LAYOUT_SMALL=0, on the tiled one: channel counts across chunk
+    boundaries, padding, a channel slice (sc != HW), an odd image stride, a base off 16 bytes;
+    and back (the tiled kernel), into NCHW and into a channel slice."""
+    monkeypatch.setenv("GPUKERN_LAYOUT_SMALL", small)
+    for shape, m in [((16, 960, 7, 7), 1), ((2, 168, 7, 7), 8), ((3, 85, 7, 7), 8),
+                     ((2, 64, 8, 8), 1), ((2, 40, 6, 6), 4), ((1, 2048, 7, 7), 1),
+                     ((2, 9, 4, 9), 8), ((2, 131, 7, 7), 1)]:
+        x = _data(*shape, dtype=dtype)
+        y = _check_to_nhwc(x, m)
+        back = torch.full_like(x, -7.0)
+        ops._nhwc_copy_to(y, back)
+        assert torch.equal(back, x), shape
+    base = _data(3, 100, 7, 7, dtype=dtype)
+    _check_to_nhwc(base[:, 3:91], 8)  # sc = 49, sn = 4900
+    flat = _data(1, 1, 1, 2 * 88 * 49 + 1, dtype=dtype).reshape(-1)
+    _check_to_nhwc(flat[1:].view(2, 88, 7, 7), 1)
+    dst_base = torch.full((3, 100, 7, 7), -7.0, dtype=dtype, device="cuda")
+    _check_copy_to(96, dst_base[:, 5:93], dtype)
+    assert torch.all(dst_base[:, :5] == -7.0) and torch.all(dst_base[:, 93:] == -7.0)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

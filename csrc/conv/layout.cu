@@ -1,5 +1,5 @@
 // Layout conversions between NCHW (or any strides) and packed channels_last with zero channel
-// padding (conv/layout.h). Two kernels each way share one traits struct:
+// padding (conv/layout.h). Three kernels each way:
 //   - tiled: the H*W planes packed (NCHW, or NCHW with sliced channels / images) on the NCHW
 //     side, packed channels_last on the NHWC side: a transpose [C, HW] <-> [HW, C] per image
 //     through a shared-memory tile, coalesced on both sides, 16-byte vectors on the NHWC side;
@@ -7,9 +7,12 @@
 //     load or store instructions of one element at a time: ResNet-50's 64-channel 56x56 bf16
 //     activations took 9.3 us to NHWC and 7.1 back on an H100 one element at a time, 6.5 and
 //     5.5 in pairs, cuDNN's kernels 7.4 and 5.9);
-//   - strided: anything else (any strides on both sides, odd 16-bit channel counts, tiny planes):
+//   - small planes (up to 64 pixels: filters, 7x7 activations): a block per (image, chunk of
+//     channels) through shared memory, 16-byte vectors on both sides where aligned;
+//   - strided: anything else (planes not packed, a source not packed channels_last, odd 16-bit
+//     channel counts on the tiled paths):
 //     one element per thread in NHWC order, int64 offsets.
-// Both are pure copies: elements move as raw 16- or 32-bit words, so float16 and bfloat16 share
+// All are pure copies: elements move as raw 16- or 32-bit words, so float16 and bfloat16 share
 // the 16-bit instantiations and values are bit exact.
 #include "conv/layout.h"
 
@@ -21,6 +24,7 @@
 #include <cstdint>
 
 #include "core/checks.h"
+#include "core/knobs.h"
 #include "core/launch.cuh"
 #include "device/fastdiv.cuh"
 #include "device/vec.cuh"
@@ -352,49 +356,60 @@ __global__ void __launch_bounds__(kStridedThreads)
   }
 }
 
-// Small planes (HW < kMinTilePixels, e.g. a 3x3 filter [O, C, 3, 3] to OHWI, which the strided
-// kernel below read at 18-byte steps: 17 us for ResNet-50's 512 -> 512 3x3 filter on an H200,
-// as did this kernel with 32-channel chunks, a block's two barriers for one element per thread):
-// a block per (image, chunk of kSmallChunk channels) reads the chunk's planes in input order
-// (consecutive pixels, then channels: contiguous when sc == HW) into shared memory and writes
-// each pixel's channel run in output order. Padding channels (C <= c < Cp) are written as zeros.
-// E: the raw element word (uint16_t / uint32_t). Output packed [N, HW, Cp].
-// vec (the host's check): the planes back to back (sc == HW), every chunk's input and every
-// output pixel row 16-byte aligned; then a full chunk (kSmallChunk real channels) is one
-// contiguous run read as 16-byte vectors, and each pixel's kSmallChunk-channel output run is
-// written as 16-byte vectors, 16 / sizeof(E) channels gathered from the tile each (one element
-// per load or store made the 512 -> 512 3x3 filter's conversion take 8.9 us in bf16 and 9.2 in
-// fp32 on an H100, the same time for half the bytes). Partial chunks take the element loops.
-constexpr int kSmallChunk = 256;
+// Below this many pixels per image a tile (64 to 512 pixels) would be mostly idle threads: the
+// small-plane kernels take such tensors.
+constexpr int64_t kMinTilePixels = 32;
+
+// Small planes, to_nhwc: a block per (image, chunk of channels) reads the chunk's planes in input
+// order (consecutive pixels, then channels: contiguous when sc == HW) into shared memory,
+// tile[channel][pixel] at pitch HW + 1, and writes each pixel's channel run in output order.
+// Used below kMinTilePixels (a 3x3 filter [O, C, 3, 3] to OHWI, which the strided kernel read at
+// 18-byte steps: 17 us for ResNet-50's 512 -> 512 3x3 filter on an H200, as did this kernel with
+// 32-channel chunks, a block's two barriers for one element per thread) and for planes up to
+// kMaxSmallPixels (7x7 activations; numbers at small_planes_for).
+// Chunks: a.chunk channels (small_chunk), chunk * (HW + 1) <= kSmallTile elements. Padding
+// channels (C <= c < Cp) are written as zeros. E: the raw element word (uint16_t / uint32_t).
+// vec (the host's check): the planes back to back (sc == HW), every chunk's planes and every
+// output pixel row 16-byte aligned; then a full chunk's planes are one contiguous run read as
+// 16-byte vectors, and each pixel's channel run written as 16-byte vectors, 16 / sizeof(E)
+// channels gathered from the tile each (one element per load or store made the 512 -> 512 3x3
+// filter's conversion take 8.9 us in bf16 and 9.2 in fp32 on an H100, the same time for half the
+// bytes). Partial chunks take the element loops.
 constexpr int kSmallThreads = 256;
+constexpr int kSmallTile = 256 * 33;  // elements: 33 KB of fp32
+constexpr int kMaxSmallPixels = 64;
 struct SmallPlaneParams {
-  int64_t N, sn, sc;
-  int C, Cp, HW, chunks;
+  int64_t N, sn, sc;  // the input's strides
+  int C, Cp;          // channels in and out (padded)
+  int HW, chunk, chunks;
   bool vec;
 };
 
+// in: the NCHW side; out: packed [N, HW, Cp].
 template <class E>
 __global__ void __launch_bounds__(kSmallThreads)
     small_planes_to_nhwc(const E* __restrict__ in, E* __restrict__ out, SmallPlaneParams a) {
-  __shared__ E tile[kSmallChunk * 33];  // [channel][pixel], pitch HW + 1 <= 32: <= 33 KB
+  __shared__ E tile[kSmallTile];
   constexpr int kPer = 16 / static_cast<int>(sizeof(E));  // elements per 16-byte vector
   const int pitch = a.HW + 1;
-  const int n_el = kSmallChunk * a.HW;
+  const int n_el = a.chunk * a.HW;
+  const int run_vecs = a.chunk / kPer;  // vectors per pixel's channel run
   for (int64_t b = blockIdx.x; b < a.N * a.chunks; b += gridDim.x) {
     const int64_t n = b / a.chunks;
-    const int c0 = static_cast<int>(b - n * a.chunks) * kSmallChunk;
+    const int c0 = static_cast<int>(b - n * a.chunks) * a.chunk;
     const E* src = in + n * a.sn;
-    const bool vec = a.vec && c0 + kSmallChunk <= a.C;
+    const bool vec = a.vec && c0 + a.chunk <= a.C;
     if (vec) {
       const uint4* v_src = reinterpret_cast<const uint4*>(src + static_cast<int64_t>(c0) * a.HW);
       for (int i = threadIdx.x; i < n_el / kPer; i += kSmallThreads) {
         const uint4 v = v_src[i];
         const E* ve = reinterpret_cast<const E*>(&v);
+        int c = i * kPer / a.HW;
+        int px = i * kPer - c * a.HW;
 #pragma unroll
         for (int k = 0; k < kPer; ++k) {
-          const int e = i * kPer + k;
-          const int c = e / a.HW;
-          tile[c * pitch + (e - c * a.HW)] = ve[k];
+          tile[c * pitch + px] = ve[k];
+          if (++px == a.HW) px = 0, ++c;
         }
       }
     } else {
@@ -407,11 +422,10 @@ __global__ void __launch_bounds__(kSmallThreads)
     }
     __syncthreads();
     E* dst = out + n * static_cast<int64_t>(a.HW) * a.Cp;
-    if (vec) {
-      constexpr int kRunVecs = kSmallChunk / kPer;  // vectors per pixel's channel run
-      for (int i = threadIdx.x; i < a.HW * kRunVecs; i += kSmallThreads) {
-        const int px = i / kRunVecs;
-        const int c = (i - px * kRunVecs) * kPer;
+    if (vec && c0 + a.chunk <= a.Cp) {
+      for (int i = threadIdx.x; i < a.HW * run_vecs; i += kSmallThreads) {
+        const int px = i / run_vecs;
+        const int c = (i - px * run_vecs) * kPer;
         uint4 v;
         E* ve = reinterpret_cast<E*>(&v);
 #pragma unroll
@@ -420,8 +434,8 @@ __global__ void __launch_bounds__(kSmallThreads)
       }
     } else {
       for (int e = threadIdx.x; e < n_el; e += kSmallThreads) {
-        const int px = e / kSmallChunk;
-        const int c = e % kSmallChunk;
+        const int px = e / a.chunk;
+        const int c = e - px * a.chunk;
         if (c0 + c < a.Cp) dst[static_cast<int64_t>(px) * a.Cp + c0 + c] = tile[c * pitch + px];
       }
     }
@@ -429,29 +443,59 @@ __global__ void __launch_bounds__(kSmallThreads)
   }
 }
 
+// Channels per chunk: 256 for planes under kMinTilePixels (as measured on the filters), else at
+// most kSmallChunkPixels / HW of them (a block's planes about as many elements as the tiled
+// kernels' 2048-word tile), a multiple of 8 that fits the tile, the largest such that divides the
+// channel count where one of at least 16 does: a partial last chunk runs the element loops, and on
+// an H200 one such chunk (80-channel chunks of MobileNetV3's bf16 672 channels of 7x7) made the
+// whole conversion take 5.5 us; 56-channel chunks, 2.4.
+constexpr int kSmallChunkPixels = 4096;
+
+int small_chunk(int HW, int64_t C) {
+  if (HW < kMinTilePixels) return 256;
+  const int most = std::max(8, std::min(kSmallTile / (HW + 1), kSmallChunkPixels / HW) / 8 * 8);
+  for (int c = most; c >= 16; c -= 8) {
+    if (C % c == 0) return c;
+  }
+  return most;
+}
+
 template <class E>
-void launch_small_planes(const at::Tensor& t, const at::Tensor& y, int64_t Cp, cudaStream_t stream,
+void launch_small_planes(const at::Tensor& nchw, void* nhwc, int64_t Cp, cudaStream_t stream,
                          const char* op) {
   SmallPlaneParams a{};
-  a.N = t.size(0);
-  a.sn = t.stride(0);
-  a.sc = t.stride(1);
-  a.C = static_cast<int>(t.size(1));
+  a.N = nchw.size(0);
+  a.sn = nchw.stride(0);
+  a.sc = nchw.stride(1);
+  a.C = static_cast<int>(nchw.size(1));
   a.Cp = static_cast<int>(Cp);
-  a.HW = static_cast<int>(t.size(2) * t.size(3));
-  a.chunks = static_cast<int>((Cp + kSmallChunk - 1) / kSmallChunk);
+  a.HW = static_cast<int>(nchw.size(2) * nchw.size(3));
+  a.chunk = small_chunk(a.HW, Cp);  // the padding channels written too
+  a.chunks = static_cast<int>((Cp + a.chunk - 1) / a.chunk);
   const int64_t es = static_cast<int64_t>(sizeof(E));
   a.vec = a.sc == a.HW && (a.N == 1 || (a.sn * es) % 16 == 0) && (Cp * es) % 16 == 0 &&
-          is_aligned16(t.const_data_ptr()) && is_aligned16(y.data_ptr());
+          is_aligned16(nchw.const_data_ptr()) && is_aligned16(nhwc);
   const dim3 grid = checked_grid(op, std::min<int64_t>(a.N * a.chunks, kMaxBlocks));
   small_planes_to_nhwc<E><<<grid, kSmallThreads, 0, stream>>>(
-      static_cast<const E*>(t.const_data_ptr()), static_cast<E*>(y.data_ptr()), a);
+      static_cast<const E*>(nchw.const_data_ptr()), static_cast<E*>(nhwc), a);
   GK_CHECK_LAUNCH();
 }
 
-// Below this many pixels per image a tile (64 to 512 pixels) would be mostly idle threads: the
-// strided kernel takes such tensors (an NCHW [N, C, 1, 1] is channels-last already).
-constexpr int64_t kMinTilePixels = 32;
+// Whether planes of HW pixels (kMinTilePixels <= HW) go to NHWC on the small-plane kernel rather
+// than the tiled one: up to kMaxSmallPixels. The tiled kernel's 64-pixel tiles leave a quarter of
+// their lanes idle on 7x7 planes and, with an odd plane, move 16-bit elements one at a time.
+// Measured on an H200 (16 images of 7x7, warm L2, benchmarks/profile_pointwise7.py), tiled against
+// small: bf16 960 channels 4.50 against 2.86 us, bf16 672 4.50 against 2.44, fp32 2048 6.99
+// against 4.40 (cuDNN's nchwToNhwcKernel: 2.6 us for the bf16 960, 4.1 for the fp32 2048).
+// The way back (nhwc_copy_to) stays on the tiled kernel: the same design measured 2.8 against 2.8
+// us (bf16 160 channels) and 3.5 against 2.5 (fp32 512).
+// GPUKERN_LAYOUT_SMALL=0 / 1 in the environment forces the tiled / small kernel where both can
+// run (benchmarks; read on every call).
+bool small_planes_for(int64_t HW) {
+  const int on = env_switch("GPUKERN_LAYOUT_SMALL");
+  if (HW > kMaxSmallPixels) return false;
+  return on < 0 ? true : on == 1;
+}
 
 // Channel words per tile for a tile row of cw words: the smallest of 4, 8, 16, 32 that holds it
 // (32 for wider rows, which take several channel tiles).
@@ -601,6 +645,15 @@ at::Tensor to_nhwc(const at::Tensor& t, int64_t c_multiple, cudaStream_t stream)
   const int64_t HW = H * W;
   // The tiled transpose: planes packed, whole 4-byte words per NHWC pixel row, planes big enough
   // to fill a tile's lanes.
+  const bool small = HW < conv::kMinTilePixels || conv::small_planes_for(HW);
+  if (conv::planes_packed(t) && small && Cp < (int64_t{1} << 30)) {
+    if (es == 2) {
+      conv::launch_small_planes<uint16_t>(t, y.data_ptr(), Cp, stream, op);
+    } else {
+      conv::launch_small_planes<uint32_t>(t, y.data_ptr(), Cp, stream, op);
+    }
+    return y;
+  }
   if (conv::planes_packed(t) && HW >= conv::kMinTilePixels && (Cp * es) % 4 == 0) {
     conv::TileParams prm{};
     prm.C = C;
@@ -614,14 +667,6 @@ at::Tensor to_nhwc(const at::Tensor& t, int64_t c_multiple, cudaStream_t stream)
                 conv::aligned(t.const_data_ptr(), 4);
     const bool vec4 = prm.cw % 4 == 0 && is_aligned16(y.data_ptr());
     conv::launch_tiled_any<true>(es, t.const_data_ptr(), y.data_ptr(), prm, vec4, stream, op);
-    return y;
-  }
-  if (conv::planes_packed(t) && HW < conv::kMinTilePixels && Cp < (int64_t{1} << 30)) {
-    if (es == 2) {
-      conv::launch_small_planes<uint16_t>(t, y, Cp, stream, op);
-    } else {
-      conv::launch_small_planes<uint32_t>(t, y, Cp, stream, op);
-    }
     return y;
   }
   conv::launch_strided(t, y, C, Cp, stream, op);
