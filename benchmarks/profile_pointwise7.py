@@ -1,6 +1,9 @@
-"""Kernels (torch.profiler, graph replays, warm L2) of the 7x7 1x1 blocks over NCHW, per path:
-gpukern's fused op forced to igemm (the race skipped), the same in channels_last, and torch's
-unfused sequence. Session tool: what the NCHW paths spend beside the GEMM."""
+"""Kernels (torch.profiler, graph replays, warm L2) of 1x1 blocks with 7x7 output planes over NCHW
+(ResNet-50's and MobileNetV3's, and ResNet-50's stride-2 shortcut into 7x7), per path: gpukern's
+fused op forced to igemm (the race skipped), the same in channels_last, and torch's unfused
+sequence. What the NCHW paths spend beside the GEMM.
+
+    python3 benchmarks/profile_pointwise7.py [--strided]"""
 import os
 import sys
 
@@ -12,8 +15,9 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import torch_ops  # noqa: E402
 
 torch.manual_seed(0)
-CASES = [(torch.bfloat16, 960, 7, 160, True), (torch.bfloat16, 672, 7, 160, False),
-         (torch.float32, 2048, 7, 512, False), (torch.float32, 160, 7, 960, False)]
+CASES = [(torch.bfloat16, 960, 7, 160, True, 1), (torch.bfloat16, 672, 7, 160, False, 1),
+         (torch.float32, 2048, 7, 512, False, 1), (torch.float32, 160, 7, 960, False, 1)]
+STRIDED = [(torch.float32, 1024, 14, 2048, True, 2), (torch.bfloat16, 1024, 14, 2048, True, 2)]
 
 
 def run(name, f):
@@ -44,21 +48,23 @@ def run(name, f):
         print(f"    {sum(v) / len(v):7.2f} us x{len(v) / 100:.2f}  {k}")
 
 
-for dt, c, h, o, res in CASES:
-    print(f"== {dt} {c}x{h}x{h} -> {o}{' + residual' if res else ''}")
+for dt, c, h, o, res, st in STRIDED if "--strided" in sys.argv else CASES:
+    print(f"== {dt} {c}x{h}x{h} -> {o} stride {st}{' + residual' if res else ''}")
+    oh = (h - 1) // st + 1
     for fmt in (torch.contiguous_format, torch.channels_last):
         x = torch.randn(16, c, h, h, device="cuda").to(dt).contiguous(memory_format=fmt)
         w = (torch.randn(o, c, 1, 1, device="cuda") / c ** 0.5).to(dt)
         b = torch.randn(o, device="cuda").to(dt)
-        r = torch.randn(16, o, h, h, device="cuda").to(dt).contiguous(memory_format=fmt) \
+        r = torch.randn(16, o, oh, oh, device="cuda").to(dt).contiguous(memory_format=fmt) \
             if res else None
 
         def ours():
             with torch_ops.force_algorithm("conv2d", "igemm"):
-                return torch.ops.gpukern.conv2d_fused(x, w, b, [1, 1], [0, 0], [1, 1], 1, "relu", r)
+                return torch.ops.gpukern.conv2d_fused(x, w, b, [st, st], [0, 0], [1, 1], 1, "relu",
+                                                      r)
 
         def theirs():
-            y = F.conv2d(x, w, b)
+            y = F.conv2d(x, w, b, st)
             return F.relu(y.add_(r) if r is not None else y)
         tag = "nchw" if fmt == torch.contiguous_format else "cl"
         run(f"gpukern igemm {tag}", ours)
