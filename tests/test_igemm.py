@@ -861,7 +861,7 @@ def test_small_plane_residual_to_nhwc(dtype):
         with torch_ops.force_algorithm("conv2d", "igemm"):
             out, names = _kernel_names(
                 lambda: torch_ops.conv2d_fused(x, w, b, 1, 0, 1, 1, "none", r))
-        if dtype != torch.float32:  # fp32 over 7x7 converts too, unless a form reads NCHW
+        if dtype != torch.float32:  # fp32: pointwise_nchw may read the planes in place
             assert names.count("small_planes_to_nhwc") == transposes, names
         assert out.is_contiguous()
         assert _rel_err(out, ref + r.double()) <= REL_TOL[dtype]

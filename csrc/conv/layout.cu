@@ -1,5 +1,5 @@
 // Layout conversions between NCHW (or any strides) and packed channels_last with zero channel
-// padding (conv/layout.h). Three kernels each way:
+// padding (conv/layout.h). Three kernels to NHWC, two back:
 //   - tiled: the H*W planes packed (NCHW, or NCHW with sliced channels / images) on the NCHW
 //     side, packed channels_last on the NHWC side: a transpose [C, HW] <-> [HW, C] per image
 //     through a shared-memory tile, coalesced on both sides, 16-byte vectors on the NHWC side;
@@ -7,8 +7,9 @@
 //     load or store instructions of one element at a time: ResNet-50's 64-channel 56x56 bf16
 //     activations took 9.3 us to NHWC and 7.1 back on an H100 one element at a time, 6.5 and
 //     5.5 in pairs, cuDNN's kernels 7.4 and 5.9);
-//   - small planes (up to 64 pixels: filters, 7x7 activations): a block per (image, chunk of
-//     channels) through shared memory, 16-byte vectors on both sides where aligned;
+//   - small planes, to NHWC only (up to 64 pixels: filters, 7x7 activations): a block per
+//     (image, chunk of channels) through shared memory, 16-byte vectors on both sides where
+//     aligned;
 //   - strided: anything else (planes not packed, a source not packed channels_last, odd 16-bit
 //     channel counts on the tiled paths):
 //     one element per thread in NHWC order, int64 offsets.
@@ -643,8 +644,8 @@ at::Tensor to_nhwc(const at::Tensor& t, int64_t c_multiple, cudaStream_t stream)
   if (y.numel() == 0) return y;
   const int64_t es = t.element_size();
   const int64_t HW = H * W;
-  // The tiled transpose: planes packed, whole 4-byte words per NHWC pixel row, planes big enough
-  // to fill a tile's lanes.
+  // The small-plane transpose: planes packed, under kMinTilePixels or where small_planes_for
+  // says.
   const bool small = HW < conv::kMinTilePixels || conv::small_planes_for(HW);
   if (conv::planes_packed(t) && small && Cp < (int64_t{1} << 30)) {
     if (es == 2) {
@@ -654,6 +655,8 @@ at::Tensor to_nhwc(const at::Tensor& t, int64_t c_multiple, cudaStream_t stream)
     }
     return y;
   }
+  // The tiled transpose: planes packed, whole 4-byte words per NHWC pixel row, planes big enough
+  // to fill a tile's lanes.
   if (conv::planes_packed(t) && HW >= conv::kMinTilePixels && (Cp * es) % 4 == 0) {
     conv::TileParams prm{};
     prm.C = C;
