@@ -3,7 +3,8 @@ or any strides -> a new packed channels_last tensor, channels zero-padded to a m
 gpukern::_nhwc_copy_to (packed channels_last, possibly padded -> a tensor of any strides). Both are
 pure copies, so every comparison is exact (torch.equal), against torch's own pad + contiguous and
 copy_. Shapes cover every kernel of each direction (to NHWC: the small-plane kernel for packed
-planes of up to 64 pixels; both ways: the tiled transpose for planes of >= 32 pixels with whole
+planes of up to 64 pixels, the wide tiled transpose for planes of whole aligned 16-byte pixel
+vectors (test_wide_tiles); both ways: the tiled transpose for planes of >= 32 pixels with whole
 4-byte words per NHWC pixel, the strided kernel otherwise), partial tiles, every tile width
 (channel words 4, 8, 16, 32 and several channel tiles), 16-byte and 4-byte NHWC accesses.
 CUDA only: skipped without a GPU or in a CPU-only build."""
@@ -309,3 +310,56 @@ def test_padded_channel_stride_odd_planes(dtype):
         ops._nhwc_copy_to(src.contiguous(memory_format=torch.channels_last), dst)
         assert torch.equal(dst, src)
         assert torch.all(out_base[:, :, hw] == -7.0)
+
+
+def _kernels(call):
+    """The names of the CUDA kernels call() launches (torch.profiler), joined."""
+    from torch.profiler import ProfilerActivity, profile
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        call()
+        torch.cuda.synchronize()
+    return " ".join(e.name for e in prof.events()
+                    if e.device_type == torch.autograd.DeviceType.CUDA)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("wide", [None, "0"])
+def test_wide_tiles(dtype, wide, monkeypatch):
+    """to_nhwc of planes whose pixels split into whole 16-byte vectors (HW, the channel and image
+    strides multiples of 16 / element bytes; base aligned) into NHWC rows of whole 16-byte vectors
+    and more than 16 words: the wide kernel (the profiler sees it), with GPUKERN_LAYOUT_WIDE=0 the
+    tiled one. Partial pixel tiles (80 and 200 pixels: 64 + 16, 3 x 64 + 8), channel counts with
+    partial and several channel tiles, odd 16-bit counts (a word's second channel absent),
+    padding, a channel slice at a vector-aligned offset; the round trip back (the tiled kernel)
+    into a sliced destination, nothing outside it written. Not wide: a base off 16 bytes, a plane
+    of 4 mod 8 pixels in 16-bit."""
+    if wide is None:
+        monkeypatch.delenv("GPUKERN_LAYOUT_WIDE", raising=False)
+    else:
+        monkeypatch.setenv("GPUKERN_LAYOUT_WIDE", wide)
+    es = torch.tensor([], dtype=dtype).element_size()
+    epw = 4 // es
+    for shape, m in [((2, 40, 8, 10), 1), ((3, 67, 10, 20), 8), ((2, 33, 8, 12), 1),
+                     ((1, 130, 8, 24), 4), ((2, 256, 16, 16), 1), ((2, 65, 10, 8), 1)]:
+        x = _data(*shape, dtype=dtype)
+        names = _kernels(lambda: _check_to_nhwc(x, m))
+        cp = -(-shape[1] // m) * m
+        # whole 16-byte vectors on the NHWC side's rows, rows of more than 16 words
+        want = wide is None and cp * es % 16 == 0 and cp > 16 * epw
+        assert ("nchw_to_nhwc_wide" in names) == want, (shape, names)
+        y = ops._to_nhwc(x, m)
+        out_base = torch.full((shape[0] + 1, shape[1] + 8) + shape[2:], -7.0, dtype=dtype,
+                              device="cuda")
+        dst = out_base[1:, 8:]
+        ops._nhwc_copy_to(y, dst)
+        assert torch.equal(dst, x), shape
+        assert torch.all(out_base[:1] == -7.0) and torch.all(out_base[:, :8] == -7.0)
+    base = _data(2, 100, 8, 10, dtype=dtype)
+    names = _kernels(lambda: _check_to_nhwc(base[:, 8:88], 1))  # sc = 80, offset 640 elements
+    assert ("wide" in names) == (wide is None)
+    flat = _data(1, 1, 1, 2 * 64 * 80 + 1, dtype=dtype).reshape(-1)
+    names = _kernels(lambda: _check_to_nhwc(flat[1:].view(2, 64, 8, 10), 1))
+    assert "wide" not in names
+    if epw == 2:
+        names = _kernels(lambda: _check_to_nhwc(_data(2, 64, 6, 14, dtype=dtype), 1))
+        assert "wide" not in names

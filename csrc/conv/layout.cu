@@ -1,5 +1,5 @@
 // Layout conversions between NCHW (or any strides) and packed channels_last with zero channel
-// padding (conv/layout.h). Three kernels to NHWC, two back:
+// padding (conv/layout.h). Four kernels to NHWC, two back:
 //   - tiled: the H*W planes packed (NCHW, or NCHW with sliced channels / images) on the NCHW
 //     side, packed channels_last on the NHWC side: a transpose [C, HW] <-> [HW, C] per image
 //     through a shared-memory tile, coalesced on both sides, 16-byte vectors on the NHWC side;
@@ -7,6 +7,8 @@
 //     load or store instructions of one element at a time: ResNet-50's 64-channel 56x56 bf16
 //     activations took 9.3 us to NHWC and 7.1 back on an H100 one element at a time, 6.5 and
 //     5.5 in pairs, cuDNN's kernels 7.4 and 5.9);
+//   - wide, to NHWC only: the tiled transpose reading 16-byte vectors of a channel's pixels
+//     where planes split into whole aligned vectors (wide_for);
 //   - small planes, to NHWC only (up to 64 pixels: filters, 7x7 activations): a block per
 //     (image, chunk of channels) through shared memory, 16-byte vectors on both sides where
 //     aligned;
@@ -307,6 +309,116 @@ __global__ void __launch_bounds__(K::kThreads, K::kMinBlocks)
   }
 }
 
+// Wide tiles, to_nhwc only: the tiled transpose with the NCHW side read as 16-byte vectors of
+// one channel's kPix consecutive pixels (4 fp32 / 8 16-bit), for planes whose every vector is
+// whole and aligned (the host's check and the measurements: wide_for). A tile is 32 channel words
+// x 64 pixels as in the kCT = 32 tiled kernels; a block of 128 threads has four 16-byte loads a
+// thread in flight (the tiled kernels: 256 threads, eight 4-byte loads), up to 10 blocks an SM.
+// NCHW-side tasks: fp32, (channel, vector): one load; 16-bit, (word, vector): the word's two
+// channels' vectors, joined into kPix words with byte permutes (low half: the even channel).
+// Lanes: 32 / kPix consecutive vectors of kPix rows, so a task's kPix shared stores
+// tile[vector * kPix + k][word] fall in 32 different banks across the warp (bank = vector * kPix
+// + word + k, odd pitch); a warp's loads are 128- (fp32) or 64-byte (16-bit) runs of rows.
+// NHWC side: as the tiled kernels' kVec = 4 (16-byte vectors of a pixel's channel words).
+template <int kElemBytes>
+struct WideTraits {
+  using E = typename Bits<kElemBytes>::type;
+  static constexpr int kThreads = 128;
+  static constexpr int kMinBlocks = 10;
+  static constexpr int kCT = 32;                  // channel words per tile
+  static constexpr int kTP = 64;                  // pixels per tile
+  static constexpr int kPitch = kCT + 1;
+  static constexpr int kEpw = 4 / kElemBytes;     // channels per word
+  static constexpr int kPix = 16 / kElemBytes;    // pixels per NCHW-side vector
+  static constexpr int kPV = kTP / kPix;          // vectors per channel row of a tile
+  static constexpr int kLanesV = 32 / kPix;       // lanes along vectors
+  static constexpr int kTasksPerThread = kCT * kPV / kThreads;
+  static constexpr int kChunks = kCT / 4;         // NHWC-side vectors per pixel row
+  static constexpr int kChunksPerThread = kTP * kChunks / kThreads;
+  static_assert(kPV % kLanesV == 0 && kCT % kPix == 0, "whole lane groups");
+  static_assert((kCT * kPV) % kThreads == 0 && (kTP * kChunks) % kThreads == 0, "whole tasks");
+};
+
+// Task idx's vector (its first pixel / kPix) and word column within the tile.
+template <class K>
+__device__ __forceinline__ void wide_task(int idx, int& v, int& w) {
+  const int lane = idx % 32, g = idx / 32;
+  constexpr int kGroupsV = K::kPV / K::kLanesV;
+  v = (g % kGroupsV) * K::kLanesV + lane % K::kLanesV;
+  w = (g / kGroupsV) * K::kPix + lane / K::kLanesV;
+}
+
+// A 16-byte load as four 32-bit words.
+struct Words4 {
+  uint32_t u[4];
+};
+__device__ __forceinline__ Words4 load16(const void* p) {
+  const uint4 q = *reinterpret_cast<const uint4*>(p);
+  return Words4{{q.x, q.y, q.z, q.w}};
+}
+
+// to_nhwc, wide. Grid, tiles and barriers as nchw_to_nhwc_tiled.
+template <int kElemBytes>
+__global__ void __launch_bounds__(WideTraits<kElemBytes>::kThreads,
+                                  WideTraits<kElemBytes>::kMinBlocks)
+    nchw_to_nhwc_wide(const typename WideTraits<kElemBytes>::E* __restrict__ x,
+                      uint32_t* __restrict__ y, TileParams prm) {
+  using K = WideTraits<kElemBytes>;
+  using E = typename K::E;
+  __shared__ uint32_t tile[K::kTP * K::kPitch];
+  for (int64_t b = blockIdx.x; b < prm.tiles; b += gridDim.x) {
+    const TileAt at = tile_at<K>(b, prm);
+    const E* xs = x + at.n * prm.sn + at.p0;
+
+    uint32_t v[K::kTasksPerThread][K::kPix];
+#pragma unroll
+    for (int i = 0; i < K::kTasksPerThread; ++i) {
+      int vi, w;
+      wide_task<K>(threadIdx.x + i * K::kThreads, vi, w);
+      const int p = vi * K::kPix;
+      Words4 a{{0, 0, 0, 0}}, b2{{0, 0, 0, 0}};
+      if (p < at.np && w < at.nw) {
+        const int64_t c = (at.w0 + w) * K::kEpw;
+        if (c < prm.C) a = load16(xs + c * prm.sc + p);
+        if constexpr (K::kEpw == 2) {
+          if (c + 1 < prm.C) b2 = load16(xs + (c + 1) * prm.sc + p);
+        }
+      }
+      if constexpr (K::kEpw == 2) {
+        // pixel k: element k of each channel's vector, i.e. half k % 2 of word k / 2
+#pragma unroll
+        for (int k = 0; k < K::kPix; ++k) {
+          v[i][k] = __byte_perm(a.u[k / 2], b2.u[k / 2], k % 2 == 0 ? 0x5410 : 0x7632);
+        }
+      } else {
+#pragma unroll
+        for (int k = 0; k < K::kPix; ++k) v[i][k] = a.u[k];
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < K::kTasksPerThread; ++i) {
+      int vi, w;
+      wide_task<K>(threadIdx.x + i * K::kThreads, vi, w);
+#pragma unroll
+      for (int k = 0; k < K::kPix; ++k) tile[(vi * K::kPix + k) * K::kPitch + w] = v[i][k];
+    }
+    __syncthreads();
+
+    uint32_t* ys = y + (at.n * prm.HW + at.p0) * prm.cw + at.w0;
+#pragma unroll
+    for (int i = 0; i < K::kChunksPerThread; ++i) {
+      const int idx = threadIdx.x + i * K::kThreads;
+      const int p = idx / K::kChunks;
+      const int w = (idx % K::kChunks) * 4;
+      if (p < at.np && w < at.nw) {
+        const uint32_t* s = tile + p * K::kPitch + w;
+        *reinterpret_cast<uint4*>(ys + p * prm.cw + w) = make_uint4(s[0], s[1], s[2], s[3]);
+      }
+    }
+    __syncthreads();
+  }
+}
+
 // The strided kernels' problem: out[n, c, h, w] = c < C_in ? in[n, c, h, w] : 0 for the
 // [N, C_out, H, W] elements, both sides at int64 element strides, visited in NHWC order.
 struct StridedParams {
@@ -560,6 +672,37 @@ void launch_tiled_any(int64_t elem_bytes, const void* in, void* out, const TileP
   }
 }
 
+// Whether the wide kernel takes a to_nhwc the tiled kernels would (prm with the NCHW side's
+// strides in elements): whole aligned 16-byte pixel vectors on the NCHW side (HW, sc and sn
+// multiples of the vector, base 16-byte aligned), whole 16-byte vectors on the NHWC side's rows,
+// and rows of more than 16 words (32-word tiles; narrower rows keep the narrow tiled kernels).
+// Measured on an H200 (benchmarks/transpose.py, HBM-resident inputs, batch 16), tiled against
+// wide: fp32 128ch 56x56 20.2 against 14.7 us, fp32 512ch 28x28 20.7 / 15.2, fp32 1024ch 14x14
+// 12.2 / 9.2, bf16 256ch 56x56 22.8 / 16.3, bf16 64ch 56x56 7.6 / 5.2. The same design for the way
+// back (nhwc_copy_to) measured slower (fp32 512ch 28x28 17.2 against 18.9 us, bf16 512ch 28x28
+// 11.5 / 16.0) and was not kept.
+// GPUKERN_LAYOUT_WIDE=0 in the environment keeps the tiled kernels (benchmarks; read per call).
+bool wide_for(const TileParams& prm, int64_t es, const void* nchw, const void* nhwc) {
+  if (env_switch("GPUKERN_LAYOUT_WIDE") == 0) return false;
+  const int64_t pix = 16 / es;
+  return prm.HW % pix == 0 && (prm.C == 1 || prm.sc % pix == 0) &&
+         (prm.N == 1 || prm.sn % pix == 0) && is_aligned16(nchw) && is_aligned16(nhwc) &&
+         prm.cw % 4 == 0 && prm.tile_cw > 16;
+}
+
+template <int kElemBytes>
+void launch_wide_es(const void* in, void* out, TileParams prm, cudaStream_t stream,
+                    const char* op) {
+  using K = WideTraits<kElemBytes>;
+  prm.ctiles = ceil_div(prm.tile_cw, static_cast<int64_t>(K::kCT));
+  prm.ptiles = ceil_div(prm.HW, static_cast<int64_t>(K::kTP));
+  prm.tiles = prm.N * prm.ptiles * prm.ctiles;
+  const dim3 grid = checked_grid(op, std::min(prm.tiles, kMaxBlocks));
+  nchw_to_nhwc_wide<kElemBytes><<<grid, K::kThreads, 0, stream>>>(
+      static_cast<const typename K::E*>(in), static_cast<uint32_t*>(out), prm);
+  GK_CHECK_LAUNCH();
+}
+
 template <class E>
 void launch_strided_es(const void* in, void* out, const StridedParams& prm, cudaStream_t stream,
                        const char* op) {
@@ -668,6 +811,14 @@ at::Tensor to_nhwc(const at::Tensor& t, int64_t c_multiple, cudaStream_t stream)
     prm.N = N;
     prm.pairs = es == 2 && (C == 1 || prm.sc % 2 == 0) && (N == 1 || prm.sn % 2 == 0) &&
                 conv::aligned(t.const_data_ptr(), 4);
+    if (conv::wide_for(prm, es, t.const_data_ptr(), y.data_ptr())) {
+      if (es == 2) {
+        conv::launch_wide_es<2>(t.const_data_ptr(), y.data_ptr(), prm, stream, op);
+      } else {
+        conv::launch_wide_es<4>(t.const_data_ptr(), y.data_ptr(), prm, stream, op);
+      }
+      return y;
+    }
     const bool vec4 = prm.cw % 4 == 0 && is_aligned16(y.data_ptr());
     conv::launch_tiled_any<true>(es, t.const_data_ptr(), y.data_ptr(), prm, vec4, stream, op);
     return y;

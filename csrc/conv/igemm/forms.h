@@ -58,11 +58,20 @@ inline bool blas_enabled() { return env_switch("GPUKERN_IGEMM_BLAS") != 0; }
 // - 16-bit medium tiles (64x128): 256x28 s2 28.0 / 25.3, 256x14 24.3 / 21.6, 512x14 s2
 //   32.4 / 31.4, 512x7 32.4 / 31.0: the transpose of a 16-bit output costs less than the
 //   epilogue's fp32 staging adds, so they keep the temporary.
+// Output planes of at most kTempMaxPlane pixels (7x7) keep the temporary in every dtype: a
+// 128-pixel tile there spans two to three images, and the epilogue's per-channel vectors of 49
+// pixels are unaligned. On an H200 (benchmarks/profile_pointwise7.py --strided, warm L2, fused op
+// forced to igemm), ResNet-50's 1024 -> 2048 stride-2 shortcut with bias, residual and ReLU:
+// fp32 66.3 us through the epilogue (its kernel 54.2), 49.4 through the temporary; bf16 40.4 /
+// 31.6; the H100 numbers above for 512x7 agree (fp32 41.0 / 39.4).
 // GPUKERN_IGEMM_NCHW_OUT=1 / 0 in the environment forces one way for every tile (tests,
 // benchmarks; read on every call).
-inline bool nchw_out_for(IgemmDtype d, IgemmBucket b) {
+constexpr int64_t kTempMaxPlane = 64;
+
+inline bool nchw_out_for(IgemmDtype d, IgemmBucket b, int64_t out_plane) {
   const int env = env_switch("GPUKERN_IGEMM_NCHW_OUT");
   if (env >= 0) return env == 1;
+  if (out_plane <= kTempMaxPlane) return false;
   return d == IgemmDtype::kTf32 || b != IgemmBucket::kMedium;
 }
 

@@ -332,7 +332,7 @@ void run4(const ConvProblem& p, const at::Tensor& x4, const at::Tensor& w4,
   // through the kernel whose epilogue writes y's own strides, or a channels_last temporary
   // written back once where that measured faster (forms.h nchw_out_for).
   const bool y_direct = nhwc_strides(y4).has_value();
-  const bool nchw_out = !y_direct && nchw_out_for(d, bucket);
+  const bool nchw_out = !y_direct && nchw_out_for(d, bucket, p.OH * p.OW);
   const IgemmKernel& k = kernel_for(d, bucket, nchw_out);
   const auto [xc, wc] = nhwc_operands(x4, w4, align, align);
   ip.C = static_cast<int>(xc.size(1));
