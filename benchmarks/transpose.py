@@ -1,9 +1,9 @@
 """The layout conversions (gpukern::_to_nhwc, gpukern::_nhwc_copy_to) on real activations: to NHWC
 on the wide kernel (16-byte NCHW-side vectors) and on the tiled kernel (GPUKERN_LAYOUT_WIDE=0),
 back on the tiled kernel, and aten's own conversion (x.contiguous(memory_format=channels_last),
-nchw.copy_(nhwc)). Each
-result is checked equal to aten's first; times are per call over graph replays that rotate through
-enough inputs (>= 160 MB) that each call reads from HBM, not L2. Batch 16.
+nchw.copy_(nhwc)). Each result is checked equal to aten's first; times are per call over graph
+replays that rotate through enough inputs (>= 160 MB) that each call reads from HBM, not L2.
+Batch 16.
 
     python3 benchmarks/transpose.py [--out results/<gpu>_transpose.md]"""
 import argparse
