@@ -473,9 +473,13 @@ def test_nhwc_blas_small_planes(dtype, monkeypatch):
 
 
 # 1x1 with a stride (ResNet's downsampling shortcuts): the sampled pixels copied in x's memory
-# format, then the stride-1 GEMM forms ("subsample+<the 1x1 form>"). (N, C, H, W, O, stride).
+# format (to NHWC for output planes of at most 64 pixels), then the stride-1 GEMM forms
+# ("subsample+<the 1x1 form>"). (N, C, H, W, O, stride).
 STRIDED_POINTWISE = [
-    (2, 64, 16, 16, 128, 2),       # even size: 8x8 out
+    (2, 64, 16, 16, 128, 2),       # even size: 8x8 out, gathered to NHWC
+    (2, 64, 14, 14, 96, 2),        # ResNet-50's shortcut into 7x7, gathered to NHWC
+    (3, 32, 13, 13, 48, 2),        # odd size: the last row / column sampled, 7x7 out
+    (2, 32, 20, 20, 64, 3),        # stride 3: 7x7 out
     (3, 32, 29, 31, 64, 2),        # odd sizes: the last row / column sampled, 15x16 out
     (2, 16, 40, 40, 32, (2, 3)),   # different strides per dim
     (2, 64, 56, 56, 32, 2),        # 28x28 planes: the batched NCHW cuBLASLt form
@@ -486,10 +490,10 @@ STRIDED_POINTWISE = [
                          ids=lambda s: f"n{s[0]}c{s[1]}_{s[2]}x{s[3]}_o{s[4]}_s{s[5]}")
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("layout", ["nchw", "cl", "strided"])
-def test_strided_pointwise(shape, dtype, layout, gemm_lib):
+def test_strided_pointwise(shape, dtype, layout, gemm_lib, monkeypatch):
     """1x1 stride > 1 through the subsampled copy: plain and fused (bias, residual, an activation
     cuBLASLt has and one it lacks) against float64; the output's memory format is aten's; the
-    query names the form."""
+    query names the form (and GPUKERN_IGEMM_SAMPLED=0 keeps small planes off it)."""
     n, c, h, wd, o, stride = shape
     gen = torch.Generator().manual_seed(19)
     x = _rand(n, c, h, wd, dtype=dtype, gen=gen)
@@ -516,11 +520,17 @@ def test_strided_pointwise(shape, dtype, layout, gemm_lib):
     name = torch.ops.gpukern._igemm_config_conv2d(
         x.to("meta"), w.to("meta"), _lists(2, stride)[0], [0, 0], [1, 1])
     # The copy only for NCHW planes (a channel slice included) whose output takes the batched
-    # cuBLASLt form (14x14 and larger); channels_last reads the samples in place.
+    # cuBLASLt form (14x14 and larger) or has at most 64 pixels; channels_last reads the samples
+    # in place.
     sh, sw = _lists(2, stride)[0]
     planes = ((h - 1) // sh + 1) * ((wd - 1) // sw + 1)
-    want = layout != "cl" and planes >= 196 and gemm_lib == "blas"
+    want = layout != "cl" and (planes >= 196 or planes <= 64) and gemm_lib == "blas"
     assert name.startswith("subsample+") == want, name
+    if planes <= 64:
+        monkeypatch.setenv("GPUKERN_IGEMM_SAMPLED", "0")
+        name = torch.ops.gpukern._igemm_config_conv2d(
+            x.to("meta"), w.to("meta"), _lists(2, stride)[0], [0, 0], [1, 1])
+        assert not name.startswith("subsample+"), name
 
 
 # conv1d over NCL with a few taps per stride step: explicit columns and one cuBLASLt GEMM per

@@ -363,3 +363,30 @@ def test_wide_tiles(dtype, wide, monkeypatch):
     if epw == 2:
         names = _kernels(lambda: _check_to_nhwc(_data(2, 64, 6, 14, dtype=dtype), 1))
         assert "wide" not in names
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("c_multiple", [1, 8])
+def test_sampled_planes(dtype, c_multiple):
+    """Views whose planes are not packed but small (at most 64 pixels) with strides in NCHW order
+    (a strided 1x1 layer's x[:, :, ::2, ::2], a cropped plane): the small-plane kernel gathers
+    each channel's pixels (the profiler sees it, not the strided kernel); exact against aten."""
+    base = _data(3, 70, 14, 14, dtype=dtype)
+    views = {
+        "every other pixel of 14x14": base[:, :, ::2, ::2],
+        "of 13x13 (last row and column sampled)": base[:, :, :13:2, :13:2],
+        "stride 3 and 2": base[:, :, ::3, ::2],
+        "a channel slice, sampled": base[1:, 3:67, 1::2, ::2],
+        "a cropped 7x8 window": base[:, :40, 2:9, 3:11],
+        "one column": base[:, :, ::2, 5:6],
+    }
+    for name, x in views.items():
+        names = _kernels(lambda: _check_to_nhwc(x, c_multiple))
+        assert "small_planes_to_nhwc" in names and "strided" not in names, (name, names)
+    # NHWC-ordered or wider planes keep the strided kernel
+    cl = base.contiguous(memory_format=torch.channels_last)[:, :, ::2, ::2]
+    names = _kernels(lambda: _check_to_nhwc(cl, c_multiple))
+    assert "strided" in names, names
+    wide = _data(2, 8, 20, 20, dtype=dtype)[:, :, ::2, ::1]  # 10x20: 200 pixels
+    names = _kernels(lambda: _check_to_nhwc(wide, c_multiple))
+    assert "strided" in names, names

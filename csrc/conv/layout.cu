@@ -9,9 +9,9 @@
 //     5.5 in pairs, cuDNN's kernels 7.4 and 5.9);
 //   - wide, to NHWC only: the tiled transpose reading 16-byte vectors of a channel's pixels
 //     where planes split into whole aligned vectors (wide_for);
-//   - small planes, to NHWC only (up to 64 pixels: filters, 7x7 activations): a block per
-//     (image, chunk of channels) through shared memory, 16-byte vectors on both sides where
-//     aligned;
+//   - small planes, to NHWC only (up to 64 pixels: filters, 7x7 activations, and sampled
+//     planes such as x[:, :, ::2, ::2] of 14x14 ones): a block per (image, chunk of channels)
+//     through shared memory, 16-byte vectors on both sides where aligned;
 //   - strided: anything else (planes not packed, a source not packed channels_last, odd 16-bit
 //     channel counts on the tiled paths):
 //     one element per thread in NHWC order, int64 offsets.
@@ -493,9 +493,11 @@ constexpr int kSmallTile = 256 * 33;  // elements: 33 KB of fp32
 constexpr int kMaxSmallPixels = 64;
 struct SmallPlaneParams {
   int64_t N, sn, sc;  // the input's strides
+  int64_t sh, sw;     // sampled: the input's row and pixel strides
   int C, Cp;          // channels in and out (padded)
-  int HW, chunk, chunks;
+  int HW, W, chunk, chunks;
   bool vec;
+  bool sampled;  // planes not packed: pixel (h, w) at h * sh + w * sw (else at h * W + w)
 };
 
 // in: the NCHW side; out: packed [N, HW, Cp].
@@ -530,7 +532,8 @@ __global__ void __launch_bounds__(kSmallThreads)
         const int c = e / a.HW;
         const int px = e - c * a.HW;
         const int cg = c0 + c;
-        tile[c * pitch + px] = cg < a.C ? src[cg * a.sc + px] : E(0);
+        const int64_t at = a.sampled ? (px / a.W) * a.sh + (px % a.W) * a.sw : px;
+        tile[c * pitch + px] = cg < a.C ? src[cg * a.sc + at] : E(0);
       }
     }
     __syncthreads();
@@ -574,8 +577,8 @@ int small_chunk(int HW, int64_t C) {
 }
 
 template <class E>
-void launch_small_planes(const at::Tensor& nchw, void* nhwc, int64_t Cp, cudaStream_t stream,
-                         const char* op) {
+void launch_small_planes(const at::Tensor& nchw, void* nhwc, int64_t Cp, bool sampled,
+                         cudaStream_t stream, const char* op) {
   SmallPlaneParams a{};
   a.N = nchw.size(0);
   a.sn = nchw.stride(0);
@@ -583,10 +586,14 @@ void launch_small_planes(const at::Tensor& nchw, void* nhwc, int64_t Cp, cudaStr
   a.C = static_cast<int>(nchw.size(1));
   a.Cp = static_cast<int>(Cp);
   a.HW = static_cast<int>(nchw.size(2) * nchw.size(3));
+  a.W = static_cast<int>(nchw.size(3));
+  a.sh = nchw.stride(2);
+  a.sw = nchw.stride(3);
+  a.sampled = sampled;
   a.chunk = small_chunk(a.HW, Cp);  // the padding channels written too
   a.chunks = static_cast<int>((Cp + a.chunk - 1) / a.chunk);
   const int64_t es = static_cast<int64_t>(sizeof(E));
-  a.vec = a.sc == a.HW && (a.N == 1 || (a.sn * es) % 16 == 0) && (Cp * es) % 16 == 0 &&
+  a.vec = !sampled && a.sc == a.HW && (a.N == 1 || (a.sn * es) % 16 == 0) && (Cp * es) % 16 == 0 &&
           is_aligned16(nchw.const_data_ptr()) && is_aligned16(nhwc);
   const dim3 grid = checked_grid(op, std::min<int64_t>(a.N * a.chunks, kMaxBlocks));
   small_planes_to_nhwc<E><<<grid, kSmallThreads, 0, stream>>>(
@@ -765,6 +772,18 @@ bool packed_nhwc(const at::Tensor& t) {
          (H == 1 || t.stride(2) == W * C) && (t.size(0) == 1 || t.stride(0) == H * W * C);
 }
 
+// Whether t's planes, not packed, go to the small-plane kernel's gather: at most
+// kMaxSmallPixels pixels, strides in NCHW order (positive, each channel's plane before the next's:
+// a sampled or cropped view of NCHW planes), so that a warp's lanes read one channel's pixels.
+// Measured on an H200 (ResNet-50's 1024 -> 2048 stride-2 shortcut, x[:, :, ::2, ::2] of 16
+// images of 14x14; benchmarks/profile_pointwise7.py --strided): see strided_pointwise in
+// conv/igemm/forms.cpp.
+bool sampled_planes(const at::Tensor& t) {
+  const int64_t C = t.size(1), H = t.size(2), W = t.size(3);
+  const int64_t sc = t.stride(1), sh = t.stride(2), sw = t.stride(3);
+  return H * W <= kMaxSmallPixels && sw >= 1 && sh >= sw * W && (C == 1 || sc >= sh * H);
+}
+
 bool aligned(const void* p, uintptr_t bytes) {
   return reinterpret_cast<uintptr_t>(p) % bytes == 0;
 }
@@ -789,12 +808,16 @@ at::Tensor to_nhwc(const at::Tensor& t, int64_t c_multiple, cudaStream_t stream)
   const int64_t HW = H * W;
   // The small-plane transpose: planes packed, under kMinTilePixels or where small_planes_for
   // says.
+  // Sampled planes (a strided 1x1 layer's pixels, x[:, :, ::2, ::2]): the same kernel, each
+  // channel's sampled pixels gathered.
   const bool small = HW < conv::kMinTilePixels || conv::small_planes_for(HW);
-  if (conv::planes_packed(t) && small && Cp < (int64_t{1} << 30)) {
+  const bool packed = conv::planes_packed(t);
+  const bool sampled = !packed && conv::sampled_planes(t);
+  if (((packed && small) || sampled) && Cp < (int64_t{1} << 30)) {
     if (es == 2) {
-      conv::launch_small_planes<uint16_t>(t, y.data_ptr(), Cp, stream, op);
+      conv::launch_small_planes<uint16_t>(t, y.data_ptr(), Cp, sampled, stream, op);
     } else {
-      conv::launch_small_planes<uint32_t>(t, y.data_ptr(), Cp, stream, op);
+      conv::launch_small_planes<uint32_t>(t, y.data_ptr(), Cp, sampled, stream, op);
     }
     return y;
   }

@@ -156,23 +156,36 @@ std::optional<BlasPlan> blas_gemm_of(const ConvProblem& p, IgemmDtype d,
 
 // A 1x1 layer with a stride and no padding whose stride-1 form over the sampled pixels takes a
 // GEMM form (run4: cuBLASLt, or the CUTLASS GEMM when C is aligned and the GEMM is not tiny).
-// Only NCHW activations with output planes that take the batched cuBLASLt form: on an H100
-// (ResNet-50's shortcuts, batch 16) 1.2-2.0x cuDNN there, where the conv kernel ran 0.62-0.82x;
-// over channels_last the conv kernel reads the sampled pixels in place and the copy lost (0.59x
-// against 0.82x in fp32), and 7x7 output planes convert to NHWC (0.82-0.92x).
+// Only NCHW activations: over channels_last the conv kernel reads the sampled pixels in place and
+// the copy lost (0.59x against 0.82x in fp32, H100).
+// - Output planes that take the batched cuBLASLt form: an NCHW copy of the sampled pixels; on an
+//   H100 (ResNet-50's shortcuts, batch 16) 1.2-2.0x cuDNN, where the conv kernel ran 0.62-0.82x.
+// - Smaller output planes (ResNet-50's 1024 -> 2048 into 7x7): the sampled pixels straight to a
+//   packed NHWC copy (to_nhwc's gather), then the 7x7 1x1 forms (kSampledNhwcMaxPlane). Before,
+//   an NCHW copy then its conversion measured 0.82-0.92x cuDNN on an H100; the conv kernel with the
+//   whole input converted, fp32 66.3 us with bias, residual and ReLU on an H200.
+// GPUKERN_IGEMM_SAMPLED=0 in the environment keeps the small planes off this form (benchmarks;
+// read on every call).
+constexpr int64_t kSampledNhwcMaxPlane = 64;
+
 bool strided_pointwise(const ConvProblem& p) {
-  return gemm_enabled() && blas_enabled() && p.KH == 1 && p.KW == 1 && p.pad_h == 0 &&
-         p.pad_w == 0 && (p.stride_h > 1 || p.stride_w > 1) && p.C % channel_align(p) == 0 &&
-         plane_ld(p.C, p.H, p.W, {p.x_sn, p.x_sc, p.x_sh, p.x_sw}) > 0 &&
-         p.OH * p.OW >= kBlasMinImagePlane;
+  if (!(gemm_enabled() && blas_enabled() && p.KH == 1 && p.KW == 1 && p.pad_h == 0 &&
+        p.pad_w == 0 && (p.stride_h > 1 || p.stride_w > 1) && p.C % channel_align(p) == 0 &&
+        plane_ld(p.C, p.H, p.W, {p.x_sn, p.x_sc, p.x_sh, p.x_sw}) > 0)) {
+    return false;
+  }
+  const int64_t out_plane = p.OH * p.OW;
+  return out_plane >= kBlasMinImagePlane ||
+         (out_plane <= kSampledNhwcMaxPlane && env_switch("GPUKERN_IGEMM_SAMPLED") != 0);
 }
 
-// x4's sampled pixels x4[:, :, ::stride_h, ::stride_w] ([N, C, OH, OW]) as a new tensor in
-// x4's memory format.
+// x4's sampled pixels x4[:, :, ::stride_h, ::stride_w] ([N, C, OH, OW]) as a new tensor: NCHW
+// (x4's format) where the output planes take the batched cuBLASLt form, else packed NHWC
+// (strided_pointwise).
 at::Tensor subsampled(const ConvProblem& p, const at::Tensor& x4) {
-  return x4.slice(2, 0, p.H, p.stride_h)
-      .slice(3, 0, p.W, p.stride_w)
-      .contiguous(x4.suggest_memory_format());
+  const at::Tensor v = x4.slice(2, 0, p.H, p.stride_h).slice(3, 0, p.W, p.stride_w);
+  if (p.OH * p.OW < kBlasMinImagePlane) return to_nhwc(v, 1);
+  return v.contiguous(x4.suggest_memory_format());
 }
 
 // p over the sampled pixels: stride 1, H x W = OH x OW, x's pointer and strides xs's.

@@ -428,13 +428,15 @@ std::string igemm_config_name(const ConvProblem& p) {
                : "gemm_1x1";
   }
   if (strided_pointwise(p)) {
-    // The stride-1 problem over the packed copy subsampled() makes (x's memory format).
+    // The stride-1 problem over the packed copy subsampled() makes (x's memory format, or NHWC
+    // for planes under kBlasMinImagePlane).
     ConvProblem q = p;
     q.H = p.OH;
     q.W = p.OW;
     q.stride_h = q.stride_w = 1;
     q.dil_h = q.dil_w = 1;
-    const bool cl = p.C > 1 && p.x_sc == 1 && (p.x_sw != 1 || p.W == 1);
+    const bool cl = (p.C > 1 && p.x_sc == 1 && (p.x_sw != 1 || p.W == 1)) ||
+                    p.OH * p.OW < kBlasMinImagePlane;
     q.x_sw = cl ? p.C : 1;
     q.x_sh = cl ? p.C * q.W : q.W;
     q.x_sc = cl ? 1 : q.H * q.W;
