@@ -489,6 +489,7 @@ constexpr int64_t kMinTilePixels = 32;
 // filter's conversion take 8.9 us in bf16 and 9.2 in fp32 on an H100, the same time for half the
 // bytes). Partial chunks take the element loops.
 constexpr int kSmallThreads = 256;
+constexpr int kSmallBatch = 8;  // element loads in flight a thread (the element loops)
 constexpr int kSmallTile = 256 * 33;  // elements: 33 KB of fp32
 constexpr int kMaxSmallPixels = 64;
 struct SmallPlaneParams {
@@ -528,12 +529,24 @@ __global__ void __launch_bounds__(kSmallThreads)
         }
       }
     } else {
-      for (int e = threadIdx.x; e < n_el; e += kSmallThreads) {
-        const int c = e / a.HW;
-        const int px = e - c * a.HW;
-        const int cg = c0 + c;
-        const int64_t at = a.sampled ? (px / a.W) * a.sh + (px % a.W) * a.sw : px;
-        tile[c * pitch + px] = cg < a.C ? src[cg * a.sc + at] : E(0);
+      // Element by element, kSmallBatch loads in flight a thread before their shared stores.
+      for (int e0 = threadIdx.x; e0 < n_el; e0 += kSmallBatch * kSmallThreads) {
+        E v[kSmallBatch];
+#pragma unroll
+        for (int k = 0; k < kSmallBatch; ++k) {
+          const int e = e0 + k * kSmallThreads;
+          const int c = e / a.HW;
+          const int px = e - c * a.HW;
+          const int cg = c0 + c;
+          const int64_t at = a.sampled ? (px / a.W) * a.sh + (px % a.W) * a.sw : px;
+          v[k] = e < n_el && cg < a.C ? src[cg * a.sc + at] : E(0);
+        }
+#pragma unroll
+        for (int k = 0; k < kSmallBatch; ++k) {
+          const int e = e0 + k * kSmallThreads;
+          const int c = e / a.HW;
+          if (e < n_el) tile[c * pitch + e - c * a.HW] = v[k];
+        }
       }
     }
     __syncthreads();

@@ -297,8 +297,10 @@ void run4(const ConvProblem& p, const at::Tensor& x4, const at::Tensor& w4,
         y_direct ? y4
                  : at::empty(y4.sizes(),
                              y4.options().memory_format(at::MemoryFormat::ChannelsLast));
-    // Small planes: the converted pixel rows on cuBLASLt (forms.h nhwc_blas_plane).
-    if (!nhwc_strides(x4) && nhwc_blas_plane(p.OH * p.OW)) {
+    // Small planes: the converted pixel rows on cuBLASLt (forms.h nhwc_blas_plane), x converted
+    // here or y through the temporary (a strided layer's sampled pixels, gathered to NHWC for an
+    // NCHW y: forms.cpp strided_pointwise).
+    if ((!nhwc_strides(x4) || !y_direct) && nhwc_blas_plane(p.OH * p.OW)) {
       if (const auto plan = nhwc_blas_of(p, d, bc.defined(), residual.has_value() &&
                                                                 residual->defined())) {
         if (run_blas_plan(p, *plan, w2.const_data_ptr(), xc.const_data_ptr(), bc, residual,
@@ -422,7 +424,8 @@ std::string igemm_config_name(const ConvProblem& p) {
     return "cublas_1x1";
   }
   if (takes_gemm_1x1(p)) {
-    return converts_1x1(p, d) && nhwc_blas_plane(p.OH * p.OW) &&
+    const bool y_temp = p.O > 1 && p.y_so != 1;  // run4's channels_last temporary
+    return (converts_1x1(p, d) || y_temp) && nhwc_blas_plane(p.OH * p.OW) &&
                    nhwc_blas_of(p, d, p.b != nullptr, p.r != nullptr)
                ? "nhwc+cublas_1x1"
                : "gemm_1x1";
