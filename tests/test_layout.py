@@ -370,9 +370,8 @@ def test_wide_tiles(dtype, wide, monkeypatch):
 def test_sampled_planes(dtype, c_multiple):
     """Views whose planes are not packed but small (at most 64 pixels) with strides in NCHW order
     (a strided 1x1 layer's x[:, :, ::2, ::2], a cropped plane): the small-plane kernel gathers
-    each channel's pixels (the profiler sees it, not the strided kernel); exact against aten.
-    Aligned stride-2 samples read each channel's span whole as 8-byte vectors (padding channels
-    included); stride 3, odd offsets and crops element by element."""
+    each channel's pixels (the profiler sees it, not the strided kernel), padding channels
+    included; exact against aten."""
     base = _data(3, 70, 14, 14, dtype=dtype)
     views = {
         "every other pixel of 14x14": base[:, :, ::2, ::2],

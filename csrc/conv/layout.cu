@@ -496,8 +496,7 @@ struct SmallPlaneParams {
   int64_t N, sn, sc;  // the input's strides
   int64_t sh, sw;     // sampled: the input's row and pixel strides
   int C, Cp;          // channels in and out (padded)
-  int HW, H, W, chunk, chunks;
-  int span_vecs;  // sampled planes read whole: 16-byte vectors per channel (0: element loads)
+  int HW, W, chunk, chunks;
   bool vec;
   bool sampled;  // planes not packed: pixel (h, w) at h * sh + w * sw (else at h * W + w)
 };
@@ -527,43 +526,6 @@ __global__ void __launch_bounds__(kSmallThreads)
         for (int k = 0; k < kPer; ++k) {
           tile[c * pitch + px] = ve[k];
           if (++px == a.HW) px = 0, ++c;
-        }
-      }
-    } else if (a.span_vecs > 0) {
-      // Sampled planes read whole: each channel's span (its first to its last sampled element)
-      // as 8-byte vectors (a 14x14 bf16 plane is 392 bytes: no 16-byte ones), the sampled
-      // elements picked into the tile (h, w from the offset o = h * sh + w * sw, counted along
-      // the vector). Channels >= C read nothing: zeros.
-      constexpr int kSpanPer = 8 / static_cast<int>(sizeof(E));
-      const int n_vec = a.chunk * a.span_vecs;
-      const int sh = static_cast<int>(a.sh), sw = static_cast<int>(a.sw);
-      for (int i0 = threadIdx.x; i0 < n_vec; i0 += kSmallBatch * kSmallThreads) {
-        uint2 v[kSmallBatch];
-#pragma unroll
-        for (int k = 0; k < kSmallBatch; ++k) {
-          const int i = i0 + k * kSmallThreads;
-          const int c = i / a.span_vecs;
-          v[k] = make_uint2(0, 0);
-          if (i < n_vec && c0 + c < a.C) {
-            v[k] = *reinterpret_cast<const uint2*>(src + (c0 + c) * a.sc +
-                                                   (i - c * a.span_vecs) * kSpanPer);
-          }
-        }
-#pragma unroll
-        for (int k = 0; k < kSmallBatch; ++k) {
-          const int i = i0 + k * kSmallThreads;
-          if (i >= n_vec) break;
-          const int c = i / a.span_vecs;
-          const int o = (i - c * a.span_vecs) * kSpanPer;
-          int h = o / sh, r = o - h * sh;
-          int w = r / sw, q = r - w * sw;
-          const E* ve = reinterpret_cast<const E*>(&v[k]);
-#pragma unroll
-          for (int e = 0; e < kSpanPer; ++e) {
-            if (q == 0 && w < a.W && h < a.H) tile[c * pitch + h * a.W + w] = ve[e];
-            if (++q == sw) q = 0, ++w;
-            if (++r == sh) r = 0, q = 0, w = 0, ++h;
-          }
         }
       }
     } else {
@@ -627,26 +589,6 @@ int small_chunk(int HW, int64_t C) {
   return most;
 }
 
-// For sampled planes (sampled_planes), the 8-byte vectors (`per` elements) a channel's span takes
-// where the small-plane kernel reads it whole, else 0 (element loads). Whole: the span (first to
-// last sampled element, rows included) at most 4x the sampled pixels (stride 2 in both dims:
-// 3.7x), every channel's span 8-byte aligned and its vectors inside x's storage. ResNet-50's 1024 ->
-// 2048 shortcut x[:, :, ::2, ::2] of 16 images of 14x14 (H200, warm L2, the kernel's time):
-// fp32 element loads ~10 us, whole spans (see strided_pointwise, conv/igemm/forms.cpp).
-int sampled_span_vecs(const at::Tensor& t, int64_t per) {
-  const int64_t N = t.size(0), C = t.size(1), H = t.size(2), W = t.size(3);
-  const int64_t sn = t.stride(0), sc = t.stride(1), sh = t.stride(2), sw = t.stride(3);
-  const int64_t span = (H - 1) * sh + (W - 1) * sw + 1;
-  const int64_t vecs = ceil_div(span, per);
-  const int64_t last = t.storage_offset() + (N - 1) * sn + (C - 1) * sc + vecs * per;
-  const int64_t es = t.element_size();
-  const bool ok = span <= 4 * H * W && sh < (int64_t{1} << 20) && (C == 1 || sc % per == 0) &&
-                  (N == 1 || sn % per == 0) &&
-                  reinterpret_cast<uintptr_t>(t.const_data_ptr()) % 8 == 0 &&
-                  last * es <= static_cast<int64_t>(t.storage().nbytes());
-  return ok ? static_cast<int>(vecs) : 0;
-}
-
 template <class E>
 void launch_small_planes(const at::Tensor& nchw, void* nhwc, int64_t Cp, bool sampled,
                          cudaStream_t stream, const char* op) {
@@ -657,7 +599,6 @@ void launch_small_planes(const at::Tensor& nchw, void* nhwc, int64_t Cp, bool sa
   a.C = static_cast<int>(nchw.size(1));
   a.Cp = static_cast<int>(Cp);
   a.HW = static_cast<int>(nchw.size(2) * nchw.size(3));
-  a.H = static_cast<int>(nchw.size(2));
   a.W = static_cast<int>(nchw.size(3));
   a.sh = nchw.stride(2);
   a.sw = nchw.stride(3);
@@ -667,7 +608,6 @@ void launch_small_planes(const at::Tensor& nchw, void* nhwc, int64_t Cp, bool sa
   const int64_t es = static_cast<int64_t>(sizeof(E));
   a.vec = !sampled && a.sc == a.HW && (a.N == 1 || (a.sn * es) % 16 == 0) && (Cp * es) % 16 == 0 &&
           is_aligned16(nchw.const_data_ptr()) && is_aligned16(nhwc);
-  if (sampled) a.span_vecs = sampled_span_vecs(nchw, 8 / es);
   const dim3 grid = checked_grid(op, std::min<int64_t>(a.N * a.chunks, kMaxBlocks));
   small_planes_to_nhwc<E><<<grid, kSmallThreads, 0, stream>>>(
       static_cast<const E*>(nchw.const_data_ptr()), static_cast<E*>(nhwc), a);
@@ -846,11 +786,14 @@ bool packed_nhwc(const at::Tensor& t) {
 }
 
 // Whether t's planes, not packed, go to the small-plane kernel's gather: at most
-// kMaxSmallPixels pixels, strides in NCHW order (positive, each channel's plane before the next's:
-// a sampled or cropped view of NCHW planes), so that a warp's lanes read one channel's pixels.
-// Measured on an H200 (ResNet-50's 1024 -> 2048 stride-2 shortcut, x[:, :, ::2, ::2] of 16
-// images of 14x14; benchmarks/profile_pointwise7.py --strided): see strided_pointwise in
-// conv/igemm/forms.cpp.
+// kMaxSmallPixels pixels, strides in NCHW order (positive, each channel's sampled elements
+// before the next channel's, each row's before the next row's: a sampled or cropped view of NCHW
+// planes), so that a warp's lanes read one channel's pixels, element by element (kSmallBatch
+// loads in flight a thread). On an H200 (ResNet-50's 1024 -> 2048 stride-2 shortcut,
+// x[:, :, ::2, ::2] of 16 images of 14x14, graph replays, warm L2,
+// benchmarks/profile_pointwise7.py --strided), the gather and the residual's transpose together:
+// one element in flight a thread, fp32 17.9 us (bf16 11.3); eight, 14.4 (10.2); each channel's
+// span read whole as 8-byte vectors and the samples picked from them, 17.7 (12.2), not kept.
 bool sampled_planes(const at::Tensor& t) {
   const int64_t C = t.size(1), H = t.size(2), W = t.size(3);
   const int64_t sc = t.stride(1), sh = t.stride(2), sw = t.stride(3);
