@@ -331,8 +331,9 @@ def test_wide_tiles(dtype, wide, monkeypatch):
     tiled one. Partial pixel tiles (80 and 200 pixels: 64 + 16, 3 x 64 + 8), channel counts with
     partial and several channel tiles, odd 16-bit counts (a word's second channel absent),
     padding, a channel slice at a vector-aligned offset; the round trip back (the tiled kernel)
-    into a sliced destination, nothing outside it written. Not wide: a base off 16 bytes, a plane
-    of 4 mod 8 pixels in 16-bit."""
+    into a sliced destination, nothing outside it written. 16-bit planes of 4 mod 8 pixels (14x14)
+    and bases 8 bytes off take 8-byte vectors. Not wide: a base off 8 bytes, planes of 2 mod 4
+    pixels."""
     if wide is None:
         monkeypatch.delenv("GPUKERN_LAYOUT_WIDE", raising=False)
     else:
@@ -340,7 +341,8 @@ def test_wide_tiles(dtype, wide, monkeypatch):
     es = torch.tensor([], dtype=dtype).element_size()
     epw = 4 // es
     for shape, m in [((2, 40, 8, 10), 1), ((3, 67, 10, 20), 8), ((2, 33, 8, 12), 1),
-                     ((1, 130, 8, 24), 4), ((2, 256, 16, 16), 1), ((2, 65, 10, 8), 1)]:
+                     ((1, 130, 8, 24), 4), ((2, 256, 16, 16), 1), ((2, 65, 10, 8), 1),
+                     ((2, 184, 14, 14), 1)]:
         x = _data(*shape, dtype=dtype)
         names = _kernels(lambda: _check_to_nhwc(x, m))
         cp = -(-shape[1] // m) * m
@@ -357,12 +359,15 @@ def test_wide_tiles(dtype, wide, monkeypatch):
     base = _data(2, 100, 8, 10, dtype=dtype)
     names = _kernels(lambda: _check_to_nhwc(base[:, 8:88], 1))  # sc = 80, offset 640 elements
     assert ("wide" in names) == (wide is None)
-    flat = _data(1, 1, 1, 2 * 64 * 80 + 1, dtype=dtype).reshape(-1)
-    names = _kernels(lambda: _check_to_nhwc(flat[1:].view(2, 64, 8, 10), 1))
+    flat = _data(1, 1, 1, 2 * 64 * 80 + 4, dtype=dtype).reshape(-1)
+    names = _kernels(lambda: _check_to_nhwc(flat[1:-3].view(2, 64, 8, 10), 1))
     assert "wide" not in names
-    if epw == 2:
-        names = _kernels(lambda: _check_to_nhwc(_data(2, 64, 6, 14, dtype=dtype), 1))
-        assert "wide" not in names
+    names = _kernels(lambda: _check_to_nhwc(flat[4:].view(2, 64, 8, 10), 1))  # 8 or 16 bytes off
+    assert ("nchw_to_nhwc_wide" in names) == (wide is None), names
+    names = _kernels(lambda: _check_to_nhwc(_data(2, 64, 6, 14, dtype=dtype), 1))  # 84 pixels
+    assert ("nchw_to_nhwc_wide" in names) == (wide is None), names
+    names = _kernels(lambda: _check_to_nhwc(_data(2, 64, 6, 15, dtype=dtype), 1))  # 90 pixels
+    assert "wide" not in names
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
