@@ -27,7 +27,7 @@ ROTATE_BYTES = 160 << 20
 
 
 def timed(fns, env):
-    """us per call of the rotation fns, captured with GPUKERN_LAYOUT_WIDE set to env (None: unset)."""
+    """us per call of the rotation fns, captured with GPUKERN_LAYOUT_WIDE = env (None: unset)."""
     old = os.environ.pop("GPUKERN_LAYOUT_WIDE", None)
     if env is not None:
         os.environ["GPUKERN_LAYOUT_WIDE"] = env

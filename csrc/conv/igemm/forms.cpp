@@ -161,9 +161,11 @@ std::optional<BlasPlan> blas_gemm_of(const ConvProblem& p, IgemmDtype d,
 // - Output planes that take the batched cuBLASLt form: an NCHW copy of the sampled pixels; on an
 //   H100 (ResNet-50's shortcuts, batch 16) 1.2-2.0x cuDNN, where the conv kernel ran 0.62-0.82x.
 // - Smaller output planes (ResNet-50's 1024 -> 2048 into 7x7): the sampled pixels straight to a
-//   packed NHWC copy (to_nhwc's gather), then the 7x7 1x1 forms (kSampledNhwcMaxPlane). Before,
-//   an NCHW copy then its conversion measured 0.82-0.92x cuDNN on an H100; the conv kernel with the
-//   whole input converted, fp32 66.3 us with bias, residual and ReLU on an H200.
+//   packed NHWC copy (to_nhwc's gather), then the 7x7 1x1 forms (kSampledNhwcMaxPlane). An NCHW
+//   copy then its conversion measured 0.82-0.92x cuDNN on an H100. On an H200, with bias,
+//   residual and ReLU (fp32 / bf16, warm L2, benchmarks/profile_pointwise7.py --strided): the
+//   whole input converted and the conv kernel 46.1 / 31.2 us, the gather and cuBLASLt 38.7 /
+//   25.0, torch's sequence 43.4 / 32.6.
 // GPUKERN_IGEMM_SAMPLED=0 in the environment keeps the small planes off this form (benchmarks;
 // read on every call).
 constexpr int64_t kSampledNhwcMaxPlane = 64;
