@@ -54,6 +54,16 @@ TOL = {
 }
 
 
+def kernel_names(call):
+    """call()'s result and the names of the CUDA kernels it launched (torch.profiler), joined."""
+    from torch.profiler import ProfilerActivity, profile
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        out = call()
+        torch.cuda.synchronize()
+    return out, " ".join(e.name for e in prof.events() if e.device_type.name == "CUDA")
+
+
 def dtype_supported(device: str, dtype: torch.dtype) -> bool:
     return dtype != torch.float64 or device == "cpu"
 

@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 
 import torch_ops
-from conftest import HAS_CUDA
+from conftest import HAS_CUDA, kernel_names as _kernel_names
 
 # Norm-relative error bounds, ||out - ref|| / ||ref||, against float64 on the same rounded inputs.
 # bf16 / fp16: fp32 accumulation and one rounding of the output (2^-9 / 2^-12 rms); TF32: the
@@ -924,16 +924,6 @@ GEMM80_SHAPES = [
     (2, 72, 4, 9, 24),    # 36-pixel planes: a partial pixel tile
     (1, 160, 8, 8, 104),
 ]
-
-
-def _kernel_names(call):
-    """The CUDA kernels call() launches (torch.profiler), joined."""
-    from torch.profiler import ProfilerActivity, profile
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        out = call()
-        torch.cuda.synchronize()
-    return out, " ".join(e.name for e in prof.events() if e.device_type.name == "CUDA")
 
 
 @pytest.mark.parametrize("shape", GEMM80_SHAPES, ids=lambda s: f"n{s[0]}c{s[1]}_{s[2]}x{s[3]}_o{s[4]}")

@@ -14,7 +14,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from conftest import HAS_CUDA
+from conftest import HAS_CUDA, kernel_names
 
 pytestmark = [pytest.mark.cuda,
               pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA device and the CUDA build")]
@@ -313,13 +313,8 @@ def test_padded_channel_stride_odd_planes(dtype):
 
 
 def _kernels(call):
-    """The names of the CUDA kernels call() launches (torch.profiler), joined."""
-    from torch.profiler import ProfilerActivity, profile
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        call()
-        torch.cuda.synchronize()
-    return " ".join(e.name for e in prof.events()
-                    if e.device_type == torch.autograd.DeviceType.CUDA)
+    """The names of the CUDA kernels call() launches, joined."""
+    return kernel_names(call)[1]
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
