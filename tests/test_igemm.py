@@ -857,10 +857,15 @@ def test_nchw_output_views(dtype):
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32], ids=str)
-def test_small_plane_residual_to_nhwc(dtype):
-    """A 1x1 layer over NCHW 7x7 planes with a residual, on the forms that convert to NHWC: x and
-    a contiguous NCHW residual go to channels_last through gpukern's small-plane transpose (the
-    profiler sees it twice), a channel-sliced residual through a copy; both correct."""
+@pytest.mark.parametrize("back", ["1", "0"], ids=["epilogue_back", "transposes"])
+def test_small_plane_residual_to_nhwc(dtype, back, monkeypatch):
+    """A 1x1 layer over NCHW 7x7 planes with a residual, on the forms that convert to NHWC. By
+    default the GEMM writes conv + bias to the channels_last temporary and one way back adds the
+    residual and applies the activation (the profiler sees epilogue_from_nhwc, x's transpose
+    only); with GPUKERN_IGEMM_EPILOGUE_BACK=0, x and a contiguous NCHW residual go to channels_last
+    through gpukern's small-plane transpose (twice), a channel-sliced residual through a copy.
+    Every activation, both residual layouts, against float64."""
+    monkeypatch.setenv("GPUKERN_IGEMM_EPILOGUE_BACK", back)
     gen = torch.Generator().manual_seed(47)
     x = _rand(2, 960, 7, 7, dtype=dtype, gen=gen)  # MobileNetV3's 960 -> 160 + residual
     w = _rand(160, 960, 1, 1, dtype=dtype, gen=gen) / 31.0
@@ -868,13 +873,20 @@ def test_small_plane_residual_to_nhwc(dtype):
     ref = _ref(x, w, b, 1, 0, 1)
     r_big = _rand(2, 164, 7, 7, dtype=dtype, gen=gen)
     for r, transposes in ((r_big[:, :160].contiguous(), 2), (r_big[:, 2:162], 1)):
-        with torch_ops.force_algorithm("conv2d", "igemm"):
-            out, names = _kernel_names(
-                lambda: torch_ops.conv2d_fused(x, w, b, 1, 0, 1, 1, "none", r))
-        if dtype != torch.float32:  # fp32: pointwise_nchw may read the planes in place
-            assert names.count("small_planes_to_nhwc") == transposes, names
-        assert out.is_contiguous()
-        assert _rel_err(out, ref + r.double()) <= REL_TOL[dtype]
+        for act, fn in (("none", lambda t: t), ("relu", F.relu), ("hardswish", F.hardswish),
+                        ("gelu", F.gelu)):
+            with torch_ops.force_algorithm("conv2d", "igemm"):
+                out, names = _kernel_names(
+                    lambda: torch_ops.conv2d_fused(x, w, b, 1, 0, 1, 1, act, r))
+            if dtype != torch.float32:  # fp32: pointwise_nchw may read the planes in place
+                if back == "1":
+                    assert names.count("small_planes_to_nhwc") == 1, names
+                    assert "epilogue_from_nhwc" in names and "nhwc_to_nchw" not in names, names
+                else:
+                    assert names.count("small_planes_to_nhwc") == transposes, names
+                    assert "epilogue_from_nhwc" not in names, names
+            assert out.is_contiguous()
+            assert _rel_err(out, fn(ref + r.double())) <= REL_TOL[dtype], act
 
 
 def test_nchw_output_past_2g_bytes():

@@ -192,7 +192,99 @@ void launch(T* y, const T* r, const int64_t* size, const int64_t* ys,
   GK_CHECK_LAUNCH();
 }
 
+// The way back with the epilogue: y[n, c, q] = act(src[n, q, c] + r[n, c, q]) (q = h * OW + w),
+// src packed NHWC of Cs >= O channels, y and r NCHW-planed (each channel's plane packed, any
+// channel and image strides). A block per tile of kFromTP pixels x kFromTC channels of one image
+// (channel tiles fastest): loads along channels into shared memory (tile[q][c], odd pitch), then
+// stores along pixels, a warp reading r and writing y at consecutive addresses of one plane.
+constexpr int kFromTP = 64;
+constexpr int kFromTC = 32;
+
+struct FromNhwc {
+  int64_t N, O, HW, Cs;
+  int64_t y_sn, y_sc, r_sn, r_sc;
+  int64_t ctiles, ptiles, tiles;
+};
+
+template <typename T, int kind, bool kResidual>
+__global__ void __launch_bounds__(kThreads)
+    epilogue_from_nhwc_kernel(const T* __restrict__ src, T* __restrict__ y,
+                              const T* __restrict__ r, FromNhwc a) {
+  __shared__ T tile[kFromTP][kFromTC + 1];
+  constexpr int kRows = kThreads / kFromTC;  // pixels a load pass covers
+  constexpr int kCols = kThreads / kFromTP;  // channels a store pass covers
+  for (int64_t b = blockIdx.x; b < a.tiles; b += gridDim.x) {
+    const int64_t ct = b % a.ctiles, rest = b / a.ctiles;
+    const int64_t n = rest / a.ptiles;
+    const int64_t q0 = (rest % a.ptiles) * kFromTP, c0 = ct * kFromTC;
+    {
+      const int c = threadIdx.x % kFromTC;
+      T v[kFromTP / kRows];
+#pragma unroll
+      for (int i = 0; i < kFromTP / kRows; ++i) {
+        const int q = threadIdx.x / kFromTC + i * kRows;
+        v[i] = q0 + q < a.HW && c0 + c < a.O ? src[(n * a.HW + q0 + q) * a.Cs + c0 + c]
+                                             : from_float<T>(0.f);
+      }
+#pragma unroll
+      for (int i = 0; i < kFromTP / kRows; ++i) tile[threadIdx.x / kFromTC + i * kRows][c] = v[i];
+    }
+    __syncthreads();
+    {
+      const int q = threadIdx.x % kFromTP;
+#pragma unroll
+      for (int i = 0; i < kFromTC / kCols; ++i) {
+        const int c = threadIdx.x / kFromTP + i * kCols;
+        if (q0 + q < a.HW && c0 + c < a.O) {
+          float v = to_float(tile[q][c]);
+          if constexpr (kResidual) v += to_float(r[n * a.r_sn + (c0 + c) * a.r_sc + q0 + q]);
+          y[n * a.y_sn + (c0 + c) * a.y_sc + q0 + q] = from_float<T>(activate_k<kind>(v));
+        }
+      }
+    }
+    __syncthreads();
+  }
+}
+
 }  // namespace
+
+template <typename T>
+void conv_epilogue_from_nhwc(const ConvProblem& p, const void* src, int64_t Cs,
+                             cudaStream_t stream) {
+  FromNhwc a{};
+  a.N = p.N;
+  a.O = p.O;
+  a.HW = p.OH * p.OW;
+  a.Cs = Cs;
+  a.y_sn = p.y_sn;
+  a.y_sc = p.y_so;
+  a.r_sn = p.r_sn;
+  a.r_sc = p.r_so;
+  a.ctiles = ceil_div(p.O, kFromTC);
+  a.ptiles = ceil_div(a.HW, kFromTP);
+  a.tiles = a.N * a.ctiles * a.ptiles;
+  if (a.tiles == 0) return;
+  const unsigned blocks = static_cast<unsigned>(std::min<int64_t>(a.tiles, int64_t{1} << 20));
+  const T* s = static_cast<const T*>(src);
+  T* y = static_cast<T*>(p.y);
+  const T* r = static_cast<const T*>(p.r);
+  with_activation(p.act, [&](auto k) {
+    constexpr int kind = decltype(k)::value;
+    if (r != nullptr) {
+      epilogue_from_nhwc_kernel<T, kind, true><<<blocks, kThreads, 0, stream>>>(s, y, r, a);
+    } else {
+      epilogue_from_nhwc_kernel<T, kind, false><<<blocks, kThreads, 0, stream>>>(s, y, r, a);
+    }
+    GK_CHECK_LAUNCH();
+  });
+}
+
+template void conv_epilogue_from_nhwc<float>(const ConvProblem&, const void*, int64_t,
+                                             cudaStream_t);
+template void conv_epilogue_from_nhwc<__half>(const ConvProblem&, const void*, int64_t,
+                                              cudaStream_t);
+template void conv_epilogue_from_nhwc<__nv_bfloat16>(const ConvProblem&, const void*, int64_t,
+                                                     cudaStream_t);
 
 template <typename T>
 void conv_epilogue_run(const ConvProblem& p, cudaStream_t stream, bool with_bias) {

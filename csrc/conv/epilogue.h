@@ -27,4 +27,13 @@ namespace gpukern {
 template <typename T>
 void conv_epilogue_run(const ConvProblem& p, cudaStream_t stream, bool with_bias = false);
 
+// The way back from a channels_last temporary with the epilogue: y = act(src + r) over p's
+// output, src packed NHWC [N, OH, OW, Cs >= O] (a GEMM's output with its bias), y and r
+// (p.r, optional) with packed planes (y_sh = OW, y_sw = 1; the same for r) and any channel and
+// image strides. One pass where a transpose back after a GEMM that read a converted residual took
+// two (conv/igemm: 1x1 layers over NCHW into small planes).
+template <typename T>
+void conv_epilogue_from_nhwc(const ConvProblem& p, const void* src, int64_t Cs,
+                             cudaStream_t stream);
+
 }  // namespace gpukern

@@ -17,8 +17,11 @@
 #if defined(GPUKERN_WITH_CUDA) && defined(GPUKERN_WITH_CUTLASS)
 #include <ATen/Context.h>
 #include <ATen/cuda/CUDAContext.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 
 #include "conv/direct/pointwise_nchw.h"
+#include "conv/epilogue.h"
 #include "conv/igemm/config.h"
 #include "conv/igemm/forms.h"
 #include "conv/igemm/gemm_forms.h"
@@ -228,6 +231,46 @@ bool converts_1x1(const ConvProblem& p, IgemmDtype d) {
   return d == IgemmDtype::kTf32 || (p.H * p.W * p.elem_size) % kTmaBytes != 0;
 }
 
+// The way back with the epilogue (conv/epilogue.h conv_epilogue_from_nhwc): y and the residual
+// of the same sizes and dtype, each with packed planes. GPUKERN_IGEMM_EPILOGUE_BACK=0 in the
+// environment keeps the residual's transpose and the plain way back (benchmarks; read per call).
+bool epilogue_back_enabled() { return env_switch("GPUKERN_IGEMM_EPILOGUE_BACK") != 0; }
+
+bool planes_packed4(const at::Tensor& t) {
+  return t.dim() == 4 && (t.size(3) == 1 || t.stride(3) == 1) &&
+         (t.size(2) == 1 || t.stride(2) == t.size(3));
+}
+
+bool epilogue_back_fits(const at::Tensor& r, const at::Tensor& y4) {
+  return r.sizes() == y4.sizes() && r.scalar_type() == y4.scalar_type() && planes_packed4(r) &&
+         planes_packed4(y4);
+}
+
+// y4 = act(yc + residual), yc the packed channels_last temporary holding conv + bias.
+void epilogue_back(const ConvProblem& p, const at::Tensor& yc, const at::Tensor& r,
+                   const at::Tensor& y4) {
+  ConvProblem e = p;
+  e.y = y4.data_ptr();
+  e.y_sn = y4.stride(0);
+  e.y_so = y4.stride(1);
+  e.y_sh = y4.stride(2);
+  e.y_sw = y4.stride(3);
+  e.r = r.const_data_ptr();
+  e.r_sn = r.stride(0);
+  e.r_so = r.stride(1);
+  e.r_sh = r.stride(2);
+  e.r_sw = r.stride(3);
+  const cudaStream_t stream = at::cuda::getCurrentCUDAStream(y4.device().index()).stream();
+  const void* src = yc.const_data_ptr();
+  const int64_t cs = yc.size(1);
+  switch (y4.scalar_type()) {
+    case at::kFloat: return conv_epilogue_from_nhwc<float>(e, src, cs, stream);
+    case at::kHalf: return conv_epilogue_from_nhwc<__half>(e, src, cs, stream);
+    case at::kBFloat16: return conv_epilogue_from_nhwc<__nv_bfloat16>(e, src, cs, stream);
+    default: TORCH_INTERNAL_ASSERT(false, "gpukern::conv: igemm way back on ", y4.scalar_type());
+  }
+}
+
 void run4(const ConvProblem& p, const at::Tensor& x4, const at::Tensor& w4,
           const std::optional<at::Tensor>& bias, const std::optional<at::Tensor>& residual,
           const at::Tensor& y4) {
@@ -301,6 +344,22 @@ void run4(const ConvProblem& p, const at::Tensor& x4, const at::Tensor& w4,
     // here or y through the temporary (a strided layer's sampled pixels, gathered to NHWC for an
     // NCHW y: forms.cpp strided_pointwise).
     if ((!nhwc_strides(x4) || !y_direct) && nhwc_blas_plane(p.OH * p.OW)) {
+      // A residual with packed planes, into y through the temporary: the GEMM with the bias
+      // only, then one way back that adds the residual and applies the activation (where the
+      // residual's transpose, the GEMM reading it and the transpose back took three passes).
+      if (!y_direct && residual.has_value() && residual->defined() &&
+          epilogue_back_fits(*residual, y4) && epilogue_back_enabled()) {
+        ConvProblem q = p;
+        q.act = 0;
+        q.r = nullptr;
+        if (const auto plan = nhwc_blas_of(q, d, bc.defined(), false)) {
+          if (run_blas_plan(q, *plan, w2.const_data_ptr(), xc.const_data_ptr(), bc,
+                            std::nullopt, yc)) {
+            epilogue_back(p, yc, *residual, y4);
+            return;
+          }
+        }
+      }
       if (const auto plan = nhwc_blas_of(p, d, bc.defined(), residual.has_value() &&
                                                                 residual->defined())) {
         if (run_blas_plan(p, *plan, w2.const_data_ptr(), xc.const_data_ptr(), bc, residual,
