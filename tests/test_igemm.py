@@ -889,6 +889,34 @@ def test_small_plane_residual_to_nhwc(dtype, back, monkeypatch):
             assert _rel_err(out, fn(ref + r.double())) <= REL_TOL[dtype], act
 
 
+@pytest.mark.parametrize("back", ["1", "0"], ids=["epilogue_back", "passes"])
+def test_small_plane_epilogue_back(back, monkeypatch):
+    """1x1 layers over NCHW 7x7 planes without a residual, converted to NHWC (weights too large for
+    the batched NCHW GEMM): with an activation cuBLASLt's epilogue lacks (hardswish, gelu), the
+    GEMM writes conv + bias to the channels_last temporary and one way back applies the activation
+    (epilogue_from_nhwc; O = 40 in bf16: a partial tile of 64 channels); with relu, cuBLASLt's own
+    epilogue and the plain way back; GPUKERN_IGEMM_EPILOGUE_BACK=0: an activation pass and the
+    plain way back. Against float64."""
+    monkeypatch.setenv("GPUKERN_IGEMM_EPILOGUE_BACK", back)
+    gen = torch.Generator().manual_seed(53)
+    for dtype, c, o in ((torch.bfloat16, 672, 160), (torch.bfloat16, 960, 40),
+                        (torch.float16, 960, 160), (torch.float32, 2048, 512)):
+        x = _rand(3, c, 7, 7, dtype=dtype, gen=gen)
+        w = _rand(o, c, 1, 1, dtype=dtype, gen=gen) / c ** 0.5
+        b = _rand(o, dtype=dtype, gen=gen)
+        ref = _ref(x, w, b, 1, 0, 1)
+        for act, fn in (("hardswish", F.hardswish), ("gelu", F.gelu), ("relu", F.relu)):
+            with torch_ops.force_algorithm("conv2d", "igemm"):
+                out, names = _kernel_names(
+                    lambda: torch_ops.conv2d_fused(x, w, b, 1, 0, 1, 1, act))
+            assert out.is_contiguous()
+            assert _rel_err(out, fn(ref)) <= REL_TOL[dtype], (dtype, o, act)
+            assert "small_planes_to_nhwc" in names, names
+            want_back = back == "1" and act != "relu"
+            assert ("epilogue_from_nhwc" in names) == want_back, (dtype, o, act, names)
+            assert ("nhwc_to_nchw" in names) != want_back, (dtype, o, act, names)
+
+
 def test_nchw_output_past_2g_bytes():
     """An NCHW bf16 output of 2.2 GB (1.1e9 elements): the epilogue's element offsets reach past
     2^30, its byte offsets past 2^31."""

@@ -194,11 +194,12 @@ void launch(T* y, const T* r, const int64_t* size, const int64_t* ys,
 
 // The way back with the epilogue: y[n, c, q] = act(src[n, q, c] + r[n, c, q]) (q = h * OW + w),
 // src packed NHWC of Cs >= O channels, y and r NCHW-planed (each channel's plane packed, any
-// channel and image strides). A block per tile of kFromTP pixels x kFromTC channels of one image
-// (channel tiles fastest): loads along channels into shared memory (tile[q][c], odd pitch), then
-// stores along pixels, a warp reading r and writing y at consecutive addresses of one plane.
+// channel and image strides). A block per tile of kFromTP pixels x TC channels of one image
+// (channel tiles fastest): loads of 16-byte vectors along channels into shared memory
+// (tile[q][c], odd pitch), then stores along pixels, a warp reading r and writing y at consecutive
+// addresses of one plane. TC = 8 vectors (32 fp32 or 64 16-bit channels): 32 bytes of src in
+// flight per thread.
 constexpr int kFromTP = 64;
-constexpr int kFromTC = 32;
 
 struct FromNhwc {
   int64_t N, O, HW, Cs;
@@ -206,34 +207,48 @@ struct FromNhwc {
   int64_t ctiles, ptiles, tiles;
 };
 
+template <typename T>
+constexpr int kFromTC = 8 * kVec16<T>;
+
 template <typename T, int kind, bool kResidual>
 __global__ void __launch_bounds__(kThreads)
     epilogue_from_nhwc_kernel(const T* __restrict__ src, T* __restrict__ y,
                               const T* __restrict__ r, FromNhwc a) {
-  __shared__ T tile[kFromTP][kFromTC + 1];
-  constexpr int kRows = kThreads / kFromTC;  // pixels a load pass covers
+  constexpr int kV = kVec16<T>;
+  constexpr int TC = kFromTC<T>;
+  __shared__ T tile[kFromTP][TC + 1];
+  constexpr int kLanes = TC / kV;            // threads along one pixel's channels
+  constexpr int kRows = kThreads / kLanes;   // pixels a load pass covers
   constexpr int kCols = kThreads / kFromTP;  // channels a store pass covers
   for (int64_t b = blockIdx.x; b < a.tiles; b += gridDim.x) {
     const int64_t ct = b % a.ctiles, rest = b / a.ctiles;
     const int64_t n = rest / a.ptiles;
-    const int64_t q0 = (rest % a.ptiles) * kFromTP, c0 = ct * kFromTC;
+    const int64_t q0 = (rest % a.ptiles) * kFromTP, c0 = ct * TC;
     {
-      const int c = threadIdx.x % kFromTC;
-      T v[kFromTP / kRows];
+      const int c = (threadIdx.x % kLanes) * kV;
+      Vec<T, kV> v[kFromTP / kRows];
 #pragma unroll
       for (int i = 0; i < kFromTP / kRows; ++i) {
-        const int q = threadIdx.x / kFromTC + i * kRows;
-        v[i] = q0 + q < a.HW && c0 + c < a.O ? src[(n * a.HW + q0 + q) * a.Cs + c0 + c]
-                                             : from_float<T>(0.f);
+        const int q = threadIdx.x / kLanes + i * kRows;
+        // Cs is a multiple of kV: a vector that starts below O ends inside src's row.
+        if (q0 + q < a.HW && c0 + c < a.O) {
+          v[i] = load_vec<T, kV>(src + (n * a.HW + q0 + q) * a.Cs + c0 + c);
+        } else {
+#pragma unroll
+          for (int j = 0; j < kV; ++j) v[i].v[j] = from_float<T>(0.f);
+        }
       }
 #pragma unroll
-      for (int i = 0; i < kFromTP / kRows; ++i) tile[threadIdx.x / kFromTC + i * kRows][c] = v[i];
+      for (int i = 0; i < kFromTP / kRows; ++i) {
+#pragma unroll
+        for (int j = 0; j < kV; ++j) tile[threadIdx.x / kLanes + i * kRows][c + j] = v[i].v[j];
+      }
     }
     __syncthreads();
     {
       const int q = threadIdx.x % kFromTP;
 #pragma unroll
-      for (int i = 0; i < kFromTC / kCols; ++i) {
+      for (int i = 0; i < TC / kCols; ++i) {
         const int c = threadIdx.x / kFromTP + i * kCols;
         if (q0 + q < a.HW && c0 + c < a.O) {
           float v = to_float(tile[q][c]);
@@ -244,6 +259,26 @@ __global__ void __launch_bounds__(kThreads)
     }
     __syncthreads();
   }
+}
+
+template <typename T>
+void launch_from_nhwc(const ConvProblem& p, const T* src, FromNhwc a, cudaStream_t stream) {
+  a.ctiles = ceil_div(p.O, int64_t{kFromTC<T>});
+  a.ptiles = ceil_div(a.HW, int64_t{kFromTP});
+  a.tiles = a.N * a.ctiles * a.ptiles;
+  if (a.tiles == 0) return;
+  const unsigned blocks = static_cast<unsigned>(std::min<int64_t>(a.tiles, int64_t{1} << 20));
+  T* y = static_cast<T*>(p.y);
+  const T* r = static_cast<const T*>(p.r);
+  with_activation(p.act, [&](auto k) {
+    constexpr int kind = decltype(k)::value;
+    if (r != nullptr) {
+      epilogue_from_nhwc_kernel<T, kind, true><<<blocks, kThreads, 0, stream>>>(src, y, r, a);
+    } else {
+      epilogue_from_nhwc_kernel<T, kind, false><<<blocks, kThreads, 0, stream>>>(src, y, r, a);
+    }
+    GK_CHECK_LAUNCH();
+  });
 }
 
 }  // namespace
@@ -260,23 +295,10 @@ void conv_epilogue_from_nhwc(const ConvProblem& p, const void* src, int64_t Cs,
   a.y_sc = p.y_so;
   a.r_sn = p.r_sn;
   a.r_sc = p.r_so;
-  a.ctiles = ceil_div(p.O, kFromTC);
-  a.ptiles = ceil_div(a.HW, kFromTP);
-  a.tiles = a.N * a.ctiles * a.ptiles;
-  if (a.tiles == 0) return;
-  const unsigned blocks = static_cast<unsigned>(std::min<int64_t>(a.tiles, int64_t{1} << 20));
   const T* s = static_cast<const T*>(src);
-  T* y = static_cast<T*>(p.y);
-  const T* r = static_cast<const T*>(p.r);
-  with_activation(p.act, [&](auto k) {
-    constexpr int kind = decltype(k)::value;
-    if (r != nullptr) {
-      epilogue_from_nhwc_kernel<T, kind, true><<<blocks, kThreads, 0, stream>>>(s, y, r, a);
-    } else {
-      epilogue_from_nhwc_kernel<T, kind, false><<<blocks, kThreads, 0, stream>>>(s, y, r, a);
-    }
-    GK_CHECK_LAUNCH();
-  });
+  GK_CHECK(Cs % kVec16<T> == 0 && Cs >= p.O && is_aligned16(s), "conv",
+           "internal error: the epilogue's way back needs 16-byte pixel rows");
+  launch_from_nhwc<T>(p, s, a, stream);
 }
 
 template void conv_epilogue_from_nhwc<float>(const ConvProblem&, const void*, int64_t,

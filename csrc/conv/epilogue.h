@@ -28,7 +28,8 @@ template <typename T>
 void conv_epilogue_run(const ConvProblem& p, cudaStream_t stream, bool with_bias = false);
 
 // The way back from a channels_last temporary with the epilogue: y = act(src + r) over p's
-// output, src packed NHWC [N, OH, OW, Cs >= O] (a GEMM's output with its bias), y and r
+// output, src packed NHWC [N, OH, OW, Cs >= O] (a GEMM's output with its bias; 16-byte aligned,
+// Cs a multiple of 16 bytes: checked), y and r
 // (p.r, optional) with packed planes (y_sh = OW, y_sw = 1; the same for r) and any channel and
 // image strides. One pass where a transpose back after a GEMM that read a converted residual took
 // two (conv/igemm: 1x1 layers over NCHW into small planes).

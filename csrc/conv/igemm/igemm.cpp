@@ -231,9 +231,14 @@ bool converts_1x1(const ConvProblem& p, IgemmDtype d) {
   return d == IgemmDtype::kTf32 || (p.H * p.W * p.elem_size) % kTmaBytes != 0;
 }
 
-// The way back with the epilogue (conv/epilogue.h conv_epilogue_from_nhwc): y and the residual
-// of the same sizes and dtype, each with packed planes. GPUKERN_IGEMM_EPILOGUE_BACK=0 in the
-// environment keeps the residual's transpose and the plain way back (benchmarks; read per call).
+// The way back with the epilogue (conv/epilogue.h conv_epilogue_from_nhwc), for 1x1 layers into
+// small planes whose y goes through the channels_last temporary: the GEMM writes conv + bias there
+// and one pass writes y = act(temporary [+ residual]), where cuBLASLt's plan took the residual's
+// transpose, or an activation pass of its own over the temporary, and then the plain way back
+// (conv/layout.h nhwc_copy_to). Taken with a residual or an activation cuBLASLt's epilogue lacks
+// (hardswish: MobileNetV3). y and the residual of the same sizes and dtype, each with packed
+// planes. GPUKERN_IGEMM_EPILOGUE_BACK=0 in the environment keeps the old way (benchmarks; read per
+// call).
 bool epilogue_back_enabled() { return env_switch("GPUKERN_IGEMM_EPILOGUE_BACK") != 0; }
 
 bool planes_packed4(const at::Tensor& t) {
@@ -241,25 +246,36 @@ bool planes_packed4(const at::Tensor& t) {
          (t.size(2) == 1 || t.stride(2) == t.size(3));
 }
 
-bool epilogue_back_fits(const at::Tensor& r, const at::Tensor& y4) {
-  return r.sizes() == y4.sizes() && r.scalar_type() == y4.scalar_type() && planes_packed4(r) &&
-         planes_packed4(y4);
+bool has_tensor(const std::optional<at::Tensor>& t) { return t.has_value() && t->defined(); }
+
+bool epilogue_back_fits(const ConvProblem& p, const std::optional<at::Tensor>& r,
+                        const at::Tensor& y4) {
+  if (!has_tensor(r) && conv::blas_act_supported(p.act)) return false;  // nothing to gain
+  // The pass loads 16-byte vectors of the temporary's pixel rows (O channels).
+  if ((p.O * p.elem_size) % 16 != 0 || !planes_packed4(y4) || !epilogue_back_enabled()) {
+    return false;
+  }
+  return !has_tensor(r) || (r->sizes() == y4.sizes() && r->scalar_type() == y4.scalar_type() &&
+                            planes_packed4(*r));
 }
 
-// y4 = act(yc + residual), yc the packed channels_last temporary holding conv + bias.
-void epilogue_back(const ConvProblem& p, const at::Tensor& yc, const at::Tensor& r,
-                   const at::Tensor& y4) {
+// y4 = act(yc [+ residual]), yc the packed channels_last temporary holding conv + bias.
+void epilogue_back(const ConvProblem& p, const at::Tensor& yc,
+                   const std::optional<at::Tensor>& r, const at::Tensor& y4) {
   ConvProblem e = p;
   e.y = y4.data_ptr();
   e.y_sn = y4.stride(0);
   e.y_so = y4.stride(1);
   e.y_sh = y4.stride(2);
   e.y_sw = y4.stride(3);
-  e.r = r.const_data_ptr();
-  e.r_sn = r.stride(0);
-  e.r_so = r.stride(1);
-  e.r_sh = r.stride(2);
-  e.r_sw = r.stride(3);
+  e.r = nullptr;
+  if (has_tensor(r)) {
+    e.r = r->const_data_ptr();
+    e.r_sn = r->stride(0);
+    e.r_so = r->stride(1);
+    e.r_sh = r->stride(2);
+    e.r_sw = r->stride(3);
+  }
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream(y4.device().index()).stream();
   const void* src = yc.const_data_ptr();
   const int64_t cs = yc.size(1);
@@ -305,7 +321,7 @@ void run4(const ConvProblem& p, const at::Tensor& x4, const at::Tensor& w4,
     at::Tensor w2 = w4.reshape({p.O, p.C});
     if (p.C > 1 && w2.stride(1) != 1) w2 = w2.contiguous();
     const int64_t w_ld = p.C > 1 ? w2.stride(0) : 1;
-    const bool has_res = residual.has_value() && residual->defined();
+    const bool has_res = has_tensor(residual);
     if (const auto plan = blas_gemm_of(p, d, strides4(x4), strides4(y4), w_ld, bc.defined(),
                                        has_res)) {
       const bool rows = plan->g.trans_a;  // kRows: A = the weight, B = the pixel rows
@@ -344,24 +360,21 @@ void run4(const ConvProblem& p, const at::Tensor& x4, const at::Tensor& w4,
     // here or y through the temporary (a strided layer's sampled pixels, gathered to NHWC for an
     // NCHW y: forms.cpp strided_pointwise).
     if ((!nhwc_strides(x4) || !y_direct) && nhwc_blas_plane(p.OH * p.OW)) {
-      // A residual with packed planes, into y through the temporary: the GEMM with the bias
-      // only, then one way back that adds the residual and applies the activation (where the
-      // residual's transpose, the GEMM reading it and the transpose back took three passes).
-      if (!y_direct && residual.has_value() && residual->defined() &&
-          epilogue_back_fits(*residual, y4) && epilogue_back_enabled()) {
+      // Into y through the temporary with a residual or an activation cuBLASLt lacks: the GEMM
+      // with the bias only, then one way back with the rest of the epilogue (epilogue_back_fits).
+      if (!y_direct && epilogue_back_fits(p, residual, y4)) {
         ConvProblem q = p;
         q.act = 0;
         q.r = nullptr;
         if (const auto plan = nhwc_blas_of(q, d, bc.defined(), false)) {
           if (run_blas_plan(q, *plan, w2.const_data_ptr(), xc.const_data_ptr(), bc,
                             std::nullopt, yc)) {
-            epilogue_back(p, yc, *residual, y4);
+            epilogue_back(p, yc, residual, y4);
             return;
           }
         }
       }
-      if (const auto plan = nhwc_blas_of(p, d, bc.defined(), residual.has_value() &&
-                                                                residual->defined())) {
+      if (const auto plan = nhwc_blas_of(p, d, bc.defined(), has_tensor(residual))) {
         if (run_blas_plan(p, *plan, w2.const_data_ptr(), xc.const_data_ptr(), bc, residual,
                           yc)) {
           if (!y_direct) nhwc_copy_to(yc, y4);
@@ -527,7 +540,7 @@ void igemm_run(const ConvProblem& p, const at::Tensor& x, const at::Tensor& w,
                const std::optional<at::Tensor>& residual) {
   if (x.dim() == 3) {  // 1-D: [N, C, L] as [N, C, 1, L]
     std::optional<at::Tensor> r4;
-    if (residual.has_value() && residual->defined()) r4 = residual->unsqueeze(2);
+    if (has_tensor(residual)) r4 = residual->unsqueeze(2);
     return run4(p, x.unsqueeze(2), w.unsqueeze(2), bias, r4, y.unsqueeze(2));
   }
   run4(p, x, w, bias, residual, y);
