@@ -61,7 +61,7 @@ def main():
     lines = [f"# {torch.cuda.get_device_name()}, torch {torch.__version__}: us per call (graph of "
              "20, L2 flushed, median of 30); gpukern forced to igemm", "",
              "| block (NCHW, batch 16) | dtype | torch conv | torch unfused | "
-             + " | ".join(name for name, _ in SETTINGS) + " | auto / unfused |",
+             + " | ".join(name for name, _ in SETTINGS) + " | back / unfused |",
              "|---|---|" + "---:|" * (len(SETTINGS) + 3)]
     for dn in args.dtypes:
         dtype = getattr(torch, dn)
