@@ -26,7 +26,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import torch_ops  # noqa: E402
 from nchw_fused import ACT  # noqa: E402
-from timing import time_cuda_graph  # noqa: E402
+from timing import time_census_us, torch_best_us  # noqa: E402
 
 # (C, H, O, stride, follow-up)
 BLOCKS = [(160, 7, 960, 1, "hardswish"), (960, 7, 160, 1, "add>none"), (672, 7, 160, 1, "none"),
@@ -37,19 +37,8 @@ SETTINGS = [("before", {"GPUKERN_IGEMM_EPILOGUE_BACK": "0"}),
             ("back", {"GPUKERN_IGEMM_EPILOGUE_BACK": "1"})]
 
 
-def timed(fn):
-    return time_cuda_graph(fn, calls=20, reps=30, flush=True) * 1e3
-
-
-def torch_best(fn):
-    best = None
-    for bm in (False, True):
-        torch.backends.cudnn.benchmark = bm
-        fn()
-        t = timed(fn)
-        best = t if best is None else min(best, t)
-    torch.backends.cudnn.benchmark = False
-    return best
+timed = time_census_us
+torch_best = torch_best_us
 
 
 def main():

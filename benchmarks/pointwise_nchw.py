@@ -31,7 +31,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import torch_ops  # noqa: E402
 from nchw_fused import BLOCKS, block_calls, block_ref  # noqa: E402
-from timing import time_cuda_graph  # noqa: E402
+from timing import time_census_us, torch_best_us  # noqa: E402
 
 EXTRA = [(1024, 14, 512, "relu"), (2048, 7, 512, "relu"), (512, 7, 2048, "add>relu"),
          (672, 7, 160, "none"), (160, 7, 960, "hardswish"), (960, 7, 160, "add>none"),
@@ -44,19 +44,8 @@ def err(a, ref):
     return float((a.double() - ref).norm() / ref.norm().clamp_min(1e-30))
 
 
-def timed(fn):
-    return time_cuda_graph(fn, calls=20, reps=30, flush=True) * 1e3
-
-
-def torch_best(fn):
-    best = None
-    for bm in (False, True):
-        torch.backends.cudnn.benchmark = bm
-        fn()
-        t = timed(fn)
-        best = t if best is None else min(best, t)
-    torch.backends.cudnn.benchmark = False
-    return best
+timed = time_census_us
+torch_best = torch_best_us
 
 
 def blocks(n, g, dtype=torch.float32):

@@ -152,3 +152,22 @@ def measure_ceilings(device="cuda"):
     torch.backends.cuda.matmul.allow_tf32 = tf32
     flops = 2 * n ** 3 / (ms * 1e-3)
     return bw, flops
+
+
+def time_census_us(fn):
+    """Microseconds per call of fn() as the layer census times it (benchmarks/layers.py): 20 calls
+    replayed from a CUDA graph, the L2 flushed before each replay, median of 30 replays."""
+    return time_cuda_graph(fn, calls=20, reps=30, flush=True) * 1e3
+
+
+def torch_best_us(fn):
+    """time_census_us of a torch call with cudnn.benchmark off and on: the faster (cuDNN's
+    heuristic choice or its algorithm search); the flag is left off."""
+    best = None
+    for bm in (False, True):
+        torch.backends.cudnn.benchmark = bm
+        fn()
+        t = time_census_us(fn)
+        best = t if best is None else min(best, t)
+    torch.backends.cudnn.benchmark = False
+    return best
